@@ -1,0 +1,55 @@
+"""tenure: distributed locks and leases with fencing tokens, one API over many backends.
+
+    import tenure
+    locks = tenure.connect()                    # $TENURE_URL, else the per-user SQLite file
+    with locks.lock("orders:42", ttl=30, timeout=5) as lock:
+        write(order, fence=lock.fence)
+
+``tenure.connect_async`` returns the same API for asyncio. See the README and docs/.
+"""
+
+from __future__ import annotations
+
+from tenure._async.client import AsyncLocks, connect_async
+from tenure._async.lock import AsyncLock
+from tenure._errors import (
+    BackendError,
+    ConfigurationError,
+    InvalidArgument,
+    InvalidArgumentType,
+    LockError,
+    LockLost,
+    LockTimeout,
+    NotOwned,
+    TenureError,
+)
+from tenure._fencing import FenceGuard, StaleFence
+from tenure._sync.client import Locks, connect
+from tenure._sync.lock import Lock
+from tenure._types import Capabilities, Holder, LockInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncLock",
+    "AsyncLocks",
+    "BackendError",
+    "Capabilities",
+    "ConfigurationError",
+    "FenceGuard",
+    "Holder",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "Lock",
+    "LockError",
+    "LockInfo",
+    "LockLost",
+    "LockTimeout",
+    "Locks",
+    "NotOwned",
+    "StaleFence",
+    "TenureError",
+    "__version__",
+    "connect",
+    "connect_async",
+]

@@ -1,0 +1,100 @@
+"""The interface every backend implements: its atomic primitives and nothing more.
+
+The lock logic above (waiting, re-entrancy, renewal, fencing bookkeeping, validation) lives
+once in ``lock.py`` and ``renewer.py``. A backend only knows how to do each of the steps below
+as ONE atomic server-side operation (a Lua script, one conditional SQL statement, one
+``find_one_and_update``), judged by the server's clock, comparing the caller's random token on
+the server. Names arrive validated (``tenure._validation.validate_name``); ttl in float seconds.
+
+Every method translates its driver's errors into ``BackendError`` (``raise ... from exc``) and
+returns within the backend's own operation timeout: a dead server is an error, never a hang.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from tenure._concurrency import async_io as io
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+
+__all__ = ["AsyncBackend"]
+
+
+class AsyncBackend(abc.ABC):
+    schemes: ClassVar[tuple[str, ...]]
+    """The URL schemes this backend serves."""
+    capabilities: ClassVar[Capabilities]
+    max_backoff: ClassVar[float] = 0.05
+    """Longest pause between two acquire attempts when no notification arrives (seconds)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncBackend:
+        """Build from a URL and ``connect()``'s keyword options.
+
+        Raises ConfigurationError for a malformed URL or an unknown option. Connecting lazily
+        is fine; a server that can't be reached raises BackendError at the first operation.
+        """
+
+    @abc.abstractmethod
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        """Take the lease if it is free, expired, or already held with this same ``token``.
+
+        Free or expired: store token, expiry (server clock + ttl), holder and the server time,
+        and increment the name's fence, all in one atomic step; return ``Grant(fence)``.
+        Same token (a retry after a lost reply): reset the expiry, keep the fence, return it.
+        Held by another token: change nothing; return ``Busy(ttl_left)``.
+        """
+
+    @abc.abstractmethod
+    async def release(self, name: str, token: str) -> bool:
+        """Free the lease if ``token`` holds it and it has not expired; wake waiters.
+
+        Returns False (and changes nothing another owner holds) when the lease is not ours
+        any more. The fence is kept: it never goes back after a release.
+        """
+
+    @abc.abstractmethod
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        """Reset the expiry to server now + ttl if ``token`` holds a live lease; else False."""
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """Extend several leases in one round trip where the backend can (pipelines, one
+        transaction); the renewal scheduler batches through this. Same semantics as extend."""
+        return [await self.extend(r.name, r.token, r.ttl) for r in renewals]
+
+    @abc.abstractmethod
+    async def owned(self, name: str, token: str) -> bool:
+        """Whether ``token`` holds a live lease on ``name`` right now."""
+
+    @abc.abstractmethod
+    async def inspect(self, name: str) -> LockInfo | None:
+        """What is known about ``name``; None if it was never acquired."""
+
+    @abc.abstractmethod
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        """Every known lock whose name starts with ``prefix``, sorted by name. Must not block
+        the server (Redis: SCAN, never KEYS)."""
+
+    @abc.abstractmethod
+    async def break_lock(self, name: str) -> bool:
+        """Operator's force-release of whoever holds ``name``; True if a live lease was freed.
+        Keeps the fence and wakes waiters."""
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        """Return when ``name`` may have been released, or after ``timeout`` seconds.
+
+        Backends with notifications (pub/sub, LISTEN/NOTIFY, in-process signals) return as
+        soon as a release is announced; the default just sleeps. Spurious returns are fine:
+        the caller tries to acquire again.
+        """
+        await io.sleep(timeout)
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Close connections. The backend must not be used afterwards."""
+
+    def describe(self) -> str:
+        """The backend's URL without credentials, for messages and ``tenure`` output."""
+        return type(self).__name__

@@ -1,0 +1,189 @@
+"""The client: ``connect_async(url)`` returns one; it makes lock handles, the ``locked``
+decorator, and the operator's views (inspect, list, break)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import string
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.lock import AsyncLock
+from tenure._concurrency import async_io as io
+from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
+from tenure._types import Capabilities, LockInfo
+from tenure._urls import load_backend_module, resolve_url
+from tenure._validation import (
+    validate_callback,
+    validate_max_renewals,
+    validate_name,
+    validate_timeout,
+    validate_ttl,
+)
+
+__all__ = ["AsyncLocks", "connect_async"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_TTL = 30.0
+
+
+def connect_async(
+    url: str | None = None,
+    *,
+    default_ttl: float = DEFAULT_TTL,
+    clock: Callable[[], float] = time.monotonic,
+    **options: Any,
+) -> AsyncLocks:
+    """A client for the backend named by ``url``.
+
+    ``url`` defaults to ``$TENURE_URL``, else the per-user SQLite file (see the docs for its
+    path). ``options`` go to the backend (each backend documents its own); an unknown one
+    raises ConfigurationError. ``clock`` is the client's monotonic clock, injectable for tests.
+    """
+    resolved = resolve_url(url)
+    module = load_backend_module(resolved, "_async")
+    backend_type: type[AsyncBackend] = module.BACKEND
+    backend = backend_type.from_url(resolved, **options)
+    return AsyncLocks(backend, default_ttl=default_ttl, clock=clock)
+
+
+class AsyncLocks:
+    """Makes lock handles on one backend. Thread-safe; close it when done (or use ``async
+    with``)."""
+
+    def __init__(
+        self,
+        backend: AsyncBackend,
+        *,
+        default_ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not isinstance(backend, AsyncBackend):
+            raise InvalidArgumentType(f"not a tenure backend: {type(backend).__name__}")
+        self.backend = backend
+        self.default_ttl = validate_ttl(default_ttl, "default_ttl")
+        if not callable(clock):
+            raise ConfigurationError("clock must be a callable returning seconds")
+        self.clock = clock
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.backend.describe()}>"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.backend.capabilities
+
+    def lock(
+        self,
+        name: str,
+        ttl: float | None = None,
+        *,
+        timeout: float | None = None,
+        blocking: bool = True,
+        renew: bool = False,
+        max_renewals: int | None = None,
+        on_lost: Callable[[AsyncLock], Any] | None = None,
+        reentrant: bool = False,
+    ) -> AsyncLock:
+        """A handle on the lock ``name``; nothing is sent until acquire.
+
+        - ``ttl``: the lease in seconds (default: the client's ``default_ttl``, 30 s). A holder
+          that stops renewing loses the lock after this long.
+        - ``timeout``: how long ``acquire()`` and ``async with`` wait (None: forever).
+        - ``blocking=False``: ``async with`` tries once and raises LockTimeout if held.
+        - ``renew=True``: the watchdog renews the lease at about ttl/3 until release, at most
+          ``max_renewals`` times (None: no cap). ``on_lost(lock)`` runs once if the lease is
+          lost (refused, unreachable until expiry, or out of renewals).
+        - ``reentrant=True``: the same thread / asyncio task may acquire again; each acquire
+          needs its release. Counted in-process; the server sees one lease.
+        """
+        if not isinstance(renew, bool) or not isinstance(reentrant, bool):
+            raise InvalidArgumentType("renew and reentrant must be bools")
+        if not isinstance(blocking, bool):
+            raise InvalidArgumentType(f"blocking must be a bool, not {type(blocking).__name__}")
+        limit = validate_max_renewals(max_renewals)
+        if limit is not None and not renew:
+            raise InvalidArgument("max_renewals needs renew=True")
+        return AsyncLock(
+            self,
+            validate_name(name),
+            self.default_ttl if ttl is None else validate_ttl(ttl),
+            timeout=validate_timeout(timeout),
+            blocking=blocking,
+            renew=renew,
+            max_renewals=limit,
+            on_lost=validate_callback(on_lost, "on_lost"),
+            reentrant=reentrant,
+        )
+
+    def locked(
+        self, name_template: str, ttl: float | None = None, **lock_options: Any
+    ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+        """Decorate a function so each call runs under the lock named by ``name_template``,
+        formatted with the call's arguments by name: ``"stock:{stock_id}"``.
+
+        Options are those of ``lock()``; a call that can't get the lock within ``timeout``
+        raises LockTimeout and does not run the function.
+        """
+        if not isinstance(name_template, str):
+            raise InvalidArgumentType("the name template must be a str")
+        fields = {f for _, f, _, _ in string.Formatter().parse(name_template) if f is not None}
+        # Validate the options once, at decoration time, not at the first call.
+        self.lock("template-check", ttl, **lock_options)
+
+        def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+            io.check_function_kind(function)
+            signature = inspect.signature(function)
+            unknown = {f.split(".")[0].split("[")[0] for f in fields} - set(signature.parameters)
+            if unknown - {""}:
+                raise InvalidArgument(
+                    f"name template {name_template!r} uses {sorted(unknown)}, which "
+                    f"{function.__qualname__} does not take"
+                )
+
+            @functools.wraps(function)
+            async def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                name = name_template.format(**bound.arguments)
+                async with self.lock(name, ttl, **lock_options):
+                    return await function(*args, **kwargs)
+
+            return locked_call
+
+        return decorate
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        """Who holds ``name`` (host, pid, thread, since, fence, ttl left); None if unknown."""
+        return await self.backend.inspect(validate_name(name))
+
+    async def list_locks(self, prefix: str = "") -> list[LockInfo]:
+        """Every known lock whose name starts with ``prefix``, held or not, by name."""
+        if not isinstance(prefix, str):
+            raise InvalidArgumentType(f"prefix must be a str, not {type(prefix).__name__}")
+        return await self.backend.list_locks(prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        """Force-release ``name`` whoever holds it (operators only): the holder finds out at
+        its next renewal, release or check. True if a live lease was broken."""
+        return await self.backend.break_lock(validate_name(name))
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    async def __aenter__(self) -> AsyncLocks:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

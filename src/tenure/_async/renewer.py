@@ -1,0 +1,162 @@
+"""The watchdog: one renewal scheduler per process (threads) or per event loop (asyncio).
+
+It renews every watched lease at about ttl/3, batching the leases due together per backend
+into one ``extend_many`` round trip. Loss is an event, never hidden:
+- the server refuses a renewal (the lease expired or was taken): lost at once;
+- renewals fail with errors (server down, connection cut): retried until the lease's last
+  known expiry, then lost, with the last error as the cause;
+- ``max_renewals`` reached: renewals stop, and the lease is reported lost when it runs out;
+- ``renew=False`` with an ``on_lost`` callback: reported when the lease runs out.
+Every error is caught and attached to the hold it concerns; the scheduler itself never dies
+of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tenure._concurrency import async_io as io
+from tenure._types import Renewal
+
+if TYPE_CHECKING:
+    from tenure._async.backend import AsyncBackend
+    from tenure._async.lock import Hold
+
+__all__ = ["AsyncRenewer", "renewer_for"]
+
+logger = logging.getLogger("tenure")
+
+RENEW_FRACTION = 1 / 3
+"""Renew when this fraction of the lease has passed: two more tries fit before it runs out."""
+
+
+def _renews(hold: Hold) -> bool:
+    limit = hold.lock.max_renewals
+    return hold.lock.renew and (limit is None or hold.renewals < limit)
+
+
+def _due_after(hold: Hold, started: float) -> float:
+    """When to look at ``hold`` next: its next renewal, else the end of its lease."""
+    if _renews(hold):
+        return started + hold.ttl * RENEW_FRACTION
+    return hold.lease_deadline
+
+
+class AsyncRenewer:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._holds: set[Hold] = set()
+        self._mutex = io.Mutex()
+        self._running = False
+        self._wake: io.Signal | None = None
+
+    def watch(self, hold: Hold) -> None:
+        with self._mutex:
+            hold.next_due = _due_after(hold, hold.lease_deadline - hold.ttl)
+            self._holds.add(hold)
+            start = not self._running
+            if start:
+                self._running = True
+                self._wake = io.Signal()
+            wake = self._wake
+        if start:
+            io.start_background(self._run, name="tenure-renewer")
+        elif wake is not None:
+            wake.set()
+
+    def unwatch(self, hold: Hold) -> None:
+        with self._mutex:
+            self._holds.discard(hold)
+            # No wake needed: the loop skips holds it no longer has, and exits when empty.
+
+    def reschedule(self, hold: Hold, started: float) -> None:
+        """The caller extended ``hold`` itself at ``started``: the next renewal moves."""
+        with self._mutex:
+            if hold in self._holds:
+                hold.next_due = _due_after(hold, started)
+
+    async def _run(self) -> None:
+        while True:
+            with self._mutex:
+                if not self._holds or self._wake is None:
+                    self._running = False
+                    return
+                wake = self._wake
+                wake.clear()
+                now = self._clock()
+                due = [hold for hold in self._holds if hold.next_due <= now]
+                next_due = min(hold.next_due for hold in self._holds)
+            if not due:
+                await wake.wait(next_due - now)
+                continue
+            try:
+                await self._service(due)
+            except Exception as exc:  # a bug here must not end every lease's renewals
+                logger.exception("tenure: renewal scheduler error")
+                for hold in due:
+                    hold.lock._mark_lost(hold, "renewal scheduler error", exc)
+
+    async def _service(self, due: list[Hold]) -> None:
+        by_backend: dict[int, tuple[AsyncBackend, list[Hold]]] = {}
+        for hold in due:
+            if not _renews(hold):
+                why = (
+                    f"the lease ran out after max_renewals={hold.lock.max_renewals}"
+                    if hold.lock.renew
+                    else f"the lease ran out ({hold.ttl} s, renew=False)"
+                )
+                hold.lock._mark_lost(hold, why)
+                continue
+            backend = hold.lock._client.backend
+            by_backend.setdefault(id(backend), (backend, []))[1].append(hold)
+        for backend, holds in by_backend.values():
+            await self._renew_batch(backend, holds)
+
+    async def _renew_batch(self, backend: AsyncBackend, holds: list[Hold]) -> None:
+        started = self._clock()
+        batch = [Renewal(hold.lock.name, hold.token, hold.ttl) for hold in holds]
+        try:
+            results = await backend.extend_many(batch)
+        except Exception as exc:
+            for hold in holds:
+                self._after_error(hold, exc)
+            return
+        for hold, renewed in zip(holds, results, strict=True):
+            with self._mutex:
+                if hold not in self._holds:  # released or lost while the batch was out
+                    continue
+            if renewed:
+                hold.renewals += 1
+                hold.lease_deadline = started + hold.ttl
+                hold.error = None
+                with self._mutex:
+                    hold.next_due = _due_after(hold, started)
+            else:
+                hold.lock._mark_lost(hold, "renewal refused: the server no longer has this lease")
+
+    def _after_error(self, hold: Hold, error: Exception) -> None:
+        now = self._clock()
+        if now >= hold.lease_deadline:
+            hold.lock._mark_lost(hold, f"renewals failed until the lease ran out: {error}", error)
+            return
+        hold.error = error
+        # Retry soon, but not in a tight loop, and once more right at the lease's end.
+        with self._mutex:
+            hold.next_due = min(now + max(hold.ttl / 10, 0.005), hold.lease_deadline)
+
+
+_renewers: weakref.WeakKeyDictionary[object, dict[Callable[[], float], AsyncRenewer]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def renewer_for(clock: Callable[[], float]) -> AsyncRenewer:
+    """The scheduler of this process (threads) or this event loop (asyncio) for ``clock``."""
+    per_scope = _renewers.setdefault(io.scope(), {})
+    renewer = per_scope.get(clock)
+    if renewer is None:
+        renewer = per_scope.setdefault(clock, AsyncRenewer(clock))
+    return renewer

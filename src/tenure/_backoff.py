@@ -1,0 +1,33 @@
+"""Jittered exponential back-off between acquire attempts, for backends without wake-ups."""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["Backoff"]
+
+
+class Backoff:
+    """Pauses that double from ``initial`` up to ``maximum``, each drawn from the upper half
+    of the current step ("equal jitter"): waiters started together drift apart instead of
+    retrying in lock-step, yet no pause collapses to zero.
+
+    A pause never exceeds the holder's remaining lease, so an expiry without a release is
+    noticed as soon as it happens.
+    """
+
+    def __init__(
+        self, maximum: float, initial: float = 0.001, rng: random.Random | None = None
+    ) -> None:
+        self._step = min(initial, maximum)
+        self._maximum = maximum
+        self._rng = rng or random.Random()
+
+    def next_pause(self, ttl_left: float | None) -> float:
+        step = self._step
+        self._step = min(step * 2, self._maximum)
+        pause = step / 2 + self._rng.uniform(0, step / 2)
+        if ttl_left is not None:
+            # A hair past the holder's expiry, so the next attempt finds it expired.
+            pause = min(pause, max(ttl_left, 0.0) + 0.0005)
+        return pause

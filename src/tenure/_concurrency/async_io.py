@@ -1,0 +1,174 @@
+"""asyncio flavour of the I/O edge.
+
+- ``Event``: the type of ``lock.lost``.
+- ``Signal``: a wake-up any thread may set (a release seen by another thread) and one waiter
+  awaits with a timeout.
+- ``Mutex``: guards in-memory state touched from the scheduler and callers. One event loop is
+  one thread and no await happens under it, so the asyncio flavour needs no real lock.
+- ``run_blocking``: run blocking driver code (sqlite3) without blocking the loop. If the caller
+  is cancelled, the call still finishes before the cancellation propagates, so a clean-up that
+  follows cannot overtake it (an acquire committed after its own undo would leave a lock).
+- ``run_cleanup``: run an undo step to completion even when the caller is being cancelled,
+  and log (never raise) its failure: the lease's TTL is the backstop.
+- ``scope``: the key for per-process / per-event-loop singletons (the renewal scheduler).
+- ``current_owner``: who counts as one owner for re-entrancy: the thread, or the asyncio task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from tenure._errors import InvalidArgumentType
+
+__all__ = [
+    "Event",
+    "Mutex",
+    "Signal",
+    "check_function_kind",
+    "current_owner",
+    "current_owner_name",
+    "invoke_callback",
+    "run_blocking",
+    "run_cleanup",
+    "scope",
+    "sleep",
+    "start_background",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+logger = logging.getLogger("tenure")
+
+Event = asyncio.Event
+
+
+class Mutex:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+class Signal:
+    """A wake-up settable from any thread, awaited in the loop that created it."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._event.set)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, timeout: float | None) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(max(0.0, seconds))
+
+
+async def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, functools.partial(function, *args, **kwargs))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await _finish_despite_cancellation(future)
+        raise
+
+
+async def _finish_despite_cancellation(awaitable: asyncio.Future[Any]) -> None:
+    # Await until done, swallowing further cancellations of the caller meanwhile.
+    while not awaitable.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(awaitable)
+
+
+async def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
+    task = asyncio.ensure_future(function(*args))
+    _background.add(task)
+    task.add_done_callback(_log_cleanup_failure)
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await asyncio.shield(task)
+
+
+def _log_cleanup_failure(task: asyncio.Future[Any]) -> None:
+    _background.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("tenure: clean-up failed", exc_info=task.exception())
+
+
+def scope() -> object:
+    return asyncio.get_running_loop()
+
+
+# Strong references: the event loop keeps only weak ones to its tasks.
+_background: set[asyncio.Future[Any]] = set()
+
+
+def start_background(function: Callable[[], Any], name: str) -> None:
+    task = asyncio.get_running_loop().create_task(function(), name=name)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def current_owner() -> object:
+    task = asyncio.current_task()
+    return task if task is not None else _no_task_owner()
+
+
+@functools.cache
+def _no_task_owner() -> object:
+    return object()
+
+
+def current_owner_name() -> str:
+    task = asyncio.current_task()
+    return task.get_name() if task is not None else "asyncio"
+
+
+def invoke_callback(callback: Callable[..., Any], *args: Any) -> None:
+    """Call a user callback; a coroutine it returns runs as a task. Errors are logged."""
+    try:
+        result = callback(*args)
+    except Exception:
+        logger.exception("tenure: callback %r raised", callback)
+        return
+    if inspect.isawaitable(result):
+        task = asyncio.ensure_future(result)
+        _background.add(task)
+        task.add_done_callback(_log_callback_failure)
+
+
+def _log_callback_failure(task: asyncio.Future[Any]) -> None:
+    _background.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("tenure: async callback raised", exc_info=task.exception())
+
+
+def check_function_kind(function: Callable[..., Any]) -> None:
+    if not inspect.iscoroutinefunction(function):
+        raise InvalidArgumentType(
+            f"{getattr(function, '__qualname__', function)} is not a coroutine function: "
+            "decorate it with a client from tenure.connect()"
+        )
+

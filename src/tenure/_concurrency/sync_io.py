@@ -1,0 +1,113 @@
+"""Threads flavour of the I/O edge; see ``async_io`` for the contract of each name."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from tenure._errors import InvalidArgumentType
+
+__all__ = [
+    "Event",
+    "Mutex",
+    "Signal",
+    "check_function_kind",
+    "current_owner",
+    "current_owner_name",
+    "invoke_callback",
+    "run_blocking",
+    "run_cleanup",
+    "scope",
+    "sleep",
+    "start_background",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+logger = logging.getLogger("tenure")
+
+Event = threading.Event
+Mutex = threading.Lock
+
+
+class Signal:
+    """A wake-up that any thread may set and one waiter awaits."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._event.wait(timeout)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(max(0.0, seconds))
+
+
+def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    return function(*args, **kwargs)
+
+
+def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
+    try:
+        function(*args)
+    except Exception:
+        logger.warning("tenure: clean-up %s failed", getattr(function, "__qualname__", function),
+                       exc_info=True)
+
+
+class _Process:
+    """Stands for this process in per-scope registries; replaced in a forked child."""
+
+
+_process = _Process()
+
+
+def _forget_process_after_fork() -> None:
+    global _process
+    _process = _Process()
+
+
+os.register_at_fork(after_in_child=_forget_process_after_fork)
+
+
+def scope() -> object:
+    return _process
+
+
+def start_background(function: Callable[[], Any], name: str) -> None:
+    threading.Thread(target=function, name=name, daemon=True).start()
+
+
+def current_owner() -> object:
+    return threading.current_thread()
+
+
+def current_owner_name() -> str:
+    return threading.current_thread().name
+
+
+def invoke_callback(callback: Callable[..., Any], *args: Any) -> None:
+    try:
+        callback(*args)
+    except Exception:
+        logger.exception("tenure: callback %r raised", callback)
+
+
+def check_function_kind(function: Callable[..., Any]) -> None:
+    if inspect.iscoroutinefunction(function):
+        raise InvalidArgumentType(
+            f"{function.__qualname__} is a coroutine function: decorate it with a client from "
+            "tenure.connect_async()"
+        )

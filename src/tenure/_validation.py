@@ -1,0 +1,100 @@
+"""Argument checks shared by every entry point, so every backend rejects the same things."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from tenure._errors import InvalidArgument, InvalidArgumentType
+
+__all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_TTL",
+    "MIN_TTL",
+    "validate_callback",
+    "validate_max_renewals",
+    "validate_name",
+    "validate_timeout",
+    "validate_ttl",
+]
+
+MAX_NAME_BYTES = 1024
+"""Longest lock name, in UTF-8 bytes: every backend stores this many (MySQL keys included)."""
+MIN_TTL = 0.01
+"""Shortest lease, in seconds: Redis counts milliseconds, and a shorter lease can't be renewed."""
+MAX_TTL = 365 * 24 * 3600.0
+
+
+def validate_name(name: object) -> str:
+    """Return ``name`` if it is a usable lock name, else raise naming the problem.
+
+    A name is data, never code: backends pass it as a parameter, so any text is safe; the
+    limits here exist so that every backend can store every accepted name as one lock.
+    """
+    if not isinstance(name, str):
+        raise InvalidArgumentType(f"lock name must be a str, not {type(name).__name__}")
+    if not name:
+        raise InvalidArgument("lock name must not be empty")
+    if "\x00" in name:
+        # PostgreSQL text and C-string APIs cannot carry NUL; refusing it everywhere keeps
+        # every backend's set of names the same.
+        raise InvalidArgument("lock name must not contain NUL characters")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"lock name is not valid Unicode text: {exc.reason}") from None
+    if size > MAX_NAME_BYTES:
+        raise InvalidArgument(
+            f"lock name is {size} bytes in UTF-8; the limit is {MAX_NAME_BYTES}"
+        )
+    return name
+
+
+def _seconds(value: object, what: str) -> float:
+    # bool is an int subclass, but ttl=True is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentType(f"{what} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise InvalidArgument(f"{what} must be finite, not {value!r}")
+    return seconds
+
+
+def validate_ttl(ttl: object, what: str = "ttl") -> float:
+    seconds = _seconds(ttl, what)
+    if seconds <= 0:
+        raise InvalidArgument(f"{what} must be > 0 seconds, not {ttl!r}")
+    if seconds < MIN_TTL:
+        raise InvalidArgument(f"{what} must be at least {MIN_TTL} s, not {ttl!r}")
+    if seconds > MAX_TTL:
+        raise InvalidArgument(f"{what} must be at most {MAX_TTL:.0f} s (a year), not {ttl!r}")
+    return seconds
+
+
+def validate_timeout(timeout: object) -> float | None:
+    """None means wait forever; otherwise a finite number of seconds >= 0."""
+    if timeout is None:
+        return None
+    seconds = _seconds(timeout, "timeout")
+    if seconds < 0:
+        raise InvalidArgument(f"timeout must be >= 0 seconds or None, not {timeout!r}")
+    return seconds
+
+
+def validate_max_renewals(max_renewals: object) -> int | None:
+    if max_renewals is None:
+        return None
+    if isinstance(max_renewals, bool) or not isinstance(max_renewals, int):
+        raise InvalidArgumentType(
+            f"max_renewals must be an int or None, not {type(max_renewals).__name__}"
+        )
+    if max_renewals < 0:
+        raise InvalidArgument(f"max_renewals must be >= 0, not {max_renewals}")
+    return max_renewals
+
+
+def validate_callback(callback: object, what: str) -> Callable[..., Any] | None:
+    if callback is not None and not callable(callback):
+        raise InvalidArgumentType(f"{what} must be callable or None, not {type(callback).__name__}")
+    return callback

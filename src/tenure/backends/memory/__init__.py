@@ -1,0 +1,1 @@
+"""``memory://``: one lock store per process, for unit tests and users' own tests."""

@@ -1,0 +1,69 @@
+"""``memory://`` for asyncio: the in-process store, one atomic step per call under its mutex."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.wakeups import wait_for_notice
+from tenure._errors import ConfigurationError
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo
+from tenure.backends.memory._store import MemoryStore, store_named
+
+__all__ = ["BACKEND", "AsyncMemoryBackend"]
+
+
+class AsyncMemoryBackend(AsyncBackend):
+    schemes = ("memory",)
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, within this process",
+        fences_survive_restart=False,
+        leases_survive_restart=False,
+        wakeups="in-process",
+        multi_host=False,
+        fault_tolerant=False,
+    )
+
+    def __init__(self, store: MemoryStore, store_name: str = "") -> None:
+        self.store = store
+        self._store_name = store_name
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncMemoryBackend:
+        if options:
+            raise ConfigurationError(f"memory:// takes no options, got {sorted(options)}")
+        parts = urllib.parse.urlsplit(url)
+        if parts.path not in ("", "/") or parts.query:
+            raise ConfigurationError(f"memory:// URLs name a store only: memory://NAME, not {url!r}")
+        return cls(store_named(parts.netloc), parts.netloc)
+
+    def describe(self) -> str:
+        return f"memory://{self._store_name}"
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        return self.store.acquire(name, token, ttl, holder)
+
+    async def release(self, name: str, token: str) -> bool:
+        return self.store.release(name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        return self.store.extend(name, token, ttl)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return self.store.owned(name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return self.store.inspect(name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return self.store.list_locks(prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return self.store.break_lock(name)
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        await wait_for_notice(self.store.waiters, name, timeout)
+
+
+BACKEND = AsyncMemoryBackend

@@ -1,0 +1,2 @@
+"""``sqlite:///path``: the embedded default. One table in WAL mode; every operation is one
+write transaction; processes of one host coordinate through the file."""

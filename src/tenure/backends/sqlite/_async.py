@@ -1,0 +1,110 @@
+"""``sqlite:///relative.db`` and ``sqlite:////absolute.db`` for asyncio: the blocking
+sqlite3 calls of ``_store`` run in worker threads."""
+
+from __future__ import annotations
+
+import pathlib
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.wakeups import wait_for_notice
+from tenure._concurrency import async_io as io
+from tenure._errors import ConfigurationError
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._urls import default_sqlite_path
+from tenure.backends.sqlite._store import SQLiteStore
+
+__all__ = ["BACKEND", "AsyncSQLiteBackend"]
+
+SYNCHRONOUS = ("normal", "full", "extra")
+
+
+class AsyncSQLiteBackend(AsyncBackend):
+    """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
+    lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
+    or full (also across power loss, at one fsync per operation)."""
+
+    schemes = ("sqlite",)
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, kept in the file across releases and restarts",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="in-process; back-off across processes",
+        multi_host=False,
+        fault_tolerant=False,
+    )
+    max_backoff = 0.02
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncSQLiteBackend:
+        parts = urllib.parse.urlsplit(url)
+        if parts.netloc:
+            raise ConfigurationError(
+                f"sqlite URLs have no host: sqlite:///relative.db or sqlite:////absolute.db, "
+                f"not {url!r}"
+            )
+        raw_path = urllib.parse.unquote(parts.path[1:] if parts.path.startswith("/") else "")
+        if not raw_path:
+            raise ConfigurationError(f"sqlite URL names no file: {url!r}")
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        settings = {**query, **options}
+        unknown = set(settings) - {"busy_timeout", "synchronous"}
+        if unknown:
+            raise ConfigurationError(f"unknown sqlite option(s): {sorted(unknown)}")
+        try:
+            busy_timeout = float(settings.get("busy_timeout", 10.0))
+        except (TypeError, ValueError):
+            raise ConfigurationError("sqlite busy_timeout must be a number of seconds") from None
+        if not busy_timeout > 0:
+            raise ConfigurationError("sqlite busy_timeout must be > 0")
+        synchronous = str(settings.get("synchronous", "normal")).lower()
+        if synchronous not in SYNCHRONOUS:
+            raise ConfigurationError(f"sqlite synchronous must be one of {SYNCHRONOUS}")
+        path = pathlib.Path(raw_path)
+        if path == default_sqlite_path():
+            # The per-user default: private to the user, created on first use.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif not path.parent.is_dir():
+            raise ConfigurationError(f"cannot use SQLite database {path}: no such directory")
+        return cls(SQLiteStore(path, busy_timeout, synchronous))
+
+    def describe(self) -> str:
+        return f"sqlite:///{self.store.path}"
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release, name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        return await io.run_blocking(self.store.extend, name, token, ttl)
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_many, renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.owned, name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect, name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_locks, prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_lock, name)
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        await wait_for_notice(self.store.waiters, name, timeout)
+
+    async def aclose(self) -> None:
+        self.store.close()
+
+
+BACKEND = AsyncSQLiteBackend
