@@ -1,0 +1,91 @@
+"""The backend table: every conformance test runs once per backend URL below.
+
+A backend joins by adding one line to BACKENDS (its marker name -> the fixture giving its
+URL) and its server fixtures' module to pytest_plugins. A server that cannot start fails the
+run; nothing here skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import pathlib
+import uuid
+
+import pytest
+
+pytest_plugins = [
+    "tests.servers.local",
+]
+
+# marker / id -> fixture returning the URL of a ready backend
+BACKENDS: dict[str, str] = {
+    "memory": "memory_url",
+    "sqlite": "sqlite_url",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backends",
+        default="all",
+        help="comma-separated backends for the conformance suite (default: all of them)",
+    )
+
+
+def selected_backends(config: pytest.Config) -> list[str]:
+    choice = config.getoption("--backends")
+    if choice == "all":
+        return list(BACKENDS)
+    names = [name.strip() for name in choice.split(",") if name.strip()]
+    unknown = set(names) - set(BACKENDS)
+    if unknown:
+        raise pytest.UsageError(f"unknown backend(s) {sorted(unknown)}; known: {list(BACKENDS)}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend_url" in metafunc.fixturenames:
+        wanted = getattr(metafunc.function, "backends", None)
+        params = [
+            pytest.param(name, id=name, marks=getattr(pytest.mark, name))
+            for name in selected_backends(metafunc.config)
+            if wanted is None or name in wanted
+        ]
+        metafunc.parametrize("backend_url", params, indirect=True)
+
+
+@pytest.fixture
+def backend_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue(BACKENDS[request.param])
+    return url
+
+
+@pytest.fixture
+def backend_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.node.callspec.params["backend_url"]
+    return name
+
+
+@pytest.fixture
+def name() -> str:
+    """A lock name no other test uses, so tests can share one server without clean-up."""
+    return f"test:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def state_dir(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests in a fresh event loop; no plugin needed."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        arguments = {
+            argument: pyfuncitem.funcargs[argument]
+            for argument in pyfuncitem._fixtureinfo.argnames
+        }
+        asyncio.run(pyfuncitem.obj(**arguments))
+        return True
+    return None

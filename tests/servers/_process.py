@@ -1,0 +1,137 @@
+"""Start, probe, pause, kill and stop one server process, by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+__all__ = ["ManagedServer", "ServerFailed", "free_port", "require_binary", "wait_for_port"]
+
+
+class ServerFailed(RuntimeError):
+    """A server could not be started: the test run fails (never skips)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (other processes share this machine)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def require_binary(name: str, *candidates: str) -> str:
+    """The path of a server binary, or ServerFailed naming the package to install."""
+    for candidate in (name, *candidates):
+        found = shutil.which(candidate) or (candidate if os.access(candidate, os.X_OK) else None)
+        if found:
+            return found
+    raise ServerFailed(
+        f"{name} not found: run scripts/install-servers (the test command does) as root"
+    )
+
+
+def wait_for_port(port: int, timeout: float = 30.0, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise ServerFailed(f"nothing listens on {host}:{port} after {timeout} s")
+
+
+class ManagedServer:
+    """One server process. ``ready`` is a probe that returns without raising once the server
+    really answers (a PING, a SELECT 1), not a sleep."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        workdir: pathlib.Path,
+        ready: Callable[[], None],
+        *,
+        user: str | None = None,
+        env: dict[str, str] | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.workdir = workdir
+        self.ready = ready
+        self.user = user
+        self.env = env
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / f"{name}.log"
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise ServerFailed(f"{self.name} is not running")
+        return self.process.pid
+
+    def start(self) -> ManagedServer:
+        argv = self.argv
+        if self.user is not None and os.geteuid() == 0:
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            argv, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(self.env or {})}, start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + self.start_timeout
+        last_error: BaseException | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerFailed(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
+            try:
+                self.ready()
+                return self
+            except Exception as exc:
+                last_error = exc
+                time.sleep(0.05)
+        self.stop()
+        raise ServerFailed(f"{self.name} not ready after {self.start_timeout} s: {last_error}; {self.tail()}")
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, no persistence flush."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; also resumes a paused server first."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def restart(self) -> ManagedServer:
+        self.stop()
+        return self.start()
