@@ -29,6 +29,7 @@ SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\basync_io\b", "sync_io"),
+    (r"\basync_helpers\b", "sync_helpers"),
     (r"\bconnect_async\b", "connect"),
     (r"\b_async\b", "_sync"),
     (r"\bAwaitable\[([^\[\]]+)\]", r"\1"),

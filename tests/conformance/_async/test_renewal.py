@@ -1,0 +1,86 @@
+"""The watchdog: renewal keeps a short lease alive; loss is signalled, never hidden."""
+
+from __future__ import annotations
+
+import pytest
+
+import tenure
+from tests.conformance import async_helpers as helpers
+
+
+async def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        lost: list[object] = []
+        lock = locks.lock(name, ttl=0.5, renew=True, on_lost=lost.append)
+        assert await lock.acquire()
+        fence = lock.fence
+        await helpers.sleep(2.0)
+        assert await lock.owned()
+        assert not lock.lost.is_set() and lost == []
+        lock.check()
+        assert lock.fence == fence
+        assert await locks.lock(name, ttl=10).acquire(blocking=False) is False
+        await lock.release()
+        await helpers.sleep(0.5)
+        assert lost == []
+
+
+async def test_break_behind_holders_back_fires_on_lost_once(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        lost: list[object] = []
+        lock = locks.lock(name, ttl=0.6, renew=True, on_lost=lost.append)
+        assert await lock.acquire()
+        assert await locks.break_lock(name)
+        # One renewal interval is ttl/3 = 0.2 s; allow a generous margin for slow servers.
+        assert await helpers.wait_event(lock.lost, 1.0)
+        await helpers.sleep(0.5)
+        assert lost == [lock]
+        with pytest.raises(tenure.LockLost):
+            lock.check()
+        with pytest.raises(tenure.LockLost):
+            await lock.release()
+        assert lost == [lock]
+
+
+async def test_max_renewals_lets_the_lease_run_out_and_says_so(
+    backend_url: str, name: str
+) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        lost: list[object] = []
+        lock = locks.lock(name, ttl=0.45, renew=True, max_renewals=2, on_lost=lost.append)
+        assert await lock.acquire()
+        await helpers.sleep(0.5)
+        assert await lock.owned()  # renewed past the first ttl
+        # 2 renewals at ttl/3 each, then a full ttl: lost about 0.75 s after acquire.
+        assert await helpers.wait_event(lock.lost, 2.0)
+        assert lost == [lock]
+        assert not await lock.owned()
+        other = locks.lock(name, ttl=10)
+        assert await other.acquire(timeout=1)
+        with pytest.raises(tenure.LockLost):
+            await lock.release()
+        await other.release()
+        assert lost == [lock]
+
+
+async def test_on_lost_without_renewal_fires_at_expiry(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        lost: list[object] = []
+        lock = locks.lock(name, ttl=0.3, on_lost=lost.append)
+        assert await lock.acquire()
+        assert await helpers.wait_event(lock.lost, 2.0)
+        assert lost == [lock]
+
+
+async def test_released_lock_stops_renewing(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        lock = locks.lock(name, ttl=0.3, renew=True)
+        assert await lock.acquire()
+        await lock.release()
+        other = locks.lock(name, ttl=0.3)
+        assert await other.acquire(blocking=False)
+        await helpers.sleep(0.5)
+        # Had the first handle kept renewing, it would have been refused; the other's lease
+        # simply ran out.
+        assert not await other.owned()
+        assert not lock.lost.is_set()
