@@ -92,7 +92,9 @@ class ManagedServer:
         last_error: BaseException | None = None
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerFailed(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
+                raise ServerFailed(
+                    f"{self.name} exited with {self.process.returncode}: {self.tail()}"
+                )
             try:
                 self.ready()
                 return self
@@ -100,7 +102,9 @@ class ManagedServer:
                 last_error = exc
                 time.sleep(0.05)
         self.stop()
-        raise ServerFailed(f"{self.name} not ready after {self.start_timeout} s: {last_error}; {self.tail()}")
+        raise ServerFailed(
+            f"{self.name} not ready after {self.start_timeout} s: {last_error}; {self.tail()}"
+        )
 
     def tail(self, lines: int = 20) -> str:
         try:

@@ -24,12 +24,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tenure import _forks
+from tenure._async.renewer import AsyncRenewer, renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import async_io as io
 from tenure._errors import InvalidArgument, InvalidArgumentType, LockLost, LockTimeout, NotOwned
 from tenure._types import Grant, Holder
 from tenure._validation import validate_timeout, validate_ttl
-from tenure._async.renewer import AsyncRenewer, renewer_for
 
 if TYPE_CHECKING:
     from tenure._async.client import AsyncLocks
@@ -106,7 +106,7 @@ class AsyncLock:
     # ---- acquiring ---------------------------------------------------------------------
 
     async def acquire(
-        self, blocking: bool = True, timeout: float | None | _Default = DEFAULT
+        self, blocking: bool = True, timeout: float | _Default | None = DEFAULT
     ) -> bool:
         """Take the lock; True if taken.
 

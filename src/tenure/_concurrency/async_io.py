@@ -64,10 +64,9 @@ class Signal:
         self._event = asyncio.Event()
 
     def set(self) -> None:
-        try:
+        # A closed loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._event.set)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     def clear(self) -> None:
         self._event.clear()

@@ -35,7 +35,9 @@ class AsyncMemoryBackend(AsyncBackend):
             raise ConfigurationError(f"memory:// takes no options, got {sorted(options)}")
         parts = urllib.parse.urlsplit(url)
         if parts.path not in ("", "/") or parts.query:
-            raise ConfigurationError(f"memory:// URLs name a store only: memory://NAME, not {url!r}")
+            raise ConfigurationError(
+                f"memory:// URLs name a store only: memory://NAME, not {url!r}"
+            )
         return cls(store_named(parts.netloc), parts.netloc)
 
     def describe(self) -> str:
