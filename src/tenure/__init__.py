@@ -8,7 +8,6 @@
 ``tenure.connect_async`` returns the same API for asyncio. See the README and docs/.
 """
 
-from __future__ import annotations
 
 from tenure._async.client import AsyncLocks, connect_async
 from tenure._async.lock import AsyncLock

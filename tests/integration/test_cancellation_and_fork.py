@@ -1,0 +1,79 @@
+"""Rules 5 and 8 on every backend: a cancelled or timed-out acquire leaves nothing behind; a
+forked child holds none of its parent's locks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import tenure
+
+
+async def test_cancelled_acquires_leave_no_lock_and_no_renewal(
+    backend_url: str, name: str
+) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        for attempt in range(20):
+            lock = locks.lock(f"{name}:{attempt % 4}", ttl=0.5, renew=True)
+            task = asyncio.create_task(lock.acquire())
+            # Cancel at varied points: before, during, and after the server round trip.
+            await asyncio.sleep(attempt * 0.0005)
+            task.cancel()
+            try:
+                took = await task
+            except asyncio.CancelledError:
+                took = False
+            if took:
+                await lock.release()
+        await asyncio.sleep(1.5)  # 3 x ttl
+        for index in range(4):
+            info = await locks.inspect(f"{name}:{index}")
+            assert info is None or not info.held, info
+        renewers = [t for t in asyncio.all_tasks() if t.get_name() == "tenure-renewer"]
+        assert renewers == []
+
+
+async def test_timed_out_waiters_leave_nothing(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        holder = locks.lock(name, ttl=5)
+        assert await holder.acquire()
+        waiters = [locks.lock(name, ttl=5, renew=True) for _ in range(5)]
+        results = await asyncio.gather(*(w.acquire(timeout=0.2) for w in waiters))
+        assert results == [False] * 5
+        await holder.release()
+        info = await locks.inspect(name)
+        assert info is not None and not info.held
+
+
+def test_forked_child_holds_nothing(backend_url: str, name: str) -> None:
+    with tenure.connect(backend_url) as locks:
+        lock = locks.lock(name, ttl=1, renew=True)
+        assert lock.acquire()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            try:
+                verdict = []
+                verdict.append(lock.fence is None)
+                try:
+                    lock.release()
+                    verdict.append(False)
+                except tenure.NotOwned:
+                    verdict.append(True)
+                verdict.append(not any(t.name == "tenure-renewer" for t in threading.enumerate()))
+                if not backend_url.startswith("memory"):
+                    verdict.append(not tenure.connect(backend_url).lock(name).acquire(
+                        blocking=False))
+                os.write(write_end, b"".join(b"1" if v else b"0" for v in verdict))
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        verdict = os.read(read_end, 16)
+        os.close(read_end)
+        assert verdict and set(verdict) == {ord("1")}, verdict
+        # The parent's lease is untouched and still renewed past its ttl.
+        threading.Event().wait(1.5)
+        assert lock.owned()
+        lock.release()

@@ -1,0 +1,143 @@
+"""URLs, options and the errors a misconfiguration gets."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+import tenure
+from tenure._urls import default_sqlite_path, redact, resolve_url
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://user:s3cret@host:6379/0", "redis://user:***@host:6379/0"),
+        ("mysql://root:pw@127.0.0.1:3306/db?x=1", "mysql://root:***@127.0.0.1:3306/db?x=1"),
+        ("redlock://:pw@a:1,b:2,c:3", "redlock://:***@a:1,b:2,c:3"),
+        ("redis://host:6379", "redis://host:6379"),
+        ("postgresql://user@host/db", "postgresql://user@host/db"),
+    ],
+)
+def test_redact_hides_passwords(url: str, expected: str) -> None:
+    assert redact(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url", ["", "nonsense", "ftp://host/x", "sqlite:/no-slashes.db", "://nothing"]
+)
+def test_bad_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(tenure.ConfigurationError):
+        tenure.connect(url)
+
+
+def test_unknown_scheme_names_the_known_ones() -> None:
+    with pytest.raises(tenure.ConfigurationError, match="sqlite"):
+        tenure.connect("zookeeper://localhost:2181")
+
+
+def test_error_messages_never_show_the_password() -> None:
+    with pytest.raises(tenure.ConfigurationError) as raised:
+        tenure.connect("nope://admin:hunter2@host/")
+    assert "hunter2" not in str(raised.value)
+
+
+def test_non_string_url_is_a_type_error() -> None:
+    with pytest.raises(tenure.InvalidArgumentType):
+        tenure.connect(42)  # type: ignore[arg-type]
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in [m for m in sys.modules if m == "redis" or m.startswith(("redis.",
+                   "tenure.backends.redis"))]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(tenure.ConfigurationError, match=r"tenure\[redis\]"):
+        tenure.connect("redis://127.0.0.1:1/0")
+
+
+def test_default_url_is_the_per_user_state_file(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: pathlib.Path) -> None:
+    monkeypatch.delenv("TENURE_URL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert default_sqlite_path() == tmp_path / "tenure" / "locks.db"
+    assert resolve_url(None) == f"sqlite:///{tmp_path}/tenure/locks.db"
+    with tenure.connect() as locks:
+        assert locks.lock("x").acquire()
+    assert (tmp_path / "tenure" / "locks.db").exists()
+    monkeypatch.setenv("TENURE_URL", "memory://from-env")
+    assert resolve_url(None) == "memory://from-env"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////nonexistent-dir-for-tenure/x.db",  # no such directory
+        "sqlite:////dev/null/x.db",                    # parent is not a directory
+        "sqlite:///",                                  # no file
+        "sqlite://host/x.db",                          # sqlite has no host
+    ],
+)
+def test_unusable_sqlite_paths(url: str) -> None:
+    with pytest.raises(tenure.ConfigurationError):
+        tenure.connect(url)
+
+
+def test_sqlite_path_that_is_a_directory(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(tenure.ConfigurationError, match=str(tmp_path)):
+        tenure.connect(f"sqlite:///{tmp_path}")
+
+
+def test_sqlite_file_that_is_not_a_database(tmp_path: pathlib.Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(tenure.ConfigurationError, match="junk.db"):
+        tenure.connect(f"sqlite:///{junk}")
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("sqlite:///{tmp}/x.db?colour=blue", {}),
+        ("sqlite:///{tmp}/x.db", {"colour": "blue"}),
+        ("sqlite:///{tmp}/x.db?busy_timeout=soon", {}),
+        ("sqlite:///{tmp}/x.db?busy_timeout=-1", {}),
+        ("sqlite:///{tmp}/x.db?synchronous=sometimes", {}),
+        ("memory://?x=1", {}),
+        ("memory://", {"x": 1}),
+    ],
+)
+def test_unknown_or_bad_options(url: str, options: dict[str, object],
+                                tmp_path: pathlib.Path) -> None:
+    with pytest.raises(tenure.ConfigurationError):
+        tenure.connect(url.format(tmp=tmp_path), **options)
+
+
+def test_relative_and_absolute_sqlite_urls(tmp_path: pathlib.Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with tenure.connect("sqlite:///relative.db") as locks:
+        assert locks.lock("x").acquire()
+    assert (tmp_path / "relative.db").exists()
+    with tenure.connect(f"sqlite:///{tmp_path}/absolute.db") as locks:
+        assert locks.lock("x").acquire()
+    assert (tmp_path / "absolute.db").exists()
+
+
+def test_nothing_is_written_for_rejected_input(tmp_path: pathlib.Path) -> None:
+    with tenure.connect(f"sqlite:///{tmp_path}/x.db") as locks:
+        for bad in ("", "x" * 2000):
+            with pytest.raises(tenure.InvalidArgument):
+                locks.lock(bad)
+        with pytest.raises(tenure.InvalidArgument):
+            locks.lock("ok", ttl=-5)
+        assert locks.list_locks() == []
+
+
+def test_client_options_are_checked() -> None:
+    with pytest.raises(tenure.InvalidArgument):
+        tenure.connect("memory://", default_ttl=0)
+    with pytest.raises(tenure.ConfigurationError):
+        tenure.connect("memory://", clock="monotonic")  # type: ignore[arg-type]
