@@ -8,8 +8,10 @@
 - ``run_blocking``: run blocking driver code (sqlite3) without blocking the loop. If the caller
   is cancelled, the call still finishes before the cancellation propagates, so a clean-up that
   follows cannot overtake it (an acquire committed after its own undo would leave a lock).
-- ``run_cleanup``: run an undo step to completion even when the caller is being cancelled,
-  and log (never raise) its failure: the lease's TTL is the backstop.
+- ``run_cleanup``: start an undo step in the background and return at once: it completes even
+  when the caller is being cancelled, and the caller's error is not delayed by an undo that
+  must itself time out against a dead server. Its failure is logged, never raised: the
+  lease's TTL is the backstop.
 - ``scope``: the key for per-process / per-event-loop singletons (the renewal scheduler).
 - ``current_owner``: who counts as one owner for re-entrancy: the thread, or the asyncio task.
 """
@@ -106,14 +108,13 @@ async def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
     task = asyncio.ensure_future(function(*args))
     _background.add(task)
     task.add_done_callback(_log_cleanup_failure)
-    with contextlib.suppress(Exception, asyncio.CancelledError):
-        await asyncio.shield(task)
 
 
 def _log_cleanup_failure(task: asyncio.Future[Any]) -> None:
     _background.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        logger.warning("tenure: clean-up failed", exc_info=task.exception())
+        logger.info("tenure: clean-up failed; the lease's TTL will end it",
+                    exc_info=task.exception())
 
 
 def scope() -> object:

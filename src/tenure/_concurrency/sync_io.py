@@ -60,11 +60,13 @@ def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
 
 
 def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
-    try:
-        function(*args)
-    except Exception:
-        logger.warning("tenure: clean-up %s failed", getattr(function, "__qualname__", function),
-                       exc_info=True)
+    def undo() -> None:
+        try:
+            function(*args)
+        except Exception:
+            logger.info("tenure: clean-up failed; the lease's TTL will end it", exc_info=True)
+
+    threading.Thread(target=undo, name="tenure-cleanup", daemon=True).start()
 
 
 class _Process:
