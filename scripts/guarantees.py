@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Print (or --write / --check) the per-backend guarantees table of docs/guarantees.md from
+each backend's declared ``capabilities``: the docs can't drift from the code."""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "guarantees.md"
+BEGIN, END = "<!-- guarantees:begin -->", "<!-- guarantees:end -->"
+
+BACKENDS = [
+    ("memory", "memory://"),
+    ("sqlite", "sqlite:///"),
+    ("redis", "redis://, rediss://, unix://, redis+cluster://, redis+sentinel://"),
+    ("redlock", "redlock://"),
+    ("mongodb", "mongodb://, mongodb+srv://"),
+    ("mysql", "mysql://"),
+    ("postgresql", "postgresql://, postgres://"),
+]
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "**no**"
+
+
+def table() -> str:
+    rows = [
+        "| backend | URLs | fencing | fences survive a server restart | leases survive a "
+        "server restart | waiters woken by | across hosts | survives losing one server |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for package, urls in BACKENDS:
+        try:
+            module = importlib.import_module(f"tenure.backends.{package}._async")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("tenure.backends"):
+                continue  # not written yet
+            raise
+        caps = module.BACKEND.capabilities
+        rows.append(
+            f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "
+            f"{yes(caps.leases_survive_restart)} | {caps.wakeups} | {yes(caps.multi_host)} | "
+            f"{yes(caps.fault_tolerant)} |"
+        )
+    return "\n".join(rows)
+
+
+def render(text: str) -> str:
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    current = DOC.read_text()
+    wanted = render(current)
+    if "--check" in argv:
+        if current != wanted:
+            print("docs/guarantees.md is stale: run scripts/guarantees.py --write")
+            return 1
+        return 0
+    if "--write" in argv:
+        DOC.write_text(wanted)
+        return 0
+    print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
