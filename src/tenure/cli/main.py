@@ -1,0 +1,323 @@
+"""The ``tenure`` command line: argument parsing, dispatch, and turning errors into one line
+of stderr and a documented exit status. The commands live in ``run``, ``inspect``, ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TextIO
+
+import tenure
+from tenure._urls import default_sqlite_path, redact, resolve_url
+from tenure._validation import validate_name, validate_timeout, validate_ttl
+from tenure.cli import (
+    EXIT_BUSY,
+    EXIT_LOST,
+    EXIT_SIGNAL_BASE,
+    EXIT_SOFTWARE,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    CommandError,
+)
+
+__all__ = ["build_parser", "main"]
+
+COMMANDS = ("run", "ls", "show", "break", "demo")
+
+EXIT_STATUSES = f"""\
+exit status:
+  0     success (run: the command's own status)
+  1     break: nothing was held; show: no such lock; demo: the locked run was not exact
+  {EXIT_USAGE}     bad input: arguments, lock name, ttl, URL, backend option
+  {EXIT_UNAVAILABLE}    the backend is unreachable or failing
+  {EXIT_SOFTWARE}    internal error (a bug: please report it; TENURE_DEBUG=1 shows the traceback)
+  {EXIT_BUSY}    run: the lock was not obtained; nothing was run (--busy-exit-code)
+  {EXIT_LOST}    run: the lease was lost while the command ran; it was terminated
+        (--lost-exit-code)
+  126   run: the command could not be executed; 127: not found
+  128+N run: the command died of signal N, or tenure got signal N while waiting
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors become one line of stderr (no usage dump), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tenure",
+        description="Distributed locks with fencing tokens: run a command under a lock, look "
+        "at the locks a backend holds, break one, or watch the oversold-stock demo.",
+        epilog=EXIT_STATUSES + "\nSee docs/cli.md for the full manual.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
+    url_help = (
+        "backend URL, e.g. redis://host:6379/0 or sqlite:////abs/path.db (default: "
+        f"$TENURE_URL, else the per-user SQLite file {default_sqlite_path()})"
+    )
+    parser.add_argument("--url", default=None, metavar="U", help=url_help)
+    # --url is accepted before or after the command; given after, it wins.
+    common = _Parser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, metavar="U", help=url_help)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = commands.add_parser(
+            name, parents=[common], help=summary, description=description,
+            epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        return sub
+
+    run = command(
+        "run",
+        "run a command while holding a lock",
+        "Acquire NAME (renewed in the background at ttl/3), run CMD, release, and exit with "
+        "CMD's status. CMD gets TENURE_LOCK_NAME and TENURE_FENCE in its environment (pass "
+        "the fence to the resource you write to). Signals sent to tenure (SIGINT, SIGTERM, "
+        "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are forwarded to CMD. If the lock is not obtained, "
+        "nothing runs and tenure exits 75. If the lease is lost while CMD runs, CMD gets "
+        "SIGTERM, then SIGKILL after --grace seconds, and tenure exits 76.",
+    )
+    run.usage = "tenure run NAME [options] -- CMD [ARGS...]"
+    run.add_argument("name", metavar="NAME", help="the lock's name")
+    run.add_argument("--ttl", type=float, default=30.0, metavar="S",
+                     help="lease in seconds; a crashed tenure frees the lock after this long "
+                          "(default: 30)")
+    wait = run.add_mutually_exclusive_group()
+    wait.add_argument("--timeout", type=float, default=None, metavar="S",
+                      help="wait at most S seconds for the lock (default: wait forever)")
+    wait.add_argument("--no-wait", action="store_true",
+                      help="try once; if the lock is held, exit at once")
+    run.add_argument("--busy-exit-code", type=int, default=EXIT_BUSY, metavar="N",
+                     help=f"exit status when the lock is not obtained (default: {EXIT_BUSY})")
+    run.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
+                     help=f"exit status when the lease is lost while CMD runs "
+                          f"(default: {EXIT_LOST})")
+    run.add_argument("--grace", type=float, default=5.0, metavar="S",
+                     help="after a lost lease, seconds between SIGTERM and SIGKILL "
+                          "(default: 5)")
+    run.set_defaults(handler=_run)
+
+    ls = command(
+        "ls",
+        "list held locks",
+        "List the locks currently held (with --all, also the free ones the backend "
+        "remembers, with their last fence). Times are UTC; TTL LEFT is by the server's clock.",
+    )
+    ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
+                    help="only names starting with PREFIX")
+    ls.add_argument("--all", action="store_true", help="include free locks")
+    ls.add_argument("--json", action="store_true", help="print a JSON array")
+    ls.set_defaults(handler=_ls)
+
+    show = command("show", "show one lock",
+                   "Show who holds NAME: host, pid, thread, since, TTL left, last fence.")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--json", action="store_true", help="print a JSON object (null if unknown)")
+    show.set_defaults(handler=_show)
+
+    brk = command(
+        "break",
+        "force-release a lock (operators)",
+        "Force-release NAME whoever holds it. The holder finds out at its next renewal, check "
+        "or release; a `tenure run` holder terminates its command. Exit 0 if a live lease was "
+        "broken, 1 if nothing was held.",
+    )
+    brk.add_argument("name", metavar="NAME")
+    brk.set_defaults(handler=_break)
+
+    demo = command(
+        "demo",
+        "the oversold-stock demonstration",
+        "Worker processes sell units from a shared stock record (read it, think, write it "
+        "back), first without the lock, then holding the lock 'demo:stock' around each sale, "
+        "and print both outcomes. Exit 0 if the locked run sold exactly the stock.",
+    )
+    demo.add_argument("--workers", type=int, default=8, metavar="N",
+                      help="worker processes (default: 8)")
+    demo.add_argument("--stock", type=int, default=100, metavar="N",
+                      help="units in stock (default: 100)")
+    demo.add_argument("--think", type=float, default=0.01, metavar="S",
+                      help="seconds between reading the stock and writing it (default: 0.01)")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command in ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    url: str | None = None
+    try:
+        options = _parse(arguments)
+        url = options.url
+        handler: Callable[[argparse.Namespace], int] = options.handler
+        return handler(options)
+    except CommandError as exc:
+        return _fail(exc.message, exc.status, url)
+    except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.ConfigurationError) as exc:
+        return _fail(str(exc), EXIT_USAGE, url)
+    except tenure.BackendError as exc:
+        return _fail(str(exc), EXIT_UNAVAILABLE, url)
+    except KeyboardInterrupt:
+        return EXIT_SIGNAL_BASE + signal.SIGINT
+    except BrokenPipeError:
+        # `tenure ls | head`: the reader left. Point stdout at /dev/null so the interpreter's
+        # final flush does not fail again.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGNAL_BASE + signal.SIGPIPE
+    except Exception as exc:
+        # A bug, not bad input: still one line, unless TENURE_DEBUG asks for the traceback.
+        if os.environ.get("TENURE_DEBUG"):
+            raise
+        return _fail(
+            f"internal error: {type(exc).__name__}: {exc} (set TENURE_DEBUG=1 for the "
+            "traceback)",
+            EXIT_SOFTWARE,
+            url,
+        )
+
+
+def _parse(arguments: list[str]) -> argparse.Namespace:
+    parser = build_parser()
+    command: list[str] | None = None
+    if "--" in arguments and _command_of(arguments[: arguments.index("--")]) == "run":
+        # Everything after `--` is CMD, untouched: `tenure run x -- ls -la` must not read -la.
+        split = arguments.index("--")
+        arguments, command = arguments[:split], arguments[split + 1 :]
+    options, extra = parser.parse_known_args(arguments)
+    if options.command == "run" and (extra or not command):
+        shown = f"unexpected {extra[0]!r}: " if extra else ""
+        raise CommandError(
+            f"run: {shown}give the command after --, as in: tenure run NAME -- CMD [ARGS...]"
+        )
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    options.argv = command
+    return options
+
+
+def _command_of(arguments: list[str]) -> str | None:
+    """The subcommand word among ``arguments``, skipping options and --url's value."""
+    skip = False
+    for argument in arguments:
+        if skip:
+            skip = False
+        elif argument == "--url":
+            skip = True
+        elif not argument.startswith("-"):
+            return argument
+    return None
+
+
+def _fail(message: str, status: int, url: str | None) -> int:
+    """Print ``message`` as one line on stderr, without any password the URL carries."""
+    text = " ".join(message.split())
+    for secret, shown in _secrets(url):
+        text = text.replace(secret, shown)
+    sys.stderr.write(f"tenure: error: {text}\n")
+    sys.stderr.flush()
+    return status
+
+
+def _secrets(url: str | None) -> list[tuple[str, str]]:
+    try:
+        resolved = resolve_url(url)
+    except tenure.TenureError:
+        return []
+    pairs = [(resolved, redact(resolved))]
+    with contextlib.suppress(ValueError):
+        password = urllib.parse.urlsplit(resolved).password
+        if password:
+            pairs.append((password, "***"))
+            pairs.append((urllib.parse.unquote(password), "***"))
+    return pairs
+
+
+def _connect(options: argparse.Namespace) -> tenure.Locks:
+    return tenure.connect(options.url)
+
+
+# ---- the commands -------------------------------------------------------------------------
+
+
+def _run(options: argparse.Namespace) -> int:
+    from tenure.cli.run import RunOptions, run
+
+    if options.timeout is not None:
+        validate_timeout(options.timeout)
+    for flag in ("busy_exit_code", "lost_exit_code"):
+        code = getattr(options, flag)
+        if not 0 <= code <= 255:
+            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
+    if not options.grace >= 0:
+        raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
+    return run(
+        RunOptions(
+            name=validate_name(options.name),
+            command=options.argv,
+            url=options.url,
+            ttl=validate_ttl(options.ttl),
+            timeout=options.timeout,
+            no_wait=options.no_wait,
+            busy_exit_code=options.busy_exit_code,
+            lost_exit_code=options.lost_exit_code,
+            grace=options.grace,
+        )
+    )
+
+
+def _ls(options: argparse.Namespace) -> int:
+    from tenure.cli.inspect import list_locks
+
+    with _connect(options) as locks:
+        return list_locks(
+            locks, options.prefix, include_free=options.all, as_json=options.json, out=_out()
+        )
+
+
+def _show(options: argparse.Namespace) -> int:
+    from tenure.cli.inspect import show_lock
+
+    name = validate_name(options.name)
+    with _connect(options) as locks:
+        return show_lock(locks, name, as_json=options.json, out=_out())
+
+
+def _break(options: argparse.Namespace) -> int:
+    from tenure.cli.inspect import break_lock
+
+    name = validate_name(options.name)
+    with _connect(options) as locks:
+        return break_lock(locks, name, out=_out())
+
+
+def _demo(options: argparse.Namespace) -> int:
+    from tenure.cli.demo import DemoOptions, run_demo
+
+    if not 1 <= options.workers <= 64:
+        raise CommandError(f"--workers must be 1..64, not {options.workers}")
+    if not 1 <= options.stock <= 100_000:
+        raise CommandError(f"--stock must be 1..100000, not {options.stock}")
+    if not 0 <= options.think <= 1:
+        raise CommandError(f"--think must be 0..1 seconds, not {options.think}")
+    return run_demo(
+        DemoOptions(
+            url=options.url, workers=options.workers, stock=options.stock, think=options.think
+        ),
+        out=_out(),
+    )
+
+
+def _out() -> TextIO:
+    return sys.stdout

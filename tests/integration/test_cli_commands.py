@@ -1,0 +1,176 @@
+"""`tenure ls / show / break / demo` on real data in a SQLite file, and the default URL."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import tenure
+
+pytestmark = pytest.mark.sqlite
+
+TENURE = pathlib.Path(sys.executable).parent / "tenure"
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if k not in ("TENURE_URL", "TENURE_DEBUG")}
+    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
+    return environment
+
+
+@pytest.fixture
+def url(tmp_path: pathlib.Path) -> str:
+    return f"sqlite:///{tmp_path / 'locks.db'}"
+
+
+@pytest.fixture
+def locks(url: str) -> Iterator[tenure.Locks]:
+    with tenure.connect(url) as client:
+        yield client
+
+
+def tenure_command(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TENURE), *arguments], check=False, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_ls_show_break_on_real_data(url: str, locks: tenure.Locks, env: dict[str, str]) -> None:
+    for name in ("orders:1", "orders:2", "stock:9"):
+        locks.lock(name, ttl=60).acquire()
+    held = locks.lock("orders:1", ttl=60)  # the fence for orders:1 is now 1; take it again
+    locks.break_lock("orders:1")
+    assert held.acquire()
+    assert held.fence == 2
+    free = locks.lock("orders:3", ttl=60)
+    free.acquire()
+    free.release()
+
+    table = tenure_command("ls", "--url", url, env=env)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "HOLDER", "THREAD", "SINCE", "(UTC)", "FENCE", "TTL",
+                                "LEFT"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {"orders:1", "orders:2", "stock:9"}  # orders:3 is free
+    name, holder, thread, since, fence, ttl_left = rows["orders:1"]
+    assert holder == f"{_host()}:{os.getpid()}"
+    assert thread == "MainThread"
+    started = datetime.datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    assert abs((datetime.datetime.now(datetime.UTC) - started).total_seconds()) < 120
+    assert fence == "2"
+    assert 0 < float(ttl_left.removesuffix("s")) <= 60
+
+    prefixed = tenure_command("ls", "orders:", "--url", url, env=env)
+    assert [line.split()[0] for line in prefixed.stdout.splitlines()[1:]] == [
+        "orders:1", "orders:2",
+    ]
+    everything = tenure_command("ls", "--all", "--json", "--url", url, env=env)
+    listed = {entry["name"]: entry for entry in json.loads(everything.stdout)}
+    assert set(listed) == {"orders:1", "orders:2", "orders:3", "stock:9"}
+    assert listed["orders:3"] == {
+        "name": "orders:3", "held": False, "fence": 1, "holder": None,
+        "acquired_at": None, "ttl_left": None,
+    }
+    assert listed["orders:1"]["holder"] == {
+        "host": _host(), "pid": os.getpid(), "thread": "MainThread",
+    }
+    assert listed["orders:1"]["fence"] == 2
+    assert tenure_command("ls", "nothing:", "--url", url, env=env).stdout == (
+        "no held locks with prefix nothing:\n"
+    )
+
+    shown = tenure_command("show", "orders:1", "--url", url, env=env)
+    assert shown.returncode == 0
+    fields = dict(line.split(":", 1) for line in shown.stdout.splitlines())
+    assert fields["state"].strip() == "held"
+    assert fields["holder"].strip() == f"{_host()}:{os.getpid()}"
+    assert fields["fence"].strip().startswith("2")
+    as_json = json.loads(tenure_command("show", "orders:3", "--json", "--url", url,
+                                        env=env).stdout)
+    assert as_json["held"] is False and as_json["fence"] == 1
+    unknown = tenure_command("show", "never", "--json", "--url", url, env=env)
+    assert (unknown.returncode, unknown.stdout) == (1, "null\n")
+
+    broken = tenure_command("break", "orders:1", "--url", url, env=env)
+    assert broken.returncode == 0
+    assert f"held by {_host()}:{os.getpid()} (fence 2)" in broken.stdout
+    assert not held.owned()  # the holder's lease really is gone
+    again = tenure_command("break", "orders:1", "--url", url, env=env)
+    assert again.returncode == 1 and "not held" in again.stdout
+    assert tenure_command("break", "orders:3", "--url", url, env=env).returncode == 1
+
+
+def test_names_that_would_garble_a_table_are_quoted(
+    url: str, locks: tenure.Locks, env: dict[str, str]
+) -> None:
+    locks.lock("tab\there", ttl=60).acquire()
+    table = tenure_command("ls", "--url", url, env=env)
+    assert "'tab\\there'" in table.stdout
+    raw = json.loads(tenure_command("ls", "--json", "--url", url, env=env).stdout)
+    assert raw[0]["name"] == "tab\there"
+
+
+def test_the_default_url_is_the_per_user_sqlite_file_as_in_connect(
+    tmp_path: pathlib.Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert tenure_command("run", "default:job", "--", "true", env=env).returncode == 0
+    assert (tmp_path / "state" / "tenure" / "locks.db").is_file()
+    monkeypatch.delenv("TENURE_URL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with tenure.connect() as default:
+        info = default.inspect("default:job")
+    assert info is not None and info.fence == 1
+
+    env["TENURE_URL"] = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    assert tenure_command("run", "env:job", "--", "true", env=env).returncode == 0
+    with tenure.connect(env["TENURE_URL"]) as elsewhere:
+        assert elsewhere.inspect("env:job") is not None
+
+
+def test_demo_oversells_without_the_lock_and_is_exact_with_it(
+    url: str, env: dict[str, str], locks: tenure.Locks
+) -> None:
+    result = tenure_command(
+        "demo", "--workers", "4", "--stock", "40", "--think", "0.005", "--url", url, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = {
+        match[1]: (match[2], match[3])
+        for match in re.finditer(r"^  (\w[\w ]*?)\s{2,}(\S+(?: s)?)\s+(\S+(?: s)?)$",
+                                 result.stdout, re.MULTILINE)
+    }
+    unlocked_sold, locked_sold = map(int, table["units sold"])
+    assert locked_sold == 40
+    assert unlocked_sold >= 40  # never fewer; more whenever two sales overlapped
+    assert table["final stock"] == ("0", "0")
+    assert table["oversold by"][1] == "0" and table["lost updates"][1] == "0"
+    assert int(table["oversold by"][0]) == unlocked_sold - 40
+
+    fences = re.search(
+        r"fences (\d+)\.\.(\d+) over (\d+) acquisitions, all distinct", result.stdout
+    )
+    assert fences is not None
+    first, last, count = map(int, fences.groups())
+    # One acquisition per sale, plus one per worker that found the stock empty.
+    assert count == 40 + 4
+    assert (first, last) == (1, count)  # a fresh file: nobody else took this lock
+    assert "each write's fence above the last: yes" in result.stdout
+    assert "exactly 40" in result.stdout
+    info = locks.inspect("demo:stock")
+    assert info is not None and info.fence == last and not info.held
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()

@@ -1,0 +1,289 @@
+"""`tenure run` against a real SQLite file, each tenure a real process: mutual exclusion, the
+busy status, a lost lease terminating the command, signal forwarding, release on exit."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import tenure
+
+pytestmark = pytest.mark.sqlite
+
+TENURE = pathlib.Path(sys.executable).parent / "tenure"
+
+# A command that says it started, then runs until the file `go` appears. On SIGINT/SIGTERM it
+# writes the signal's name to `got` and exits 5. It records its TENURE_FENCE in `fence`.
+PATIENT = """
+import os, pathlib, signal, sys, time
+here = pathlib.Path(sys.argv[1])
+def stop(signum, frame):
+    (here / "got").write_text(signal.Signals(signum).name)
+    sys.exit(5)
+for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, stop)
+(here / "fence").write_text(os.environ["TENURE_FENCE"])
+(here / "ready").touch()
+while not (here / "go").exists():
+    time.sleep(0.02)
+"""
+
+# Like PATIENT, but ignores SIGTERM (only SIGKILL ends it).
+STUBBORN = """
+import pathlib, signal, sys, time
+here = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda signum, frame: (here / "got").write_text("SIGTERM"))
+(here / "ready").touch()
+while True:
+    time.sleep(0.02)
+"""
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if k != "TENURE_DEBUG"}
+    environment["TENURE_URL"] = f"sqlite:///{tmp_path / 'locks.db'}"
+    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
+    return environment
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; any still running at the end are killed (by their pid)."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def tenure_command(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TENURE), *arguments], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def start(
+    spawned: list[subprocess.Popen[str]], *arguments: str, env: dict[str, str]
+) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [str(TENURE), *arguments], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    spawned.append(process)
+    return process
+
+
+def wait_for(path: pathlib.Path, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if process.poll() is not None:
+            pytest.fail(f"tenure exited {process.returncode} early: {process.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    stdout, stderr = process.communicate(timeout=60)
+    return process.returncode, stdout, stderr
+
+
+def hold(
+    spawned: list[subprocess.Popen[str]], here: pathlib.Path, env: dict[str, str],
+    *options: str, script: str = PATIENT, name: str = "job",
+) -> subprocess.Popen[str]:
+    """A `tenure run` holding ``name`` while a Python command waits in ``here``."""
+    here.mkdir(exist_ok=True)
+    process = start(spawned, "run", name, *options, "--", sys.executable, "-c", script,
+                    str(here), env=env)
+    wait_for(here / "ready", process)
+    return process
+
+
+def test_a_second_run_is_excluded_while_the_first_holds(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env)
+    marker = tmp_path / "second-ran"
+
+    refused = tenure_command("run", "job", "--no-wait", "--", "touch", str(marker), env=env)
+    assert refused.returncode == 75
+    assert not marker.exists()
+    assert f":{holder.pid}" in refused.stderr and "not running 'touch'" in refused.stderr
+
+    timed_out = tenure_command("run", "job", "--timeout", "0.3", "--", "touch", str(marker),
+                               env=env)
+    assert timed_out.returncode == 75 and "not acquired within 0.3 s" in timed_out.stderr
+    custom = tenure_command("run", "job", "--no-wait", "--busy-exit-code", "9", "--",
+                            "touch", str(marker), env=env)
+    assert custom.returncode == 9
+    assert not marker.exists()
+
+    # Another name is independent.
+    assert tenure_command("run", "other", "--no-wait", "--", "true", env=env).returncode == 0
+
+    (tmp_path / "first" / "go").touch()
+    assert finish(holder) == (0, "", "")
+    assert tenure_command("run", "job", "--no-wait", "--", "touch", str(marker),
+                          env=env).returncode == 0
+    assert marker.exists()
+
+
+def test_a_waiting_run_goes_next_with_a_greater_fence(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    first = hold(spawned, tmp_path / "first", env)
+    (tmp_path / "second").mkdir()
+    second = start(spawned, "run", "job", "--timeout", "50", "--", sys.executable, "-c", PATIENT,
+                   str(tmp_path / "second"), env=env)
+    (tmp_path / "second" / "go").touch()  # the second command ends as soon as it runs
+    assert not (tmp_path / "second" / "ready").exists()
+    (tmp_path / "first" / "go").touch()
+    assert finish(first)[0] == 0
+    assert finish(second)[0] == 0
+    first_fence = int((tmp_path / "first" / "fence").read_text())
+    second_fence = int((tmp_path / "second" / "fence").read_text())
+    assert second_fence > first_fence
+
+
+def test_the_lock_is_released_when_the_command_fails(
+    tmp_path: pathlib.Path, env: dict[str, str]
+) -> None:
+    assert tenure_command("run", "job", "--", "sh", "-c", "exit 3", env=env).returncode == 3
+    with tenure.connect(env["TENURE_URL"]) as locks:
+        info = locks.inspect("job")
+    assert info is not None and not info.held and info.fence == 1
+
+
+def test_a_lost_lease_terminates_the_command_with_sigterm(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    # ttl 0.6 s: the watchdog renews every 0.2 s, so the break is noticed quickly.
+    holder = hold(spawned, tmp_path / "first", env, "--ttl", "0.6")
+    broken = tenure_command("break", "job", env=env)
+    assert broken.returncode == 0 and f":{holder.pid}" in broken.stdout
+
+    status, _, stderr = finish(holder)
+    assert status == 76  # the command itself exited 5 after SIGTERM: the lost status wins
+    assert (tmp_path / "first" / "got").read_text() == "SIGTERM"
+    assert "lost the lease on 'job'" in stderr and "renewal refused" in stderr
+
+
+def test_a_command_ignoring_sigterm_gets_sigkill_after_the_grace(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env, "--ttl", "0.6", "--grace", "0.5",
+                  "--lost-exit-code", "42", script=STUBBORN)
+    assert tenure_command("break", "job", env=env).returncode == 0
+    status, _, stderr = finish(holder)
+    assert status == 42
+    assert (tmp_path / "first" / "got").read_text() == "SIGTERM"
+    assert "SIGKILL" in stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_are_forwarded_and_the_lock_released(
+    signum: signal.Signals,
+    tmp_path: pathlib.Path,
+    env: dict[str, str],
+    spawned: list[subprocess.Popen[str]],
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env)
+    holder.send_signal(signum)
+    status, _, _ = finish(holder)
+    assert status == 5  # the command's own status: it handled the signal and exited 5
+    assert (tmp_path / "first" / "got").read_text() == signum.name
+    assert tenure_command("run", "job", "--no-wait", "--", "true", env=env).returncode == 0
+
+
+def test_a_signal_while_waiting_runs_nothing(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env)
+    marker = tmp_path / "waiter-ran"
+    waiter = start(spawned, "run", "job", "--", "touch", str(marker), env=env)
+    wait_until_blocking(waiter, signal.SIGTERM)
+    time.sleep(0.3)  # into its wait for the lock (the outcome is the same if not yet)
+    waiter.send_signal(signal.SIGTERM)
+    status, _, stderr = finish(waiter)
+    assert status == 128 + signal.SIGTERM
+    assert "SIGTERM while waiting for 'job'; nothing was run" in stderr
+    (tmp_path / "first" / "go").touch()
+    assert finish(holder)[0] == 0
+    assert not marker.exists()
+
+
+def wait_until_blocking(process: subprocess.Popen[str], signum: int) -> None:
+    """Until ``process`` has ``signum`` blocked (tenure run does so first thing), so that a
+    signal sent now is tenure's to handle, not the interpreter's default action."""
+    bit = 1 << (signum - 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = pathlib.Path(f"/proc/{process.pid}/status").read_text()
+        blocked = int(status.split("SigBlk:")[1].split()[0], 16)
+        if blocked & bit:
+            return
+        time.sleep(0.01)
+    pytest.fail("tenure never blocked its signals")
+
+
+# Counts the SIGINTs it gets; a second later writes the count to `count` and exits 5.
+COUNTING = """
+import pathlib, signal, sys, time
+here = pathlib.Path(sys.argv[1])
+count = 0
+def on_interrupt(signum, frame):
+    global count
+    count += 1
+signal.signal(signal.SIGINT, on_interrupt)
+(here / "ready").touch()
+while not count:
+    time.sleep(0.01)
+time.sleep(1.0)
+(here / "count").write_text(str(count))
+sys.exit(5)
+"""
+
+# Runs argv[1:] in a new session whose controlling terminal is stdin (a pty).
+WITH_TERMINAL = """
+import fcntl, os, sys, termios
+os.setsid()
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_ctrl_c_on_the_terminal_reaches_the_command(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    """The terminal's SIGINT hits tenure and CMD together: CMD handles it, tenure neither dies
+    of it nor gives up, and exits with CMD's status. (Whether tenure sends a second copy can't
+    be seen here: two SIGINTs close together coalesce. should_forward is tested for that.)"""
+    import pty
+
+    here = tmp_path / "first"
+    here.mkdir()
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", WITH_TERMINAL, str(TENURE), "run", "job", "--",
+             sys.executable, "-c", COUNTING, str(here)],
+            stdin=terminal, stdout=terminal, stderr=terminal, env=env, text=True,
+        )
+        spawned.append(process)
+        os.close(terminal)
+        wait_for(here / "ready", process)
+        os.write(controller, b"\x03")  # the terminal sends SIGINT to its foreground group
+        assert process.wait(timeout=60) == 5
+    finally:
+        os.close(controller)
+    assert (here / "count").read_text() == "1"
