@@ -1,0 +1,126 @@
+"""``mysql://`` and ``mariadb://`` for asyncio. Each blocking PyMySQL call of ``_store`` goes
+through ``io.run_blocking``: a worker thread under asyncio, the caller's own thread otherwise.
+
+Why, under asyncio, PyMySQL in worker threads rather than aiomysql or asyncmy: one driver
+serves both flavours, so the statements, the connection set-up and every error path are the
+same code, tested once. Each operation is
+a single short statement, so a worker thread is busy for one round trip; the price is a
+thread hop per operation, and at most as many operations in flight at once as the event
+loop's default executor has threads. aiomysql pins PyMySQL versions and trails its releases;
+asyncmy is a Cython rewrite with its own protocol code: either would be a second driver to
+keep in step for no change in what a lock guarantees.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.wakeups import wait_for_notice
+from tenure._concurrency import async_io as io
+from tenure._errors import ConfigurationError
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._urls import redact
+from tenure.backends._sql_common import sql_options
+from tenure.backends.mysql._store import MySQLStore
+
+__all__ = ["BACKEND", "AsyncMySQLBackend"]
+
+URL_OPTIONS = ("unix_socket", "ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert",
+               "ssl_verify_identity")
+"""Query parameters that go to PyMySQL as they are."""
+KEYWORD_OPTIONS = ("ssl",)
+"""Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
+
+
+class AsyncMySQLBackend(AsyncBackend):
+    """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
+    seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
+    connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,
+    ``ssl_verify_cert``, ``ssl_verify_identity`` for PyMySQL; keyword ``ssl`` (an
+    ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""
+
+    schemes = ("mysql", "mariadb")
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, stored in the table across releases and restarts",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="in-process; back-off across processes",
+        multi_host=True,
+        fault_tolerant=False,
+    )
+    max_backoff = 0.05
+
+    def __init__(self, store: MySQLStore) -> None:
+        self.store = store
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncMySQLBackend:
+        display = redact(url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigurationError(f"bad MySQL URL {display!r}: {exc}") from None
+        if parts.scheme.lower() not in cls.schemes:
+            raise ConfigurationError(f"not a MySQL URL: {display!r}")
+        database = urllib.parse.unquote(parts.path.lstrip("/"))
+        if not database or "/" in database:
+            raise ConfigurationError(
+                f"a MySQL URL names one database: mysql://user:password@host:3306/db, "
+                f"not {display!r}"
+            )
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        settings, extra = sql_options(query, options, (*URL_OPTIONS, *KEYWORD_OPTIONS))
+        keyword_in_url = set(query) & set(KEYWORD_OPTIONS)
+        if keyword_in_url:
+            raise ConfigurationError(f"{sorted(keyword_in_url)} can only be keyword options")
+        connect_args: dict[str, Any] = {
+            "host": parts.hostname or "localhost",
+            "port": port or 3306,
+            "user": urllib.parse.unquote(parts.username) if parts.username else None,
+            "password": urllib.parse.unquote(parts.password) if parts.password else "",
+            "database": database,
+        }
+        for key, value in extra.items():
+            flag = key in ("ssl_verify_cert", "ssl_verify_identity") and isinstance(value, str)
+            connect_args[key] = value.lower() in ("1", "true", "yes", "on") if flag else value
+        return cls(MySQLStore(connect_args, settings, display))
+
+    def describe(self) -> str:
+        return self.store.display
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release, name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        return await io.run_blocking(self.store.extend, name, token, ttl)
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_many, renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.owned, name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect, name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_locks, prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_lock, name)
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        await wait_for_notice(self.store.waiters, name, timeout)
+
+    async def aclose(self) -> None:
+        self.store.close()
+
+
+BACKEND = AsyncMySQLBackend

@@ -1,0 +1,185 @@
+"""The SQL behind ``mysql://`` (MariaDB and MySQL), with each statement's contract above it.
+
+Every lock operation is ONE autocommit statement on an InnoDB table. The acquire is an
+``INSERT ... ON DUPLICATE KEY UPDATE``: InnoDB locks the existing row before the update part
+runs, so two sessions racing for a lock are serialised on that row lock and the second one
+judges the row as the first one left it. Nobody ever reads the row and then decides.
+
+How the client knows for certain whether it won: affected-row counts are no use (with the
+CLIENT_FOUND_ROWS flag, "inserted" and "found but unchanged" both count 1; without it,
+a retried acquire that changes nothing counts 0). Instead the statement reports its outcome
+through ``LAST_INSERT_ID(expr)``, whose last value in a statement is sent back in the OK
+packet as the insert id (``cursor.lastrowid``):
+- the row is absent: the VALUES list sets it to 1, the new row's fence;
+- the update part grants the lock: it sets it to the new fence (>= 1);
+- the update part refuses: it sets it to 0.
+``IF()`` evaluates only the branch it takes, and the VALUES list is evaluated before the
+duplicate is found, so the update part always has the last word.
+
+The update part's assignments run left to right, each seeing the columns already assigned
+(MySQL's and MariaDB's documented behaviour; the connection pins ``sql_mode`` so MariaDB's
+SIMULTANEOUS_ASSIGNMENT can't change that). So ``acquired_at``, ``fence`` and ``token`` are
+assigned first, judged on the old row by ``CLAIMABLE``; after ``token``, "we won" is simply
+``token <=> %(token)s`` (tokens are 128-bit random), which the remaining columns test.
+
+Time is ``UTC_TIMESTAMP(6)``: like ``NOW(6)`` it is fixed at the start of the statement
+(``SYSDATE()`` is the one that moves), so every mention in a statement is the same instant,
+and being UTC it needs no time-zone setting. Columns are DATETIME(6), never converted.
+
+Names are VARBINARY(1024) holding the name's UTF-8 bytes: compared byte for byte, so no
+collation can merge "a" and "A", "a" and "a ", or two Unicode normalisations. They travel
+hex-encoded, ``UNHEX(%(name)s)``: the text that reaches the server is ``[0-9a-f]`` only,
+whatever the escaping rules of the connection (NO_BACKSLASH_ESCAPES, character sets).
+
+Parameters (PyMySQL's ``%(name)s``): ``name`` hex of the UTF-8 name, ``token`` text,
+``ttl_us`` integer microseconds, ``host``/``thread`` text (at most 255 characters), ``pid``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
+
+__all__ = ["SESSION_SETUP", "SQL_MODE", "Statements"]
+
+SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO"
+"""Pinned on every connection: strict errors instead of silent truncation, and none of the
+modes that change how the statements below evaluate."""
+
+# Run once per connection. The lock wait bound is whole seconds; see the backend.
+SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+NOW = "UTC_TIMESTAMP(6)"
+CLAIMABLE = f"(token IS NULL OR expires_at <= {NOW} OR token <=> %(token)s)"
+OURS = "token <=> %(token)s"
+LIVE = f"token IS NOT NULL AND expires_at > {NOW}"
+FREE = "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+
+
+@dataclasses.dataclass(frozen=True)
+class Statements:
+    table: str
+    """The validated table name, unquoted."""
+
+    @property
+    def quoted(self) -> str:
+        return f"`{self.table}`"
+
+    # Input: table (unquoted). Output: the table's comment, which carries the schema
+    # version, or no row if the table does not exist in the connection's database.
+    @property
+    def schema(self) -> str:
+        return (
+            "SELECT TABLE_COMMENT FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s"
+        )
+
+    # No parameters. Safe to run from many processes at once (InnoDB's metadata lock
+    # serialises it; the losers see the table exist). The primary key is the name's bytes:
+    # 1024 bytes fits InnoDB's 3072-byte key limit (DYNAMIC rows, the default since
+    # MySQL 5.7 and MariaDB 10.2).
+    @property
+    def create(self) -> str:
+        return f"""
+CREATE TABLE IF NOT EXISTS {self.quoted} (
+    name        VARBINARY(1024) NOT NULL,
+    fence       BIGINT NOT NULL,
+    token       VARBINARY(255) NULL,
+    expires_at  DATETIME(6) NULL,
+    acquired_at DATETIME(6) NULL,
+    host        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    pid         BIGINT NULL,
+    thread      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    PRIMARY KEY (name)
+) ENGINE = InnoDB COMMENT = '{schema_mark(SCHEMA_VERSION)}'
+"""
+
+    # Inputs: name, token, ttl_us, host, pid, thread. Output: the insert id (see the module
+    # docstring): the fence when granted (absent row: 1; free or expired row: fence + 1;
+    # already ours, a retried acquire: the same fence, with the expiry reset and acquired_at
+    # kept), 0 when another token holds a live lease (nothing changed).
+    @property
+    def acquire(self) -> str:
+        return f"""
+INSERT INTO {self.quoted} (name, fence, token, expires_at, acquired_at, host, pid, thread)
+VALUES (UNHEX(%(name)s), LAST_INSERT_ID(1), %(token)s,
+        {NOW} + INTERVAL %(ttl_us)s MICROSECOND, {NOW}, %(host)s, %(pid)s, %(thread)s)
+ON DUPLICATE KEY UPDATE
+    acquired_at = IF({CLAIMABLE}, IF({OURS}, acquired_at, {NOW}), acquired_at),
+    fence = IF({CLAIMABLE}, LAST_INSERT_ID(IF({OURS}, fence, fence + 1)),
+               fence + LAST_INSERT_ID(0)),
+    token = IF({CLAIMABLE}, %(token)s, token),
+    expires_at = IF({OURS}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
+    host = IF({OURS}, %(host)s, host),
+    pid = IF({OURS}, %(pid)s, pid),
+    thread = IF({OURS}, %(thread)s, thread)
+"""
+
+    # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
+    # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may
+    # already see a later holder: it only sizes a pause.
+    @property
+    def ttl_left(self) -> str:
+        return (
+            f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) FROM {self.quoted} "
+            f"WHERE name = UNHEX(%(name)s) AND token IS NOT NULL"
+        )
+
+    # Inputs: name, token. Frees the lease if this token holds it and it has not expired;
+    # keeps the fence. Affected rows (CLIENT_FOUND_ROWS: rows matched): 1 = released.
+    @property
+    def release(self) -> str:
+        return (
+            f"UPDATE {self.quoted} SET {FREE} "
+            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+        )
+
+    # Inputs: name, token, ttl_us. Resets the expiry to now + ttl if this token holds a live
+    # lease. Affected rows (rows matched, so an expiry that happens to come out unchanged
+    # still counts): 1 = extended.
+    @property
+    def extend(self) -> str:
+        return (
+            f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
+            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+        )
+
+    # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
+    @property
+    def owned(self) -> str:
+        return (
+            f"SELECT 1 FROM {self.quoted} "
+            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+        )
+
+    # Input: name. Frees a live lease whoever holds it (the operator's break); keeps the
+    # fence. Affected rows: 1 = a live lease was freed.
+    @property
+    def break_lock(self) -> str:
+        return f"UPDATE {self.quoted} SET {FREE} WHERE name = UNHEX(%(name)s) AND {LIVE}"
+
+    @property
+    def _info(self) -> str:
+        return (
+            f"SELECT name, fence, {LIVE}, host, pid, thread, acquired_at, "
+            f"TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) FROM {self.quoted} "
+        )
+
+    # Input: name. Output: at most one row (name bytes, fence, live, host, pid, thread,
+    # acquired_at, ttl_left in microseconds). A consistent read: locks nothing.
+    @property
+    def inspect(self) -> str:
+        return self._info + "WHERE name = UNHEX(%(name)s)"
+
+    # Inputs: prefix (hex of its UTF-8 bytes), length (its byte count). Output: the rows of
+    # `inspect` for every name starting with those bytes, in byte order. A range scan of the
+    # primary key, and a consistent read: blocks no writer. No LIKE: % and _ in a prefix are
+    # plain bytes here.
+    @property
+    def list_locks(self) -> str:
+        return (
+            self._info
+            + "WHERE name >= UNHEX(%(prefix)s) AND LEFT(name, %(length)s) = UNHEX(%(prefix)s) "
+            + "ORDER BY name"
+        )

@@ -1,0 +1,315 @@
+"""The blocking PyMySQL calls behind ``mysql://``, shared by both flavours (asyncio runs them
+in worker threads).
+
+Connections come from a small pool of idle ones, all in autocommit: each lock operation is
+one statement (see ``_sql``), so a lock never depends on a transaction staying open or on
+which connection runs the next statement. A connection that failed is closed, never reused;
+an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+# PyMySQL ships no type information (types-PyMySQL is a separate stub package): its objects
+# are typed Any here, and the few values we take out of them are converted explicitly.
+import pymysql  # type: ignore[import-untyped]
+import pymysql.cursors  # type: ignore[import-untyped]
+from pymysql.constants import CLIENT  # type: ignore[import-untyped]
+
+from tenure._errors import BackendError, ConfigurationError
+from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure.backends._sql_common import (
+    SCHEMA_VERSION,
+    SqlOptions,
+    abandon,
+    clip,
+    has_pending_input,
+    parse_schema_mark,
+)
+from tenure.backends._waiters import Waiters
+from tenure.backends.mysql._sql import SESSION_SETUP, SQL_MODE, Statements
+
+__all__ = ["MySQLStore"]
+
+T = TypeVar("T")
+Connection = Any
+"""A ``pymysql.connections.Connection``."""
+Cursor = Any
+"""A ``pymysql.cursors.Cursor``."""
+
+ER_LOCK_DEADLOCK = 1213
+ER_NO_SUCH_TABLE = 1146
+DEADLOCK_RETRIES = 5
+
+_waiters_by_table: dict[str, Waiters] = {}
+_waiters_mutex = threading.Lock()
+
+
+class MySQLStore:
+    """One lock table on one server. Thread-safe."""
+
+    def __init__(self, connect_args: dict[str, Any], options: SqlOptions, display: str) -> None:
+        self.options = options
+        self.display = display
+        self._connect_args = {
+            **connect_args,
+            "charset": "utf8mb4",
+            "autocommit": True,
+            # Affected rows = rows matched, so an UPDATE whose new values equal the old ones
+            # still reports its match (extend); the acquire does not rely on counts at all.
+            "client_flag": CLIENT.FOUND_ROWS,
+            "connect_timeout": options.timeout,
+            "read_timeout": options.timeout,
+            "write_timeout": options.timeout,
+            "sql_mode": SQL_MODE,
+            # InnoDB counts lock waits in whole seconds; our statements hold row locks for
+            # microseconds, so a wait this long means a stuck foreign transaction.
+            "init_command": (
+                f"SET time_zone = '+00:00', "
+                f"innodb_lock_wait_timeout = {max(1, math.ceil(options.timeout))}"
+            ),
+            "program_name": "tenure",
+        }
+        self.sql = Statements(options.table)
+        # Waiters on the same table in this process wake at once on a release from here,
+        # whichever client (of the same server, database and table) they use.
+        server = connect_args.get("unix_socket") or (
+            f"{connect_args.get('host')}:{connect_args.get('port')}"
+        )
+        key = f"{server}/{connect_args.get('database')}/{options.table}"
+        with _waiters_mutex:
+            self.waiters = _waiters_by_table.setdefault(key, Waiters())
+        self._mutex = threading.Lock()
+        self._idle: list[Connection] = []
+        self._pid = os.getpid()
+        self._ready = False
+        self._closed = False
+
+    # ---- connections -------------------------------------------------------------------
+
+    def _connect(self) -> Connection:
+        try:
+            connection: Connection = pymysql.connect(
+                **self._connect_args
+            )
+        except pymysql.err.MySQLError as exc:
+            raise BackendError(f"MySQL {self.display}: cannot connect: {exc}") from exc
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(SESSION_SETUP)
+        except pymysql.err.MySQLError as exc:
+            _close_quietly(connection)
+            raise BackendError(f"MySQL {self.display}: {exc}") from exc
+        return connection
+
+    def _checkout(self) -> Connection:
+        if self._pid != os.getpid():
+            # A forked child: the parent's connections and mutex are not ours to touch.
+            self._mutex = threading.Lock()
+            abandon(self._idle)
+            self._idle = []
+            self._pid = os.getpid()
+        while True:
+            with self._mutex:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                return self._connect()
+            if not connection.open or has_pending_input(connection._sock.fileno()):
+                _close_quietly(connection)  # the server closed it while idle
+                continue
+            return connection
+
+    def _checkin(self, connection: Connection) -> None:
+        with self._mutex:
+            keep = (
+                not self._closed
+                and self._pid == os.getpid()
+                and len(self._idle) < self.options.pool_size
+            )
+            if keep:
+                self._idle.append(connection)
+        if not keep:
+            _close_quietly(connection)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        if self._pid == os.getpid():
+            for connection in idle:
+                _close_quietly(connection)
+        else:
+            abandon(idle)
+
+    def _run(self, work: Callable[[Cursor], T]) -> T:
+        if self._closed:
+            raise BackendError(f"MySQL {self.display}: the client is closed")
+        connection = self._checkout()
+        try:
+            if not self._ready:
+                self._prepare(connection)
+                self._ready = True
+            with connection.cursor() as cursor:
+                result = work(cursor)
+        except BaseException as exc:
+            _close_quietly(connection)
+            if isinstance(exc, pymysql.err.MySQLError):
+                if exc.args and exc.args[0] == ER_NO_SUCH_TABLE:
+                    self._ready = False  # dropped behind our back: create it again next time
+                raise BackendError(f"MySQL {self.display}: {exc}") from exc
+            raise
+        self._checkin(connection)
+        return result
+
+    def _prepare(self, connection: Connection) -> None:
+        """Create the table on first use and check its schema version."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql.schema, {"table": self.sql.table})
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(self.sql.create)
+                cursor.execute(self.sql.schema, {"table": self.sql.table})
+                row = cursor.fetchone()
+        comment = None if row is None else row[0]
+        version = parse_schema_mark(comment)
+        if version is None:
+            raise ConfigurationError(
+                f"table {self.sql.table!r} exists but is not a tenure lock table (its comment "
+                f"carries no schema mark); choose another table name with the 'table' option"
+            )
+        if version > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"table {self.sql.table!r} has tenure schema {version}, newer than this "
+                f"tenure's {SCHEMA_VERSION}: upgrade tenure"
+            )
+
+    # ---- the atomic steps ----------------------------------------------------------------
+
+    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        params = {
+            "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
+            "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
+        }
+
+        def attempt(cursor: Cursor) -> Grant | Busy:
+            _execute(cursor, self.sql.acquire, params)
+            fence = cursor.lastrowid
+            if fence:
+                return Grant(int(fence))
+            cursor.execute(self.sql.ttl_left, {"name": params["name"]})
+            row = cursor.fetchone()
+            left = None if row is None or row[0] is None else max(0.0, row[0] / 1e6)
+            return Busy(left)
+
+        return self._run(attempt)
+
+    def release(self, name: str, token: str) -> bool:
+        params = {"name": _hex(name), "token": token}
+        released = self._run(lambda cursor: _execute(cursor, self.sql.release, params) == 1)
+        if released:
+            self.waiters.notify(name)
+        return released
+
+    def extend(self, name: str, token: str, ttl: float) -> bool:
+        params = {"name": _hex(name), "token": token, "ttl_us": _micros(ttl)}
+        return self._run(lambda cursor: _execute(cursor, self.sql.extend, params) == 1)
+
+    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        # One connection, one statement per lease: each is atomic on its own, and a batch
+        # in one transaction would only hold the first rows' locks for longer.
+        def extend_all(cursor: Cursor) -> list[bool]:
+            return [
+                _execute(cursor, self.sql.extend, {
+                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
+                }) == 1
+                for r in renewals
+            ]
+
+        return self._run(extend_all) if renewals else []
+
+    def owned(self, name: str, token: str) -> bool:
+        params = {"name": _hex(name), "token": token}
+        return self._run(lambda cursor: int(cursor.execute(self.sql.owned, params)) == 1)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        def read(cursor: Cursor) -> tuple[Any, ...] | None:
+            cursor.execute(self.sql.inspect, {"name": _hex(name)})
+            row: tuple[Any, ...] | None = cursor.fetchone()
+            return row
+
+        row = self._run(read)
+        return None if row is None else _info(row)
+
+    def list_locks(self, prefix: str) -> list[LockInfo]:
+        try:
+            raw = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            return []  # no accepted name holds unencodable text
+
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(self.sql.list_locks, {"prefix": raw.hex(), "length": len(raw)})
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        return [_info(row) for row in self._run(read)]
+
+    def break_lock(self, name: str) -> bool:
+        params = {"name": _hex(name)}
+        broken = self._run(lambda cursor: _execute(cursor, self.sql.break_lock, params) == 1)
+        if broken:
+            self.waiters.notify(name)
+        return broken
+
+
+def _execute(cursor: Cursor, sql: str, params: dict[str, Any]) -> int:
+    """Run a write; retry it if InnoDB chose it as a deadlock victim.
+
+    A victim's statement is rolled back whole (autocommit), so running it again is safe.
+    Racing inserts of one new key can deadlock on InnoDB's insert-intention locks even
+    though each statement touches one row.
+    """
+    for attempt in range(DEADLOCK_RETRIES):
+        try:
+            return int(cursor.execute(sql, params))
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] != ER_LOCK_DEADLOCK or attempt == DEADLOCK_RETRIES - 1:
+                raise
+            time.sleep(0.001 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _close_quietly(connection: Connection) -> None:
+    try:
+        connection.close()
+    except Exception:
+        # close() sends COM_QUIT; on a broken connection just drop the socket.
+        connection._force_close()
+
+
+def _hex(name: str) -> str:
+    return name.encode("utf-8").hex()
+
+
+def _micros(seconds: float) -> int:
+    return max(1, round(seconds * 1_000_000))
+
+
+def _info(row: tuple[Any, ...]) -> LockInfo:
+    name, fence, live, host, pid, thread, acquired_at, left_us = row
+    text = bytes(name).decode("utf-8")
+    if not live:
+        return LockInfo(text, int(fence), None, None, None)
+    return LockInfo(
+        text,
+        int(fence),
+        Holder(host, int(pid), thread),
+        acquired_at.replace(tzinfo=datetime.UTC),
+        max(0.0, int(left_us) / 1e6),
+    )

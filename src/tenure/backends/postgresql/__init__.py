@@ -1,0 +1,3 @@
+"""``postgresql://`` (and ``postgres://``): one row per lock in a table created on first use;
+acquire is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` judged by the server's clock;
+releases wake waiters through ``LISTEN/NOTIFY``. Driver: psycopg 3 (``tenure[postgresql]``)."""

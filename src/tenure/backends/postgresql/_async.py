@@ -1,0 +1,500 @@
+"""``postgresql://`` and ``postgres://`` for asyncio, on psycopg 3's ``AsyncConnection``.
+
+Every operation is one autocommit statement (see ``_sql``) on a connection borrowed from a
+small pool of idle connections; a lock never depends on which connection runs the next
+statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
+name arrives on the backend's one listening connection, shared by every waiter of the process
+(or event loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime
+import logging
+import math
+import os
+import threading
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.conninfo
+import psycopg.errors
+
+from tenure._async.backend import AsyncBackend
+from tenure._concurrency import async_io as io
+from tenure._errors import BackendError, ConfigurationError
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._urls import redact
+from tenure.backends._sql_common import (
+    SCHEMA_VERSION,
+    SqlOptions,
+    abandon,
+    async_shielded,
+    clip,
+    has_pending_input,
+    parse_schema_mark,
+    schema_mark,
+    sql_options,
+)
+from tenure.backends._waiters import Waiters
+from tenure.backends.postgresql._sql import Statements
+from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
+
+__all__ = ["BACKEND", "AsyncPostgreSQLBackend"]
+
+T = TypeVar("T")
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+logger = logging.getLogger("tenure")
+
+OPTIONS = ("table", "timeout", "pool_size")
+MAX_REMEMBERED_NOTICES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class _Attempt:
+    """Where the listener stood when an acquire attempt was sent (see ``wait_for_release``)."""
+
+    listener: object
+    name: str
+    sequence: int
+    epoch: int
+
+
+# The last acquire attempt of this thread / asyncio task: contextvars are per thread, and
+# each asyncio task runs in its own copy of the context.
+_last_attempt: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
+    "tenure_postgresql_last_attempt", default=None
+)
+
+
+class AsyncPostgreSQLBackend(AsyncBackend):
+    """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
+    seconds for connecting and for each statement (default 5; libpq connects in whole
+    seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
+    parameter goes to libpq (``sslmode``, ``application_name``, ``connect_timeout``...)."""
+
+    schemes = ("postgresql", "postgres")
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, stored in the table across releases and restarts",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="notification (LISTEN/NOTIFY)",
+        multi_host=True,
+        fault_tolerant=False,
+    )
+    max_backoff = 0.5
+    """Waiters are woken by NOTIFY; this only bounds the wait if a notification is lost
+    (the listening connection reconnecting)."""
+
+    def __init__(self, conninfo: str, connect_args: dict[str, Any], options: SqlOptions,
+                 display: str) -> None:
+        self._conninfo = conninfo
+        self._connect_args = connect_args
+        self._options = options
+        self._display = display
+        self._sql = Statements(options.table)
+        self._ready = False
+        self._closed = False
+        self._mutex = io.Mutex()
+        self._idle: list[Connection] = []
+        self._owner: tuple[int, object] | None = None
+        self._listener: AsyncListener | None = None
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncPostgreSQLBackend:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in cls.schemes:
+            raise ConfigurationError(f"not a PostgreSQL URL: {redact(url)!r}")
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        ours = {key: value for key, value in query if key in OPTIONS}
+        settings, _ = sql_options(ours, options)
+        libpq_query = urllib.parse.urlencode([(k, v) for k, v in query if k not in OPTIONS])
+        conninfo = urllib.parse.urlunsplit(parts._replace(query=libpq_query))
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise ConfigurationError(f"bad PostgreSQL URL {redact(url)!r}: {exc}") from None
+        connect_args: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            connect_args["connect_timeout"] = max(2, math.ceil(settings.timeout))
+        if "application_name" not in params:
+            connect_args["application_name"] = "tenure"
+        return cls(conninfo, connect_args, settings, redact(url))
+
+    def describe(self) -> str:
+        return self._display
+
+    # ---- the atomic steps --------------------------------------------------------------
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        listener = self._listener
+        if listener is not None:
+            _last_attempt.set(listener.attempt(name))
+        params = {
+            "name": name, "token": token, "ttl": ttl, "host": clip(holder.host, 1024),
+            "pid": holder.pid, "thread": clip(holder.thread, 1024),
+        }
+        rows = await self._execute(self._sql.acquire, params)
+        fence, ttl_left = rows[0]
+        if fence is not None:
+            return Grant(int(fence))
+        return Busy(None if ttl_left is None else max(0.0, float(ttl_left)))
+
+    async def release(self, name: str, token: str) -> bool:
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        return len(await self._execute(self._sql.release, params)) == 1
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        params = {"name": name, "token": token, "ttl": ttl}
+        return len(await self._execute(self._sql.extend, params)) == 1
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals:
+            return []
+        params = {
+            "names": [r.name for r in renewals],
+            "tokens": [r.token for r in renewals],
+            "ttls": [r.ttl for r in renewals],
+        }
+        extended = {tuple(row) for row in await self._execute(self._sql.extend_many, params)}
+        return [(r.name, r.token) in extended for r in renewals]
+
+    async def owned(self, name: str, token: str) -> bool:
+        rows = await self._execute(self._sql.owned, {"name": name, "token": token})
+        return len(rows) == 1
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        rows = await self._execute(self._sql.inspect, {"name": name})
+        return _info(rows[0]) if rows else None
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        if not _storable(prefix):
+            return []  # no accepted name contains NUL or unencodable text
+        rows = await self._execute(self._sql.list_locks, {"prefix": prefix})
+        return [_info(row) for row in rows]
+
+    async def break_lock(self, name: str) -> bool:
+        params = {"name": name, "channel": self._sql.table}
+        return len(await self._execute(self._sql.break_lock, params)) == 1
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        """Sleep until a NOTIFY for ``name`` or ``timeout``.
+
+        A release that lands between the failed acquire and the start of this wait would
+        be missed; the acquire therefore noted how far the listener had got, and if a
+        notice for ``name`` (or a reconnection of the listener) came since, this returns
+        at once.
+        """
+        listener = self._listener_here()
+        attempt = _last_attempt.get()
+        signal = io.Signal()
+        with listener.waiters.waiting(name, signal):
+            if (
+                attempt is not None
+                and attempt.listener is listener
+                and attempt.name == name
+                and listener.changed_since(attempt)
+            ):
+                return
+            await signal.wait(timeout)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._listener is not None:
+            self._listener.close()
+        with self._mutex:
+            idle, self._idle = self._idle, []
+        if self._owner is not None and self._owner[0] == os.getpid():
+            for connection in idle:
+                await _close_quietly(connection)
+        else:
+            abandon(idle)
+
+    # ---- connections -------------------------------------------------------------------
+
+    def _claim(self) -> None:
+        """Adopt this process / event loop: connections from a parent process (after fork)
+        or from another event loop can't be used here."""
+        pid = os.getpid()
+        owner = (pid, io.scope())
+        if self._owner == owner:
+            return
+        if self._owner is not None and self._owner[0] != pid:
+            self._mutex = io.Mutex()  # a parent's thread may have held it at fork time
+        with self._mutex:
+            if self._owner == owner:
+                return
+            stale, self._idle = self._idle, []
+            previous, self._owner = self._owner, owner
+        if previous is not None and previous[0] != pid:
+            abandon(stale)
+        else:
+            for connection in stale:
+                connection.pgconn.finish()  # another event loop's: can't be awaited from here
+
+    async def _connect(self) -> Connection:
+        try:
+            connection = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, **self._connect_args
+            )
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL {self._display}: cannot connect: {exc}") from exc
+        try:
+            with guard(connection.fileno(), self._options.timeout):
+                # READ COMMITTED is what the acquire statement's guarantee rests on; the
+                # server-side statement_timeout frees the server if this client vanishes.
+                await connection.execute(
+                    "SELECT set_config('default_transaction_isolation', 'read committed', "
+                    "false), set_config('statement_timeout', %(ms)s, false), "
+                    "set_config('TimeZone', 'UTC', false)",
+                    {"ms": str(int(self._options.timeout * 1000))},
+                )
+        except BaseException as exc:
+            await _close_quietly(connection)
+            if isinstance(exc, psycopg.Error):
+                raise BackendError(f"PostgreSQL {self._display}: {exc}") from exc
+            raise
+        return connection
+
+    async def _checkout(self) -> Connection:
+        while True:
+            with self._mutex:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                return await self._connect()
+            if connection.closed or has_pending_input(connection.fileno()):
+                await _close_quietly(connection)  # the server closed it while idle
+                continue
+            return connection
+
+    async def _checkin(self, connection: Connection) -> None:
+        with self._mutex:
+            keep = not self._closed and len(self._idle) < self._options.pool_size
+            if keep:
+                self._idle.append(connection)
+        if not keep:
+            await _close_quietly(connection)
+
+    async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        if self._closed:
+            raise BackendError(f"PostgreSQL {self._display}: the client is closed")
+        return await async_shielded(self._run_unshielded(work))
+
+    async def _run_unshielded(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        self._claim()
+        connection = await self._checkout()
+        deadline: Deadline | None = None
+        try:
+            with guard(connection.fileno(), self._options.timeout) as deadline:
+                if not self._ready:
+                    await self._prepare(connection)
+                    self._ready = True
+                result = await work(connection)
+        except BaseException as exc:
+            await _close_quietly(connection)
+            if isinstance(exc, psycopg.Error):
+                if isinstance(exc, psycopg.errors.UndefinedTable):
+                    self._ready = False  # dropped behind our back: create it again next time
+                raise self._error(exc, deadline) from exc
+            raise
+        await self._checkin(connection)
+        return result
+
+    async def _execute(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        async def fetch(connection: Connection) -> list[tuple[Any, ...]]:
+            cursor = await connection.execute(sql, params)
+            return await cursor.fetchall() if cursor.description is not None else []
+
+        return await self._run(fetch)
+
+    def _error(self, exc: psycopg.Error, deadline: Deadline | None) -> BackendError:
+        if deadline is not None and deadline.fired:
+            return BackendError(
+                f"PostgreSQL {self._display}: no answer within {self._options.timeout} s"
+            )
+        return BackendError(f"PostgreSQL {self._display}: {exc}")
+
+    async def _prepare(self, connection: Connection) -> None:
+        """Create the table on first use (once, even with many processes racing) and check
+        its schema version."""
+        params = {"table": self._sql.quoted}
+        cursor = await connection.execute(self._sql.schema, params)
+        row = await cursor.fetchone()
+        assert row is not None
+        exists, comment = row
+        if not exists:
+            async with connection.transaction():
+                await connection.execute(self._sql.create_lock, params)
+                cursor = await connection.execute(self._sql.schema, params)
+                row = await cursor.fetchone()
+                assert row is not None
+                exists, comment = row
+                if not exists:
+                    await connection.execute(self._sql.create)
+                    await connection.execute(self._sql.comment)
+                    comment = schema_mark()
+        _check_schema(self._sql.table, comment)
+
+    # ---- waiting -----------------------------------------------------------------------
+
+    def _listener_here(self) -> AsyncListener:
+        listener = self._listener
+        if listener is None or not listener.serves_here():
+            if listener is not None:
+                listener.abandon()
+            listener = self._listener = AsyncListener(self)
+            listener.start()
+        return listener
+
+
+class AsyncListener:
+    """The backend's one LISTEN connection: a background task (threads: a daemon thread)
+    that turns notifications into wake-ups of this process's waiters, reconnecting with
+    back-off when the connection drops."""
+
+    def __init__(self, backend: AsyncPostgreSQLBackend) -> None:
+        self.waiters = Waiters()
+        self._backend = backend
+        self._pid = os.getpid()
+        self._scope = io.scope()
+        self._mutex = threading.Lock()  # the listener and the waiters may be different threads
+        self._sequence = 0
+        self._epoch = 0
+        self._connected = False
+        self._notices: OrderedDict[str, int] = OrderedDict()
+        self._closed = False
+        self._connection: Connection | None = None
+
+    def serves_here(self) -> bool:
+        return not self._closed and self._pid == os.getpid() and self._scope is io.scope()
+
+    def start(self) -> None:
+        io.start_background(self._run, name="tenure-postgresql-listener")
+
+    def attempt(self, name: str) -> _Attempt:
+        with self._mutex:
+            epoch = self._epoch if self._connected else -1
+            return _Attempt(self, name, self._sequence, epoch)
+
+    def changed_since(self, attempt: _Attempt) -> bool:
+        """A notice for the attempt's name arrived, or the connection came up or went down,
+        since the attempt: the lock may be free now."""
+        with self._mutex:
+            epoch = self._epoch if self._connected else -1
+            if epoch != attempt.epoch:
+                return epoch != -1 or attempt.epoch != -1
+            return self._notices.get(attempt.name, -1) > attempt.sequence
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+            connection = self._connection
+            if connection is not None and not connection.closed:
+                # Wakes the listener out of its wait; it then closes the connection itself.
+                shut_down(connection.fileno())
+
+    def abandon(self) -> None:
+        """Forget a listener of a parent process or of another event loop, without touching
+        its connection through a loop or thread that no longer runs."""
+        with self._mutex:
+            self._closed = True
+            connection = self._connection
+        if connection is None:
+            return
+        if self._pid != os.getpid():
+            abandon([connection])
+        else:
+            connection.pgconn.finish()
+
+    def _stopped(self) -> bool:
+        return self._closed
+
+    def _deliver(self, name: str) -> None:
+        with self._mutex:
+            self._sequence += 1
+            self._notices[name] = self._sequence
+            self._notices.move_to_end(name)
+            if len(self._notices) > MAX_REMEMBERED_NOTICES:
+                self._notices.popitem(last=False)
+        self.waiters.notify(name)
+
+    async def _run(self) -> None:
+        retry = 0.05
+        while not self._closed:
+            connection: Connection | None = None
+            try:
+                connection = await self._backend._connect()
+                with self._mutex:
+                    if self._stopped():
+                        break
+                    self._connection = connection
+                await connection.execute(self._backend._sql.listen)
+                with self._mutex:
+                    self._epoch += 1
+                    self._connected = True
+                retry = 0.05
+                async for notice in connection.notifies():
+                    self._deliver(notice.payload)
+            except (BackendError, psycopg.Error) as exc:
+                if not self._closed:
+                    logger.debug("tenure: PostgreSQL listener: %s; reconnecting", exc)
+            finally:
+                with self._mutex:
+                    self._connected = False
+                    self._connection = None
+                if connection is not None and self._pid == os.getpid():
+                    await _close_quietly(connection)
+            if not self._closed:
+                await io.sleep(retry)
+                retry = min(retry * 2, 2.0)
+
+
+async def _close_quietly(connection: Connection) -> None:
+    with contextlib.suppress(Exception):
+        await connection.close()
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_schema(table: str, comment: str | None) -> None:
+    version = parse_schema_mark(comment)
+    if version is None:
+        raise ConfigurationError(
+            f"table {table!r} exists but is not a tenure lock table (its comment carries no "
+            f"schema mark); choose another table name with the 'table' option"
+        )
+    if version > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"table {table!r} has tenure schema {version}, newer than this tenure's "
+            f"{SCHEMA_VERSION}: upgrade tenure"
+        )
+
+
+def _info(row: tuple[Any, ...]) -> LockInfo:
+    name, fence, live, host, pid, thread, acquired_at, ttl_left = row
+    if not live:
+        return LockInfo(name, int(fence), None, None, None)
+    return LockInfo(
+        name,
+        int(fence),
+        Holder(host, int(pid), thread),
+        acquired_at.astimezone(datetime.UTC),
+        max(0.0, float(ttl_left)),
+    )
+
+
+BACKEND = AsyncPostgreSQLBackend

@@ -1,0 +1,221 @@
+"""The SQL behind ``postgresql://``, with each statement's contract above it.
+
+Every lock operation is ONE statement run in autocommit: PostgreSQL makes a single statement
+atomic, and ``INSERT ... ON CONFLICT DO UPDATE`` guarantees an insert or an update even when
+many sessions race for a new name (no unique-violation, no lost race). Under READ COMMITTED
+(set on every connection) a session that waited for another's row lock re-checks the
+``WHERE`` of its ``DO UPDATE`` against the row as that one committed it, so two sessions can
+never both see a lock free and both take it.
+
+Time is the server's ``clock_timestamp()``, read once per statement in a ``now`` CTE (a CTE
+with a volatile function is always evaluated once). ``now()`` would also do in autocommit,
+where it is the statement's start, but it is frozen for a whole transaction: inside the
+one-transaction batch of renewals, or a caller's own transaction, it would drift from the
+truth. Both err on the safe side (an earlier time sees a lease as live a little longer and
+ends a new lease a little sooner than the client believes), but ``clock_timestamp()`` does
+not depend on how the statement is wrapped.
+
+Names and tokens are bind parameters, never SQL text. The table name is spliced in, quoted,
+after ``validate_table_name`` allowed only ``[A-Za-z_][A-Za-z0-9_]*``. The rows are never
+deleted: a release clears the holder and keeps ``fence``, which only ever grows.
+
+Parameters are psycopg's ``%(name)s``: ``name`` text, ``token`` text, ``ttl`` float seconds,
+``host``/``thread`` text, ``pid`` integer, ``channel`` the NOTIFY channel (= the table name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
+
+__all__ = ["Statements"]
+
+_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+_FREE = (
+    "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+)
+_INFO = """
+SELECT held.name, held.fence, held.token IS NOT NULL AND held.expires_at > now.t,
+       held.host, held.pid, held.thread, held.acquired_at,
+       extract(epoch FROM held.expires_at - now.t)::float8
+FROM {table} AS held, now
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Statements:
+    table: str
+    """The validated table name, unquoted; also the LISTEN/NOTIFY channel."""
+
+    @property
+    def quoted(self) -> str:
+        return f'"{self.table}"'
+
+    # Inputs: table (the quoted name, as text). Output: one row (exists, comment), where
+    # comment carries the schema version. Read-only.
+    @property
+    def schema(self) -> str:
+        return (
+            "SELECT to_regclass(%(table)s) IS NOT NULL, "
+            "obj_description(to_regclass(%(table)s), 'pg_class')"
+        )
+
+    # Run inside one short transaction with `schema` before and after: the advisory lock
+    # serialises first-use creation by many processes (concurrent CREATE TABLE IF NOT EXISTS
+    # can fail on pg_type's unique index), and the comment records the schema version.
+    # The transaction-scoped lock is gone at commit; no session lock is ever left behind.
+    @property
+    def create_lock(self) -> str:
+        return "SELECT pg_advisory_xact_lock(hashtext('tenure create ' || %(table)s))"
+
+    @property
+    def create(self) -> str:
+        return f"""
+CREATE TABLE IF NOT EXISTS {self.quoted} (
+    name        text COLLATE "C" PRIMARY KEY,
+    fence       bigint NOT NULL,
+    token       text,
+    expires_at  timestamptz,
+    acquired_at timestamptz,
+    host        text,
+    pid         bigint,
+    thread      text
+) WITH (fillfactor = 70)
+"""
+
+    @property
+    def comment(self) -> str:
+        # A utility statement takes no bind parameters; the text is our own constant.
+        return f"COMMENT ON TABLE {self.quoted} IS '{schema_mark(SCHEMA_VERSION)}'"
+
+    # Inputs: name, token, ttl, host, pid, thread. One statement, one row out:
+    #   (fence, NULL)     granted: the row was absent (fence 1), free, expired, or already
+    #                     held with this token (a retried acquire: fence and acquired_at
+    #                     kept, expiry reset); otherwise the fence was bumped in this same
+    #                     statement.
+    #   (NULL, ttl_left)  held by another token: nothing changed; ttl_left is the holder's
+    #                     remaining lease in seconds (NULL if the row only appeared during
+    #                     this statement), read from the statement's snapshot.
+    # In DO UPDATE, `held` is the existing row, `excluded` the proposed one.
+    @property
+    def acquire(self) -> str:
+        return f"""
+WITH {_NOW},
+taken AS (
+    INSERT INTO {self.quoted} AS held
+        (name, fence, token, expires_at, acquired_at, host, pid, thread)
+    SELECT %(name)s, 1, %(token)s, now.t + %(ttl)s * interval '1 second', now.t,
+           %(host)s, %(pid)s, %(thread)s
+    FROM now
+    ON CONFLICT (name) DO UPDATE SET
+        fence = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
+                     THEN held.fence ELSE held.fence + 1 END,
+        acquired_at = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
+                           THEN held.acquired_at ELSE excluded.acquired_at END,
+        token = excluded.token,
+        expires_at = excluded.expires_at,
+        host = excluded.host,
+        pid = excluded.pid,
+        thread = excluded.thread
+    WHERE held.token IS NULL
+       OR held.expires_at <= excluded.acquired_at
+       OR held.token = excluded.token
+    RETURNING held.fence
+)
+SELECT (SELECT fence FROM taken),
+       (SELECT extract(epoch FROM held.expires_at - now.t)::float8
+        FROM {self.quoted} AS held, now
+        WHERE held.name = %(name)s AND held.token IS NOT NULL)
+"""
+
+    # Inputs: name, token, channel. Frees the lease if this token holds it and it has not
+    # expired, and queues a NOTIFY on `channel` with the name as payload, delivered to the
+    # listeners when the statement commits. Output: one row if released, none otherwise.
+    @property
+    def release(self) -> str:
+        return f"""
+WITH {_NOW},
+released AS (
+    UPDATE {self.quoted} AS held SET {_FREE}
+    FROM now
+    WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
+    RETURNING held.name
+)
+SELECT pg_notify(%(channel)s, name) FROM released
+"""
+
+    # Inputs: name, token, ttl. Resets the expiry to now + ttl if this token holds a live
+    # lease. Output: one row if extended, none otherwise.
+    @property
+    def extend(self) -> str:
+        return f"""
+WITH {_NOW}
+UPDATE {self.quoted} AS held SET expires_at = now.t + %(ttl)s * interval '1 second'
+FROM now
+WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
+RETURNING 1
+"""
+
+    # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Extends every lease
+    # still held by its token, in one statement. Output: (name, token) of each one extended.
+    @property
+    def extend_many(self) -> str:
+        return f"""
+WITH {_NOW},
+wanted AS (
+    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
+        AS wanted(name, token, ttl)
+)
+UPDATE {self.quoted} AS held
+SET expires_at = now.t + wanted.ttl * interval '1 second'
+FROM now, wanted
+WHERE held.name = wanted.name AND held.token = wanted.token AND held.expires_at > now.t
+RETURNING held.name, held.token
+"""
+
+    # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
+    @property
+    def owned(self) -> str:
+        return f"""
+WITH {_NOW}
+SELECT 1 FROM {self.quoted} AS held, now
+WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
+"""
+
+    # Inputs: name, channel. Frees a live lease whoever holds it (the operator's break),
+    # keeps the fence, notifies waiters. Output: one row if a live lease was freed.
+    @property
+    def break_lock(self) -> str:
+        return f"""
+WITH {_NOW},
+broken AS (
+    UPDATE {self.quoted} AS held SET {_FREE}
+    FROM now
+    WHERE held.name = %(name)s AND held.token IS NOT NULL AND held.expires_at > now.t
+    RETURNING held.name
+)
+SELECT pg_notify(%(channel)s, name) FROM broken
+"""
+
+    # Input: name. Output: at most one row (name, fence, live, host, pid, thread,
+    # acquired_at, ttl_left). Read-only, one snapshot.
+    @property
+    def inspect(self) -> str:
+        return f"WITH {_NOW} " + _INFO.format(table=self.quoted) + " WHERE held.name = %(name)s"
+
+    # Input: prefix. Output: the rows of `inspect` for every name starting with prefix, in
+    # byte order (the column's collation is "C"). starts_with() compares text: a LIKE
+    # pattern would read % and _ in the prefix as wildcards. MVCC: blocks no writer.
+    @property
+    def list_locks(self) -> str:
+        return (
+            f"WITH {_NOW} " + _INFO.format(table=self.quoted)
+            + " WHERE starts_with(held.name, %(prefix)s) ORDER BY held.name"
+        )
+
+    # The waiters' dedicated connection subscribes with this (channel names are identifiers:
+    # quoted, like the table).
+    @property
+    def listen(self) -> str:
+        return f"LISTEN {self.quoted}"

@@ -1,0 +1,50 @@
+"""What the SQL backends' integration tests share: the backend parameters and raw access to
+the servers behind tenure's back (to check what it stored, or to damage it)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import pytest
+
+SQL_BACKENDS = [
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+]
+"""Parametrize a fixture with these; ``-k mysql`` / ``-k postgresql`` select one."""
+
+
+def url_fixture(request: pytest.FixtureRequest) -> str:
+    """The session server's URL for the backend named by ``request.param``."""
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
+
+def raw(url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run one statement with the plain driver, in autocommit; return its rows."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.startswith("postgres"):
+        import psycopg
+
+        conninfo = urllib.parse.urlunsplit(parts._replace(query=""))
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
+            cursor = connection.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else []
+    import pymysql
+
+    connection = pymysql.connect(
+        host=parts.hostname, port=parts.port, user=urllib.parse.unquote(parts.username or ""),
+        password=urllib.parse.unquote(parts.password or ""), database=parts.path.lstrip("/"),
+        autocommit=True, connect_timeout=5, read_timeout=10,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+    finally:
+        connection.close()
+
+
+def quote_table(url: str, table: str) -> str:
+    return f'"{table}"' if url.startswith("postgres") else f"`{table}`"

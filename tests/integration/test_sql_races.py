@@ -1,0 +1,93 @@
+"""Exactly one winner when many threads (or tasks) race for a lock, on real MariaDB and
+PostgreSQL: the conditional upsert decides, never the client."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+
+import tenure
+from tests.integration.sql_support import SQL_BACKENDS, url_fixture
+
+pytestmark = pytest.mark.slow
+
+THREADS = 32
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def sql_url(request: pytest.FixtureRequest) -> str:
+    return url_fixture(request)
+
+
+def race(locks: tenure.Locks, names: list[str], *, release: bool) -> list[int]:
+    """THREADS threads race, round after round, for ``names[round]``; each round starts when
+    all threads are at the barrier. Returns the number of winners of each round."""
+    winners = [0] * len(names)
+    counted = threading.Lock()
+    barrier = threading.Barrier(THREADS)
+    failures: list[BaseException] = []
+
+    def racer() -> None:
+        try:
+            for round_, name in enumerate(names):
+                lock = locks.lock(name, ttl=60)
+                barrier.wait(timeout=60)
+                won = lock.acquire(blocking=False)
+                if won:
+                    with counted:
+                        winners[round_] += 1
+                barrier.wait(timeout=60)  # every attempt of this round is in before release
+                if won and release:
+                    lock.release()
+        except BaseException as exc:
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=racer) for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(240)
+    assert not failures, failures[0]
+    return winners
+
+
+def test_32_threads_race_for_1000_fresh_locks(sql_url: str) -> None:
+    """The insert path: every round's name is new, so all 32 race to create its row."""
+    base = uuid.uuid4().hex
+    names = [f"race:{base}:{round_}" for round_ in range(1000)]
+    with tenure.connect(sql_url, pool_size=THREADS) as locks:
+        winners = race(locks, names, release=False)
+        assert winners == [1] * len(names)
+        fences = {info.fence for info in locks.list_locks(f"race:{base}:")}
+    assert fences == {1}
+
+
+def test_32_threads_race_for_one_released_lock(sql_url: str) -> None:
+    """The update path: one row, freed by the last winner, taken again by exactly one."""
+    name = f"race:{uuid.uuid4().hex}"
+    rounds = 300
+    with tenure.connect(sql_url, pool_size=THREADS) as locks:
+        winners = race(locks, [name] * rounds, release=True)
+        assert winners == [1] * rounds
+        info = locks.inspect(name)
+    assert info is not None and info.fence == rounds and not info.held
+
+
+def test_32_tasks_race_under_asyncio(sql_url: str) -> None:
+    base = uuid.uuid4().hex
+    rounds = 300
+
+    async def main() -> list[int]:
+        winners = []
+        async with tenure.connect_async(sql_url, pool_size=THREADS) as locks:
+            for round_ in range(rounds):
+                handles = [locks.lock(f"race:{base}:{round_}", ttl=60) for _ in range(THREADS)]
+                results = await asyncio.gather(*(h.acquire(blocking=False) for h in handles))
+                winners.append(sum(results))
+        return winners
+
+    assert asyncio.run(main()) == [1] * rounds

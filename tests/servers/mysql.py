@@ -1,0 +1,212 @@
+"""A real MariaDB for the tests: ``mariadb-install-db`` into a temp datadir, ``mariadbd`` on a
+free loopback port, probed with a real ``SELECT 1``.
+
+The install runs once per session into a template datadir, in which a bootstrap server
+creates the ``tenure_test`` database and a password-protected ``tenure`` user (so the tests
+go through real authentication, with a password that needs URL quoting). Every server copies
+the template, so a restartable per-test server costs a copy, not an install.
+
+``innodb_flush_log_at_trx_commit=2`` writes the log to the OS at every commit and syncs it
+once a second: a killed server process loses nothing committed, a power cut could.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+
+__all__ = ["MariaDBServer", "mysql_url", "restartable_mysql"]
+
+DATABASE = "tenure_test"
+USER = "tenure"
+PASSWORD = "s3cret pass%word"
+"""Has a space and a percent sign: the URL must carry it quoted, and tenure must unquote it."""
+
+
+def wait_until_stopped(pids: list[int], timeout: float = 10.0) -> None:
+    """Return once every thread of every process in ``pids`` is stopped: kill() returns
+    before a multi-threaded process has finished stopping, and a request slipped in
+    meanwhile would still be answered."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for pid in pids:
+            for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
+                with contextlib.suppress(OSError, IndexError):
+                    # The state follows the parenthesised command name in /proc/.../stat.
+                    states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if all(state in ("T", "t", "Z", "X") for state in states):
+            return
+        time.sleep(0.01)
+    raise ServerFailed(f"processes {pids} did not stop within {timeout} s")
+
+
+@dataclasses.dataclass
+class MariaDBServer:
+    """One running server: its URL, and the process to stop, pause, kill or restart."""
+
+    process: ManagedServer
+    port: int
+    workdir: pathlib.Path
+
+    @property
+    def url(self) -> str:
+        password = urllib.parse.quote(PASSWORD, safe="")
+        return f"mysql://{USER}:{password}@127.0.0.1:{self.port}/{DATABASE}"
+
+    @property
+    def socket(self) -> pathlib.Path:
+        return self.workdir / "mysqld.sock"
+
+    def stop(self) -> None:
+        self.process.stop(timeout=30)
+
+    def restart(self) -> None:
+        """Stop cleanly and start again on the same port and datadir."""
+        self.stop()
+        self.process.start()
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and nothing answers."""
+        self.process.pause()
+        wait_until_stopped([self.process.pid])
+
+    def resume(self) -> None:
+        self.process.resume()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash; InnoDB recovers from its log at the next start."""
+        self.process.kill()
+
+
+def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = False
+                    ) -> ManagedServer:
+    socket_path = workdir / "mysqld.sock"
+
+    def ready() -> None:
+        import pymysql
+
+        if not socket_path.exists():
+            # Connecting before the server made its socket would leak PyMySQL's socket.
+            raise ServerFailed("no socket yet")
+        if ready_as_root:  # the bootstrap: root over the socket (unix_socket auth)
+            connection = pymysql.connect(unix_socket=str(socket_path), user="root",
+                                         connect_timeout=2, read_timeout=5)
+        else:
+            connection = pymysql.connect(host="127.0.0.1", port=port, user=USER,
+                                         password=PASSWORD, database=DATABASE,
+                                         connect_timeout=2, read_timeout=5)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        finally:
+            connection.close()
+
+    return ManagedServer(
+        f"mariadbd-{port}",
+        [
+            require_binary("mariadbd", "/usr/sbin/mariadbd"),
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={workdir / 'data'}",
+            f"--socket={socket_path}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={workdir / 'mysqld.pid'}",
+            f"--log-error={workdir / 'mysqld.err'}",
+            "--skip-name-resolve",
+            "--skip-log-bin",
+            "--max-connections=500",
+            "--innodb-buffer-pool-size=64M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--character-set-server=utf8mb4",
+        ],
+        workdir,
+        ready,
+    )
+
+
+def _template() -> pathlib.Path:
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-mariadb-template-"))
+    result = subprocess.run(
+        [
+            require_binary("mariadb-install-db", "/usr/bin/mariadb-install-db"),
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={workdir / 'data'}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+        ],
+        check=False, capture_output=True, text=True, timeout=180,
+    )
+    if result.returncode != 0:
+        raise ServerFailed(f"mariadb-install-db failed: {result.stderr[-2000:]}")
+    process = _server_process(workdir, free_port(), ready_as_root=True).start()
+    try:
+        import pymysql
+
+        connection = pymysql.connect(unix_socket=str(workdir / "mysqld.sock"), user="root",
+                                     autocommit=True)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
+                cursor.execute(f"CREATE USER '{USER}'@'127.0.0.1' IDENTIFIED BY %s", (PASSWORD,))
+                cursor.execute(f"GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'")
+        finally:
+            connection.close()
+    finally:
+        process.stop(timeout=30)
+    return workdir
+
+
+@contextlib.contextmanager
+def _server(template: pathlib.Path) -> Iterator[MariaDBServer]:
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-mariadb-"))
+    shutil.copytree(template / "data", workdir / "data")
+    port = free_port()
+    process = _server_process(workdir, port)
+    try:
+        process.start()
+        yield MariaDBServer(process, port, workdir)
+    finally:
+        process.stop(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mysql_template() -> Iterator[pathlib.Path]:
+    template = _template()
+    try:
+        yield template
+    finally:
+        shutil.rmtree(template, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mysql_server(mysql_template: pathlib.Path) -> Iterator[MariaDBServer]:
+    with _server(mysql_template) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mysql_url(mysql_server: MariaDBServer) -> str:
+    """The URL of the session's MariaDB (shared: tests use unique lock names)."""
+    return mysql_server.url
+
+
+@pytest.fixture
+def restartable_mysql(mysql_template: pathlib.Path) -> Iterator[MariaDBServer]:
+    """A server of this test's own, free to stop, pause, kill and restart."""
+    with _server(mysql_template) as server:
+        yield server
