@@ -147,7 +147,7 @@ class Lock:
                 outcome = backend.acquire(self.name, token, self.ttl, holder)
             except BaseException:
                 # The grant may have landed before the failure reached us: undo it.
-                io.run_cleanup(backend.release, self.name, token)
+                io.run_cleanup(self._undo, token, started + self.ttl)
                 raise
             if isinstance(outcome, Grant):
                 self._begin(owner, token, outcome.fence, started)
@@ -274,6 +274,21 @@ class Lock:
         self.release()
 
     # ---- internals ---------------------------------------------------------------------
+
+    def _undo(self, token: str, lease_end: float) -> None:
+        """Release whatever a failed acquire may have been granted under ``token``, retrying
+        while the server can't be reached and such a lease could still be alive."""
+        clock = self._client.clock
+        pause = 0.05
+        while True:
+            try:
+                self._client.backend.release(self.name, token)
+                return
+            except Exception:
+                if clock() + pause >= lease_end:
+                    raise
+            io.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _owner(self) -> object:
         # A non-reentrant lock behaves like threading.Lock: the handle is the owner, so any
