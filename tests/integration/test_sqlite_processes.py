@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import sqlite3
@@ -38,7 +39,7 @@ def test_fences_increase_across_releases_and_process_restarts(
     for _ in range(4):  # four processes one after another: 4 x 250 = 1000 acquisitions
         seen += [int(f) for f in finish(worker("fences", url, name, "250")).split()]
     assert len(seen) == 1000
-    assert all(a < b for a, b in zip(seen, seen[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(seen))
 
 
 def test_renewed_short_lease_survives_and_loss_behind_its_back_is_signalled(

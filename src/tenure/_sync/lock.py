@@ -194,9 +194,12 @@ class Lock:
             self._holds.pop(owner, None)
         if hold.renewer is not None:
             hold.renewer.unwatch(hold)
-        released = self._client.backend.release(self.name, hold.token)
         if hold.lost:
+            # Known lost: the answer is LockLost whatever the server says. The release is
+            # still sent, in case a renewal error hid a lease the server kept.
+            io.run_cleanup(self._client.backend.release, self.name, hold.token)
             raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
+        released = self._client.backend.release(self.name, hold.token)
         if not released:
             self._mark_lost(hold, "the lease had expired or been taken before release")
             raise LockLost(self.name, hold.reason)
