@@ -28,6 +28,10 @@ class AsyncBackend(abc.ABC):
     capabilities: ClassVar[Capabilities]
     max_backoff: ClassVar[float] = 0.05
     """Longest pause between two acquire attempts when no notification arrives (seconds)."""
+    notifies: ClassVar[bool] = False
+    """``wait_for_release`` returns as soon as any process releases the lock (pub/sub, list
+    wake-ups, LISTEN/NOTIFY). A waiter then waits ``max_backoff`` at once (bounded by the
+    holder's lease and the caller's deadline) instead of polling up from 1 ms."""
 
     @classmethod
     @abc.abstractmethod

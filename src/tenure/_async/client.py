@@ -31,6 +31,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_TTL = 30.0
+CLEANUP_GRACE = 2.0
+"""How long closing a client waits for pending undo steps (seconds)."""
 
 
 def connect_async(
@@ -175,6 +177,8 @@ class AsyncLocks:
         return await self.backend.break_lock(validate_name(name))
 
     async def aclose(self) -> None:
+        # Undo steps of failed acquires still need the connections: let them finish first.
+        await io.drain_cleanups(CLEANUP_GRACE)
         await self.backend.aclose()
 
     async def __aenter__(self) -> AsyncLocks:

@@ -138,7 +138,10 @@ class AsyncLock:
         token = secrets.token_hex(16)
         holder = Holder(HOST, os.getpid(), io.current_owner_name())
         deadline = None if wait is None else clock() + wait
-        backoff = Backoff(maximum=backend.max_backoff)
+        backoff = Backoff(
+            maximum=backend.max_backoff,
+            initial=backend.max_backoff if backend.notifies else 0.001,
+        )
         while True:
             started = clock()
             try:

@@ -35,6 +35,7 @@ __all__ = [
     "check_function_kind",
     "current_owner",
     "current_owner_name",
+    "drain_cleanups",
     "invoke_callback",
     "run_blocking",
     "run_cleanup",
@@ -106,12 +107,21 @@ async def _finish_despite_cancellation(awaitable: asyncio.Future[Any]) -> None:
 
 async def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
     task = asyncio.ensure_future(function(*args))
-    _background.add(task)
+    _cleanups.add(task)
     task.add_done_callback(_log_cleanup_failure)
 
 
+async def drain_cleanups(timeout: float) -> None:
+    """Wait up to ``timeout`` for this loop's pending clean-ups: a client closes its
+    connections only after the undo steps that use them."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in _cleanups if task.get_loop() is loop and not task.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
 def _log_cleanup_failure(task: asyncio.Future[Any]) -> None:
-    _background.discard(task)
+    _cleanups.discard(task)
     if not task.cancelled() and task.exception() is not None:
         logger.info("tenure: clean-up failed; the lease's TTL will end it",
                     exc_info=task.exception())
@@ -123,6 +133,7 @@ def scope() -> object:
 
 # Strong references: the event loop keeps only weak ones to its tasks.
 _background: set[asyncio.Future[Any]] = set()
+_cleanups: set[asyncio.Future[Any]] = set()
 
 
 def start_background(function: Callable[[], Any], name: str) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "check_function_kind",
     "current_owner",
     "current_owner_name",
+    "drain_cleanups",
     "invoke_callback",
     "run_blocking",
     "run_cleanup",
@@ -65,8 +66,26 @@ def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
             function(*args)
         except Exception:
             logger.info("tenure: clean-up failed; the lease's TTL will end it", exc_info=True)
+        finally:
+            with _cleanups_mutex:
+                _cleanups.discard(threading.current_thread())
 
-    threading.Thread(target=undo, name="tenure-cleanup", daemon=True).start()
+    thread = threading.Thread(target=undo, name="tenure-cleanup", daemon=True)
+    with _cleanups_mutex:
+        _cleanups.add(thread)
+    thread.start()
+
+
+_cleanups: set[threading.Thread] = set()
+_cleanups_mutex = threading.Lock()
+
+
+def drain_cleanups(timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with _cleanups_mutex:
+        pending = list(_cleanups)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class _Process:

@@ -33,6 +33,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_TTL = 30.0
+CLEANUP_GRACE = 2.0
+"""How long closing a client waits for pending undo steps (seconds)."""
 
 
 def connect(
@@ -177,6 +179,8 @@ class Locks:
         return self.backend.break_lock(validate_name(name))
 
     def close(self) -> None:
+        # Undo steps of failed acquires still need the connections: let them finish first.
+        io.drain_cleanups(CLEANUP_GRACE)
         self.backend.close()
 
     def __enter__(self) -> Locks:

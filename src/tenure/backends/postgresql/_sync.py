@@ -91,6 +91,7 @@ class PostgreSQLBackend(Backend):
         fault_tolerant=False,
     )
     max_backoff = 0.5
+    notifies = True
     """Waiters are woken by NOTIFY; this only bounds the wait if a notification is lost
     (the listening connection reconnecting)."""
 

@@ -1,0 +1,350 @@
+"""The Redlock backend for asyncio: ``redlock://host:port,host:port,host:port[,...]``.
+
+Every operation runs the single-node Redis backend's Lua script (``tenure.backends.redis.
+_scripts``) on every node at once, over that backend's connections (one pool per node), and
+counts the answers (``_quorum``):
+
+- acquire: granted only by a majority, with a positive validity (``ttl - elapsed``: each node
+  is asked for a lease longer by the clock-drift allowance, see ``_quorum``), and with the
+  fence floored on that majority (``_scripts``). Any failure releases on every node, those
+  that did not answer included, then reports ``Busy`` (the lock logic backs off with jitter,
+  bounded by the lease of the majority's holder) or, when fewer than a majority of nodes
+  answered, raises BackendError.
+- extend (and the watchdog's batched renewals): a majority must still hold the token and the
+  validity must be positive; a majority that can no longer be reached is an error (the
+  watchdog retries until the lease's end), one that said no is a loss.
+- release, break: on every node. Release is True when a majority had our live lease.
+
+Node timeouts are short (0.2 s by default, see ``_config``): every call waits for all nodes,
+so a dead node slows each operation by at most that much and never hangs one.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from tenure._async.backend import AsyncBackend
+from tenure._concurrency import async_io as io
+from tenure._errors import BackendError
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure.backends.redis._async import DRIVER_ERRORS, AsyncTransport, _transport
+from tenure.backends.redis._scripts import (
+    ACQUIRE,
+    BREAK,
+    EXTEND,
+    INSPECT,
+    RELEASE,
+    LockKeys,
+    decode_info,
+    lock_keys,
+    meta_pattern,
+    milliseconds,
+)
+from tenure.backends.redlock._config import RedlockSettings, parse
+from tenure.backends.redlock._fanout import async_gather
+from tenure.backends.redlock._quorum import (
+    Verdict,
+    busy_ttl_left,
+    combine_infos,
+    node_ttl,
+    quorum,
+    reachable_quorum,
+    validity,
+    verdict,
+)
+from tenure.backends.redlock._scripts import FENCE_FLOOR
+
+__all__ = ["BACKEND", "AsyncRedlockBackend"]
+
+T = TypeVar("T")
+NO_HANDOFF = 0
+"""Redlock waiters back off by timer: releases reserve nothing for anyone."""
+SPLIT_VOTE_BUDGET = 0.5
+"""Seconds one acquire may spend resolving split votes before it reports Busy(None)."""
+SPLIT_VOTE_FIRST_PAUSE = 0.002
+SPLIT_VOTE_LONGEST_PAUSE = 0.05
+"""Pauses between split-vote retries: doubling, each drawn from the upper half of its step."""
+
+
+class AsyncRedlockBackend(AsyncBackend):
+    """Options: see ``_config`` (every Redis option, for all nodes or per node, plus
+    ``clock_drift_rate`` and ``clock_drift_margin``)."""
+
+    schemes = ("redlock",)
+    capabilities = Capabilities(
+        fencing="per name, the largest of a majority's counters, floored on that majority: "
+        "greater than every fence granted before, while no node loses its data (AOF "
+        "appendfsync always) and no node's clock jumps; not one global sequence",
+        fences_survive_restart=False,
+        leases_survive_restart=False,
+        wakeups="back-off",
+        multi_host=True,
+        fault_tolerant=True,
+    )
+    max_backoff = 0.1
+    """No notifications across independent nodes: waiters retry with jittered, doubling
+    pauses up to this long (and never past the majority holder's remaining lease)."""
+
+    def __init__(self, settings: RedlockSettings) -> None:
+        self.settings = settings
+        self._namespace = settings.namespace
+        self._nodes: list[AsyncTransport] = [_transport(node) for node in settings.nodes]
+        self._count = len(self._nodes)
+        self._quorum = quorum(self._count)
+        self._clock = time.monotonic
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncRedlockBackend:
+        return cls(parse(url, options))
+
+    def describe(self) -> str:
+        return self.settings.display
+
+    # ---- the fan-out -----------------------------------------------------------------------
+
+    async def _each(
+        self,
+        call: Callable[[AsyncTransport], Awaitable[T]],
+        nodes: Sequence[int] | None = None,
+    ) -> list[T | Exception]:
+        """``call`` on every node (or those indexed by ``nodes``) at once; a node's driver
+        error is its result. Anything else (a bug) is raised."""
+        targets = [self._nodes[i] for i in (range(self._count) if nodes is None else nodes)]
+        results = await async_gather([functools.partial(call, node) for node in targets])
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, DRIVER_ERRORS):
+                raise result
+        return results
+
+    def _unreachable(self, action: str, name: str | None, failures: list[Exception]) -> None:
+        about = f" of {name!r}" if name is not None else ""
+        answered = self._count - len(failures)
+        raise BackendError(
+            f"Redlock {self.settings.display}: {action}{about} failed: {answered} of "
+            f"{self._count} nodes answered, a majority ({self._quorum}) is needed; "
+            f"{failures[0]}"
+        ) from failures[0]
+
+    def _combine(self, infos: Sequence[LockInfo | None]) -> LockInfo | None:
+        return combine_infos(
+            infos, self._count, self.settings.drift_rate, self.settings.drift_margin
+        )
+
+    def _node_ms(self, ttl: float) -> int:
+        return milliseconds(node_ttl(ttl, self.settings.drift_rate, self.settings.drift_margin))
+
+    # ---- the atomic steps ------------------------------------------------------------------
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        """One Redlock attempt; on a split vote (contenders starting together each took
+        some nodes, none a majority, and nobody holds one), release and try again after a
+        random pause, for up to SPLIT_VOTE_BUDGET: a free lock is then taken by exactly one
+        of them, even by non-blocking tries. Busy means a majority is held by someone else."""
+        deadline = self._clock() + SPLIT_VOTE_BUDGET
+        step = SPLIT_VOTE_FIRST_PAUSE
+        while True:
+            outcome = await self._attempt(name, token, ttl, holder)
+            if outcome is not None:
+                return outcome
+            pause = step / 2 + random.uniform(0, step / 2)
+            if self._clock() + pause >= deadline:
+                return Busy(None)
+            await io.sleep(pause)
+            step = min(step * 2, SPLIT_VOTE_LONGEST_PAUSE)
+
+    async def _attempt(
+        self, name: str, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy | None:
+        """Grant, Busy, or None for a split vote (see ``acquire``)."""
+        keys = lock_keys(self._namespace, name)
+        script_keys = (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token))
+        arguments = (token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread, "0")
+        started = self._clock()
+        replies = await self._each(lambda node: node.script(ACQUIRE, script_keys, arguments))
+        granted: dict[int, int] = {}
+        busy: dict[int, float | None] = {}
+        failures: list[Exception] = []
+        collision: Any = None
+        for index, reply in enumerate(replies):
+            if isinstance(reply, Exception):
+                failures.append(reply)
+            elif reply[0] == 1:
+                granted[index] = int(reply[1])
+            elif reply[0] == 0:
+                left = int(reply[1])
+                busy[index] = None if left < 0 else left / 1000
+            else:
+                collision = reply[1]
+
+        if len(granted) >= self._quorum and collision is None:
+            fence = max(granted.values())
+            holding = [index for index, node_fence in granted.items() if node_fence == fence]
+            behind = [index for index, node_fence in granted.items() if node_fence < fence]
+            if behind:
+                floors = await self._each(
+                    lambda node: node.script(FENCE_FLOOR, (keys.meta, keys.lease), (token, fence)),
+                    behind,
+                )
+                holding += [index for index, reply in zip(behind, floors, strict=True)
+                            if not isinstance(reply, Exception) and reply == 1]
+            if len(holding) >= self._quorum and validity(ttl, self._clock() - started) > 0:
+                return Grant(fence)
+
+        # No grant: undo it everywhere, the nodes that did not answer included (their grant
+        # may have landed, its reply lost).
+        await self._release_everywhere(keys, token)
+        if collision is not None:
+            stored = (
+                collision.decode("utf-8", "replace") if isinstance(collision, bytes) else collision
+            )
+            raise BackendError(
+                f"Redlock {self.settings.display}: the key of lock {name!r} already belongs "
+                f"to lock {stored!r} (a SHA-256 digest collision); use another name"
+            )
+        if not reachable_quorum(len(failures), self._count):
+            self._unreachable("acquire", name, failures)
+        if len(granted) >= self._quorum:
+            return Busy(None)  # granted too slowly (no validity left), or the floor failed
+        ttl_left = busy_ttl_left(len(granted), busy.values(), self._count)
+        if await self._majority_held(keys, list(busy), len(failures)):
+            return Busy(ttl_left)
+        return None
+
+    async def _majority_held(self, keys: LockKeys, busy: list[int], failed: int) -> bool:
+        """Whether one token (another owner) may hold a majority: the busy nodes' holders,
+        looked up after our own grants were released. Unanswered nodes count as possibly
+        held; True when in doubt."""
+        if not busy:
+            return failed >= self._quorum
+        replies = await self._each(lambda node: node.execute("HGET", keys.lease, "token"), busy)
+        tokens: dict[Any, int] = {}
+        for reply in replies:
+            if isinstance(reply, Exception):
+                failed += 1
+            elif reply is not None:
+                tokens[reply] = tokens.get(reply, 0) + 1
+        return max(tokens.values(), default=0) + failed >= self._quorum
+
+    async def _release_everywhere(self, keys: LockKeys, token: str) -> list[Any]:
+        """RELEASE on every node; each node's answer, or its error (never raised)."""
+        return await self._each(
+            lambda node: node.script(
+                RELEASE,
+                (keys.lease, keys.next, keys.queue, keys.lapse),
+                (token, keys.wake_prefix, NO_HANDOFF),
+            )
+        )
+
+    async def release(self, name: str, token: str) -> bool:
+        replies = await self._release_everywhere(lock_keys(self._namespace, name), token)
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        released = sum(1 for reply in replies if not isinstance(reply, Exception) and reply == 1)
+        outcome = verdict(released, len(failures), self._count)
+        if outcome is Verdict.UNKNOWN:
+            self._unreachable("release", name, failures)
+        return outcome is Verdict.YES
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        (extended,) = await self.extend_many([Renewal(name, token, ttl)])
+        return extended
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals:
+            return []
+        leases = [lock_keys(self._namespace, renewal.name).lease for renewal in renewals]
+        arguments: list[Any] = []
+        for renewal in renewals:
+            arguments += [renewal.token, self._node_ms(renewal.ttl)]
+        started = self._clock()
+        replies = await self._each(lambda node: node.script(EXTEND, leases, arguments))
+        elapsed = self._clock() - started
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        answers = [reply for reply in replies if not isinstance(reply, Exception)]
+        results: list[bool] = []
+        undecided = False
+        for index, renewal in enumerate(renewals):
+            extended = sum(1 for reply in answers if reply[index] == 1)
+            outcome = verdict(extended, len(failures), self._count)
+            results.append(outcome is Verdict.YES and validity(renewal.ttl, elapsed) > 0)
+            undecided = undecided or outcome is Verdict.UNKNOWN
+        for renewal, extended in zip(renewals, results, strict=True):
+            if not extended:
+                # Lost (or renewed too late to vouch for): free the nodes that still have it.
+                await self._release_everywhere(
+                    lock_keys(self._namespace, renewal.name), renewal.token
+                )
+        if undecided:
+            self._unreachable("renew", renewals[0].name if len(renewals) == 1 else None,
+                              failures)
+        return results
+
+    async def owned(self, name: str, token: str) -> bool:
+        lease = lock_keys(self._namespace, name).lease
+        replies = await self._each(lambda node: node.execute("HGET", lease, "token"))
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        ours = sum(1 for reply in replies if reply == token.encode())
+        outcome = verdict(ours, len(failures), self._count)
+        if outcome is Verdict.UNKNOWN:
+            self._unreachable("check ownership", name, failures)
+        return outcome is Verdict.YES
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        keys = lock_keys(self._namespace, name)
+        replies = await self._each(
+            lambda node: node.script(INSPECT, (keys.meta, keys.lease), ())
+        )
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        if not reachable_quorum(len(failures), self._count):
+            self._unreachable("inspect", name, failures)
+        infos = [decode_info(reply) for reply in replies if not isinstance(reply, Exception)]
+        return self._combine(infos)
+
+    async def _node_locks(self, node: AsyncTransport) -> dict[str, LockInfo]:
+        found: dict[str, LockInfo] = {}
+        for page in await node.scan(meta_pattern(self._namespace)):
+            metas = [key.decode() if isinstance(key, bytes) else key for key in page]
+            replies = await node.scripts(
+                [(INSPECT, (meta, f"{meta}:lease"), ()) for meta in metas]
+            )
+            for reply in replies:
+                info = decode_info(reply)
+                if info is not None:
+                    found[info.name] = info
+        return found
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        replies = await self._each(self._node_locks)
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        if not reachable_quorum(len(failures), self._count):
+            self._unreachable("list locks", None, failures)
+        per_node = [reply for reply in replies if not isinstance(reply, Exception)]
+        names = sorted({name for found in per_node for name in found if name.startswith(prefix)})
+        combined = [self._combine([found.get(name) for found in per_node]) for name in names]
+        return [info for info in combined if info is not None]
+
+    async def break_lock(self, name: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        replies = await self._each(
+            lambda node: node.script(
+                BREAK, (keys.lease, keys.next, keys.queue, keys.lapse),
+                (keys.wake_prefix, NO_HANDOFF),
+            )
+        )
+        failures = [reply for reply in replies if isinstance(reply, Exception)]
+        if any(not isinstance(reply, Exception) and reply == 1 for reply in replies):
+            return True
+        if not reachable_quorum(len(failures), self._count):
+            self._unreachable("break", name, failures)
+        return False
+
+    async def aclose(self) -> None:
+        # Closing only drops connections; a node's error here changes nothing for anybody.
+        await self._each(lambda node: node.aclose())
+
+
+BACKEND = AsyncRedlockBackend
+"""Redlock: one lock over several independent Redis masters, granted by a majority."""

@@ -1,0 +1,100 @@
+"""Redlock nodes cut off mid-hold by a TCP proxy (``safety.proxy``), in blackhole and reset
+modes: the holder keeps the lock while a majority renews, and is told when it can't."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+
+import tenure
+from tenure._errors import BackendError, LockLost
+from tests.servers.redlock import RedlockNodes
+
+pytestmark = [pytest.mark.redlock, pytest.mark.slow]
+
+TTL = 1.0
+
+
+@pytest.mark.parametrize("mode", ["blackhole", "reset"])
+def test_holder_keeps_the_lock_while_a_majority_renews_and_loses_it_after(
+    redlock_proxied: RedlockNodes, mode: str
+) -> None:
+    lost: list[object] = []
+    first, second, _ = redlock_proxied.proxies
+    with tenure.connect(redlock_proxied.url) as locks, \
+            tenure.connect(redlock_proxied.direct_url) as others:
+        lock = locks.lock("cut", ttl=TTL, renew=True, on_lost=lost.append)
+        assert lock.acquire(timeout=2)
+        fence = lock.fence
+
+        first.set_mode(mode)  # one node of three gone: two still renew
+        time.sleep(3 * TTL)
+        assert not lock.lost.is_set() and lost == []
+        lock.check()
+        assert lock.owned()
+        assert lock.fence == fence
+        assert others.lock("cut", ttl=5).acquire(blocking=False) is False
+
+        second.set_mode(mode)  # two of three: no majority renews any more
+        assert lock.lost.wait(TTL + 2.0)
+        time.sleep(0.3)
+        assert lost == [lock]
+        with pytest.raises(LockLost) as caught:
+            lock.check()
+        assert isinstance(caught.value.__cause__, BackendError)
+        # The loss is real: once the nodes' leases run out, another client takes the lock.
+        rival = others.lock("cut", ttl=5)
+        assert rival.acquire(timeout=3)
+        assert rival.fence is not None and fence is not None and rival.fence > fence
+        # The lock logic asks the nodes before it reports the known loss; with the majority
+        # still cut off that question fails first (reported to the lead: lock.py release()).
+        with pytest.raises((LockLost, BackendError)):
+            lock.release()
+        rival.release()
+        assert lost == [lock]
+
+
+async def test_asyncio_holder_loses_the_lock_to_a_blackholed_majority(
+    redlock_proxied: RedlockNodes,
+) -> None:
+    lost: list[object] = []
+    async with tenure.connect_async(redlock_proxied.url) as locks:
+        lock = locks.lock("cut-async", ttl=TTL, renew=True, on_lost=lost.append)
+        assert await lock.acquire(timeout=2)
+        redlock_proxied.proxies[2].set_mode("blackhole")
+        await asyncio.sleep(2 * TTL)
+        assert not lock.lost.is_set() and await lock.owned()
+        redlock_proxied.proxies[0].set_mode("blackhole")
+        await asyncio.wait_for(lock.lost.wait(), TTL + 2.0)
+        assert lost == [lock]
+        with pytest.raises(LockLost):
+            lock.check()
+
+
+def test_a_blackholed_majority_fails_acquire_within_the_node_timeouts(
+    redlock_proxied: RedlockNodes,
+) -> None:
+    redlock_proxied.proxies[0].set_mode("blackhole")
+    redlock_proxied.proxies[1].set_mode("blackhole")
+    with tenure.connect(redlock_proxied.url, socket_timeout=0.2) as locks:
+        started = time.monotonic()
+        with pytest.raises(BackendError) as caught:
+            locks.lock("silent", ttl=5).acquire(timeout=10)
+        assert time.monotonic() - started < 10
+        assert isinstance(caught.value.__cause__, redis.TimeoutError | redis.ConnectionError)
+
+
+def test_a_healed_node_rejoins(redlock_proxied: RedlockNodes) -> None:
+    proxy = redlock_proxied.proxies[0]
+    with tenure.connect(redlock_proxied.url) as locks:
+        proxy.set_mode("reset")
+        with locks.lock("heal", ttl=5, timeout=2):
+            pass
+        proxy.set_mode("pass")
+        redlock_proxied.proxies[1].set_mode("reset")
+        # Two of three again, one of them the healed node.
+        with locks.lock("heal", ttl=5, timeout=2) as lock:
+            assert lock.owned()
