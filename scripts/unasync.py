@@ -39,6 +39,7 @@ SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"\basync_(\w+)", r"\1"),
     (r"\basyncio\b flavour", "threads flavour"),
     (r"\bfor asyncio\b", "for threads"),
+    (r"\bpymongo\.asynchronous\b", "pymongo.synchronous"),
 ]
 COMPILED = [(re.compile(pattern), replacement) for pattern, replacement in SUBSTITUTIONS]
 

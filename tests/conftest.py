@@ -16,12 +16,23 @@ import pytest
 
 pytest_plugins = [
     "tests.servers.local",
+    "tests.servers.mongodb",
+    "tests.servers.mysql",
+    "tests.servers.postgresql",
+    "tests.servers.redis",
+    "tests.servers.redlock",
 ]
 
 # marker / id -> fixture returning the URL of a ready backend
 BACKENDS: dict[str, str] = {
     "memory": "memory_url",
     "sqlite": "sqlite_url",
+    "mongodb": "mongodb_url",
+    "mysql": "mysql_url",
+    "postgresql": "postgresql_url",
+    "redis": "redis_url",
+    "redis_cluster": "redis_cluster_url",
+    "redlock": "redlock_url",
 }
 
 

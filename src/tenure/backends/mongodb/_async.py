@@ -1,0 +1,308 @@
+"""``mongodb://`` and ``mongodb+srv://`` for asyncio, through PyMongo's ``AsyncMongoClient``.
+
+Each primitive is one server-side step built from ``_documents``; this module only does the
+I/O: the client (opened on first use, and again in a forked child), the TTL index (created on
+first use), error translation, and the waiting helpers.
+
+Waiting: a release in this process wakes this process's waiters at once; waiters elsewhere
+retry with jittered back-off (the lock logic's), each pause bounded by the holder's remaining
+lease: its expiry as the server wrote it, less the server's time. MongoDB's change streams
+could announce releases across processes on a replica set, but the stand-in server the test
+suite runs on has none, so they are not used (see docs/backends/mongodb.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from bson.codec_options import CodecOptions
+from bson.errors import BSONError
+from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.wakeups import wait_for_notice
+from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._urls import redact
+from tenure._validation import validate_name
+from tenure.backends.mongodb._completion import async_complete
+from tenure.backends.mongodb._documents import (
+    Document,
+    acquire_update,
+    break_filter,
+    extend_update,
+    free_update,
+    held_by,
+    info_pipeline,
+    milliseconds,
+    name_filter,
+    owned_among,
+    prefix_filter,
+    to_info,
+)
+from tenure.backends.mongodb._settings import MongoSettings, parse_settings, release_waiters
+
+__all__ = ["BACKEND", "AsyncMongoDBBackend"]
+
+GC_INDEX = "tenure_gc_at"
+# Dates come back as aware UTC datetimes, so LockInfo.acquired_at is one.
+CODEC_OPTIONS: CodecOptions[Document] = CodecOptions(
+    document_class=dict, tz_aware=True, tzinfo=datetime.UTC
+)
+CLOCK_SAMPLE_INTERVAL = 60.0
+"""Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
+
+
+class AsyncMongoDBBackend(AsyncBackend):
+    """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
+    ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
+    ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
+
+    schemes = ("mongodb", "mongodb+srv")
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, kept in the lock's document across releases "
+        "(until clean-up deletes a document unused for gc_after, 30 days by default)",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="in-process; back-off across processes",
+        multi_host=True,
+        fault_tolerant=True,
+    )
+    max_backoff = 0.05
+
+    def __init__(self, settings: MongoSettings) -> None:
+        self.settings = settings
+        self._client: AsyncMongoClient[Document] | None = None
+        self._locks_collection: AsyncCollection[Document] | None = None
+        self._pid = 0
+        self._indexed = settings.gc_after is None
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._waiters = release_waiters(settings)
+        # (the server's clock, this client's monotonic clock just before it was read).
+        self._clock_sample: tuple[datetime.datetime | None, float] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncMongoDBBackend:
+        return cls(parse_settings(url, options))
+
+    def describe(self) -> str:
+        return redact(self.settings.url)
+
+    # ---- the client ------------------------------------------------------------------------
+
+    def _open(self) -> AsyncCollection[Document]:
+        with self._mutex:
+            if self._closed:
+                raise BackendError(f"MongoDB {self.describe()}: the client is closed")
+            pid = os.getpid()
+            if self._locks_collection is not None and self._pid == pid:
+                return self._locks_collection
+            # First use, or a forked child: PyMongo has reset the parent's client here, and
+            # it must not be used or closed; this process opens its own.
+            settings = self.settings
+            client: AsyncMongoClient[Document] = AsyncMongoClient(
+                settings.client_url, **settings.client_options
+            )
+            database = client.get_database(
+                settings.database,
+                codec_options=CODEC_OPTIONS,
+                write_concern=settings.write_concern,
+                read_concern=settings.read_concern,
+            )
+            self._client = client
+            self._locks_collection = database.get_collection(settings.collection)
+            self._pid = pid
+            return self._locks_collection
+
+    async def _locks(self) -> AsyncCollection[Document]:
+        """The collection, with the clean-up index in place (created on first use)."""
+        collection = self._locks_collection
+        if collection is None or self._pid != os.getpid():
+            collection = self._open()
+        if not self._indexed:
+            # Idempotent: racing creators (threads, processes) all succeed.
+            await collection.create_index(
+                [("gc_at", ASCENDING)], name=GC_INDEX, expireAfterSeconds=0
+            )
+            self._indexed = True
+        return collection
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except (PyMongoError, BSONError) as exc:
+            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        with self._mutex:
+            self._closed = True
+            client, self._client = self._client, None
+            self._locks_collection = None
+            owned = self._pid == os.getpid()
+        if client is not None and owned:
+            with self._errors("close"):
+                await client.close()
+
+    # ---- the atomic steps ------------------------------------------------------------------
+
+    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        validate_name(name)
+        update = acquire_update(token, milliseconds(ttl), holder, self.settings.gc_after_ms)
+        # Runs to its end even if the caller is cancelled: the lock logic's undo (a release
+        # of this token) must come after it.
+        return await async_complete(self._acquire(name, token, update))
+
+    async def _acquire(self, name: str, token: str, update: list[Document]) -> Grant | Busy:
+        with self._errors("acquire"):
+            locks = await self._locks()
+            try:
+                document = await locks.find_one_and_update(
+                    name_filter(name),
+                    update,
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                # Another client's upsert created the document first: it holds the lock.
+                return Busy(None)
+            if document is not None and document.get("token") == token:
+                return Grant(int(document["fence"]))
+            return await self._busy(locks, document)
+
+    async def _busy(
+        self, locks: AsyncCollection[Document], document: Document | None
+    ) -> Busy:
+        """Busy, with the holder's time left: its expiry (server clock, from the after-image)
+        less the server's time now, estimated from a recent sample of the server's clock."""
+        expires_at = None if document is None else document.get("expires_at")
+        server_now = await self._server_now(locks)
+        if not isinstance(expires_at, datetime.datetime) or server_now is None:
+            return Busy(None)
+        return Busy(max(0.0, (expires_at - server_now).total_seconds()))
+
+    async def _server_now(self, locks: AsyncCollection[Document]) -> datetime.datetime | None:
+        """The server's clock now, from ``hello``'s ``localTime`` sampled at most every
+        CLOCK_SAMPLE_INTERVAL and carried forward on this client's monotonic clock (None if
+        the server does not say or fails to). The sample is dated from before the question, so the
+        estimate runs ahead by at most a round trip: a waiter's pause bound errs early, never
+        past the holder's expiry."""
+        sample = self._clock_sample
+        if sample is None or time.monotonic() - sample[1] > CLOCK_SAMPLE_INTERVAL:
+            asked = time.monotonic()
+            try:
+                reply = await locks.database.command("hello", codec_options=CODEC_OPTIONS)
+            except PyMongoError:
+                # The acquire itself was answered; only the pause bound is missing (the next
+                # attempt reports a failing server). Old servers lack `hello` (4.2.10+).
+                reply = {}
+            local_time = reply.get("localTime")
+            if not isinstance(local_time, datetime.datetime):
+                local_time = None
+            sample = self._clock_sample = (local_time, asked)
+        server_time, measured = sample
+        if server_time is None:
+            return None
+        return server_time + datetime.timedelta(seconds=time.monotonic() - measured)
+
+    async def release(self, name: str, token: str) -> bool:
+        validate_name(name)
+        with self._errors("release"):
+            locks = await self._locks()
+            result = await locks.update_one(
+                held_by(name, token), free_update(self.settings.gc_after_ms)
+            )
+        released = result.matched_count == 1
+        if released:
+            self._waiters.notify(name)
+        return released
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        validate_name(name)
+        update = extend_update(milliseconds(ttl), self.settings.gc_after_ms)
+        with self._errors("extend"):
+            locks = await self._locks()
+            result = await locks.update_one(held_by(name, token), update)
+        return result.matched_count == 1
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """One unordered bulk write of conditional updates. Its reply counts matches but does
+        not say which matched; when some did not, one read (by the server's clock) tells which
+        leases are still ours. A lease is never ours again once lost (tokens are not reused),
+        so that read cannot report a refused renewal as a success."""
+        if len(renewals) <= 1:
+            return [await self.extend(r.name, r.token, r.ttl) for r in renewals]
+        for renewal in renewals:
+            validate_name(renewal.name)
+        gc_after_ms = self.settings.gc_after_ms
+        requests = [
+            UpdateOne(held_by(r.name, r.token), extend_update(milliseconds(r.ttl), gc_after_ms))
+            for r in renewals
+        ]
+        with self._errors("extend"):
+            locks = await self._locks()
+            result = await locks.bulk_write(requests, ordered=False)
+            if result.matched_count == len(requests):
+                return [True] * len(requests)
+            names = sorted({r.name for r in renewals})
+            rows = await locks.find(owned_among(names), {"token": 1}).to_list()
+        live = {(row["_id"], row.get("token")) for row in rows}
+        return [(r.name, r.token) in live for r in renewals]
+
+    async def owned(self, name: str, token: str) -> bool:
+        validate_name(name)
+        with self._errors("owned"):
+            locks = await self._locks()
+            return await locks.find_one(held_by(name, token), {"_id": 1}) is not None
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        validate_name(name)
+        with self._errors("inspect"):
+            locks = await self._locks()
+            cursor = await locks.aggregate(info_pipeline(name_filter(name)))
+            rows = await cursor.to_list()
+        return to_info(rows[0]) if rows else None
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        _check_prefix(prefix)
+        with self._errors("list"):
+            locks = await self._locks()
+            cursor = await locks.aggregate(info_pipeline(prefix_filter(prefix)))
+            rows = await cursor.to_list()
+        return [to_info(row) for row in rows]
+
+    async def break_lock(self, name: str) -> bool:
+        validate_name(name)
+        with self._errors("break"):
+            locks = await self._locks()
+            result = await locks.update_one(
+                break_filter(name), free_update(self.settings.gc_after_ms)
+            )
+        broken = result.matched_count == 1
+        if broken:
+            self._waiters.notify(name)
+        return broken
+
+    async def wait_for_release(self, name: str, timeout: float) -> None:
+        await wait_for_notice(self._waiters, name, timeout)
+
+
+def _check_prefix(prefix: object) -> None:
+    if not isinstance(prefix, str):
+        raise InvalidArgumentType(f"prefix must be a str, not {type(prefix).__name__}")
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"prefix is not valid Unicode text: {exc.reason}") from None
+
+
+BACKEND = AsyncMongoDBBackend

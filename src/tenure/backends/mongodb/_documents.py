@@ -1,0 +1,253 @@
+"""The MongoDB documents behind ``mongodb://``: filters, pipeline updates and projections,
+shared by both flavours. Nothing here does I/O.
+
+One document per lock name, in one collection::
+
+    {
+        "_id": NAME,            # the lock name, a plain string, never anything else
+        "fence": <int64>,       # the last fence issued; never goes back, kept across releases
+        "token": <str>,         # the holder's random token       } present only while a
+        "expires_at": <date>,   # server clock when the lease ends } lease is (or was, until
+        "acquired_at": <date>,  # server clock when it was granted } it expired) held
+        "host": <str>, "pid": <int>, "thread": <str>,   # who holds it, for ``tenure ls``
+        "gc_at": <date>,        # TTL index: the document may be deleted after this
+    }
+
+Rules every document below follows:
+- Time is the server's: ``$$NOW`` (one value for the whole operation). The client's wall clock
+  is never written and never compared; ttl arrives as whole milliseconds.
+- Names are data. A name only ever appears as the value of an equality on ``_id`` (or as a
+  range bound / ``$in`` element), never as a key and never inside an aggregation expression,
+  where a string starting with ``$`` would be read as a field path. Every other caller-chosen
+  string written by a pipeline (token, host, thread) is wrapped in ``$literal`` for the same
+  reason: a thread named ``"$where"`` is stored as that text.
+- Fences start at 1 and grow by one per grant, in the document, which a release keeps. The
+  one way a fence restarts is the TTL clean-up deleting a document unused for ``gc_after``
+  (30 days by default; ``none`` disables it): docs/backends/mongodb.md says when that matters.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from tenure._types import Holder, LockInfo
+
+__all__ = [
+    "GRANTED_FIELDS",
+    "acquire_update",
+    "break_filter",
+    "extend_update",
+    "free_update",
+    "held_by",
+    "info_pipeline",
+    "milliseconds",
+    "name_filter",
+    "owned_among",
+    "prefix_filter",
+    "to_info",
+]
+
+Document = dict[str, Any]
+Pipeline = list[Document]
+
+# A lease is live while its expiry is in the server's future.
+LIVE: Document = {"$gt": ["$expires_at", "$$NOW"]}
+
+# Free: never held, released (token removed), or expired by the server's clock.
+FREE: Document = {
+    "$or": [
+        {"$eq": [{"$ifNull": ["$token", None]}, None]},
+        {"$lte": ["$expires_at", "$$NOW"]},
+    ]
+}
+
+GRANTED_FIELDS = ("token", "expires_at", "acquired_at", "host", "pid", "thread")
+"""The fields that exist only while a lease is held; release and break remove them."""
+
+# The scratch field acquire's first stage writes and its last stage removes.
+_STATE = "tenure_grant"
+
+
+def milliseconds(seconds: float) -> int:
+    """A ttl as the whole milliseconds BSON dates count in (at least one)."""
+    return max(1, round(seconds * 1000))
+
+
+def name_filter(name: str) -> Document:
+    """Exactly the document of ``name``: plain string equality on ``_id``."""
+    return {"_id": name}
+
+
+# ---- acquire -----------------------------------------------------------------------------
+#
+# Used as ONE find_one_and_update(filter=name_filter(NAME), update=acquire_update(...),
+# upsert=True, return_document=AFTER).
+# Inputs: NAME (filter), TOKEN, TTL_MS, the holder, GC_AFTER_MS (None: no clean-up date).
+# Stage 1 judges the document as it was, by $$NOW, into a scratch field:
+#   "new"   - absent (the upsert starts from {_id: NAME}), released, or expired;
+#   "again" - held by TOKEN (a retried acquire whose reply was lost): not a new grant;
+#   "busy"  - held by another token whose lease is live.
+# Stage 2 writes: for "new", fence + 1 (1 for a new document), TOKEN, expiry
+# $$NOW + TTL_MS, acquired_at $$NOW, the holder; for "again", only the expiry (fence and
+# acquired_at kept); for "busy", every field its own value, so nothing changes.
+# Stage 3 removes the scratch field.
+# Output: the after-image. Granted iff its token is TOKEN; its fence is then this grant's.
+# Otherwise it shows the live holder's token and expiry. Two upserts racing on an absent
+# document can fail the loser with duplicate key error 11000: that means "held".
+# Atomic: a single-document write, so no other write to NAME interleaves.
+
+
+def acquire_update(
+    token: str, ttl_ms: int, holder: Holder, gc_after_ms: int | None
+) -> Pipeline:
+    new: Document = {"$eq": [f"${_STATE}", "new"]}
+    busy: Document = {"$eq": [f"${_STATE}", "busy"]}
+    expires_at: Document = {"$add": ["$$NOW", ttl_ms]}
+
+    def if_new(value: Any, field: str) -> Document:
+        return {"$cond": [new, value, f"${field}"]}
+
+    def unless_busy(value: Any, field: str) -> Document:
+        return {"$cond": [busy, f"${field}", value]}
+
+    granted: Document = {
+        "fence": if_new(
+            {"$add": [{"$ifNull": ["$fence", 0]}, 1]}, "fence"
+        ),
+        "token": unless_busy({"$literal": token}, "token"),
+        "expires_at": unless_busy(expires_at, "expires_at"),
+        "acquired_at": if_new("$$NOW", "acquired_at"),
+        "host": if_new({"$literal": holder.host}, "host"),
+        "pid": if_new({"$literal": holder.pid}, "pid"),
+        "thread": if_new({"$literal": holder.thread}, "thread"),
+    }
+    if gc_after_ms is not None:
+        granted["gc_at"] = unless_busy({"$add": ["$$NOW", ttl_ms + gc_after_ms]}, "gc_at")
+    judge: Document = {
+        "$switch": {
+            "branches": [
+                {"case": FREE, "then": "new"},
+                {"case": {"$eq": ["$token", {"$literal": token}]}, "then": "again"},
+            ],
+            "default": "busy",
+        }
+    }
+    return [{"$set": {_STATE: judge}}, {"$set": granted}, {"$unset": _STATE}]
+
+
+# ---- release, extend, owned, break ---------------------------------------------------------
+#
+# held_by(NAME, TOKEN) matches the document only while TOKEN holds a live lease on NAME, by
+# $$NOW. Used as the filter of ONE update_one for release (with free_update) and extend (with
+# extend_update): matched_count == 1 means it was ours and is now released / extended;
+# 0 means the lease had expired or belongs to someone else, and nothing was changed.
+# Also the filter of owned()'s find_one.
+
+
+def held_by(name: str, token: str) -> Document:
+    return {"_id": name, "token": token, "$expr": LIVE}
+
+
+# Inputs: TTL_MS, GC_AFTER_MS. Sets the expiry to $$NOW + TTL_MS (and the clean-up date past
+# it); fence, token and holder untouched.
+def extend_update(ttl_ms: int, gc_after_ms: int | None) -> Pipeline:
+    fields: Document = {"expires_at": {"$add": ["$$NOW", ttl_ms]}}
+    if gc_after_ms is not None:
+        fields["gc_at"] = {"$add": ["$$NOW", ttl_ms + gc_after_ms]}
+    return [{"$set": fields}]
+
+
+# Inputs: GC_AFTER_MS. Removes the lease (token, expiry, holder) and keeps the document with
+# its fence, so the next grant continues from it; the clean-up date restarts from $$NOW.
+def free_update(gc_after_ms: int | None) -> Pipeline:
+    pipeline: Pipeline = [{"$unset": list(GRANTED_FIELDS)}]
+    if gc_after_ms is not None:
+        pipeline.append({"$set": {"gc_at": {"$add": ["$$NOW", gc_after_ms]}}})
+    return pipeline
+
+
+# The operator's break: matches NAME only while anybody holds a live lease on it. Used with
+# free_update in ONE update_one; matched_count == 1 means a live lease was broken.
+def break_filter(name: str) -> Document:
+    return {"_id": name, "$expr": LIVE}
+
+
+# After a partial failure of a batched extend: which of NAMES are held live right now, and by
+# which token. Input: the names (plain strings, as $in elements). Output: {_id, token} each.
+def owned_among(names: list[str]) -> Document:
+    return {"_id": {"$in": names}, "$expr": LIVE}
+
+
+# ---- reading -----------------------------------------------------------------------------
+#
+# An aggregation projection, so that liveness and the time left are computed by $$NOW on the
+# server. Output per document: _id, fence, live (bool), ttl_left_ms (null when no lease),
+# acquired_at, host, pid, thread.
+_INFO_PROJECTION: Document = {
+    "_id": 1,
+    "fence": 1,
+    "acquired_at": 1,
+    "host": 1,
+    "pid": 1,
+    "thread": 1,
+    "live": {
+        "$and": [
+            {"$ne": [{"$ifNull": ["$token", None]}, None]},
+            LIVE,
+        ]
+    },
+    "ttl_left_ms": {"$subtract": ["$expires_at", "$$NOW"]},
+}
+
+
+def info_pipeline(match: Document) -> Pipeline:
+    """``aggregate`` input: the documents ``match`` selects, by name, as ``to_info`` reads."""
+    return [{"$match": match}, {"$sort": {"_id": 1}}, {"$project": _INFO_PROJECTION}]
+
+
+def prefix_filter(prefix: str) -> Document:
+    """Every lock whose name starts with ``prefix``, as a range on ``_id``.
+
+    MongoDB orders strings by their UTF-8 bytes, which is code-point order: the names starting
+    with ``prefix`` are exactly those >= ``prefix`` and < the next string of the same length.
+    A range (not a regular expression) keeps the prefix data and uses the ``_id`` index.
+    """
+    if not prefix:
+        return {"_id": {"$type": "string"}}
+    upper = _successor(prefix)
+    bounds: Document = {"$gte": prefix}
+    if upper is not None:
+        bounds["$lt"] = upper
+    return {"_id": bounds}
+
+
+def _successor(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix``, if any."""
+    stripped = prefix.rstrip("\U0010ffff")
+    if not stripped:
+        return None
+    code = ord(stripped[-1]) + 1
+    if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
+        code = 0xE000
+    return stripped[:-1] + chr(code)
+
+
+def to_info(document: Document) -> LockInfo:
+    """A ``LockInfo`` from one document of ``info_pipeline``."""
+    name = document["_id"]
+    fence = int(document.get("fence") or 0)
+    if not document.get("live"):
+        return LockInfo(name, fence, None, None, None)
+    acquired_at = document.get("acquired_at")
+    if isinstance(acquired_at, datetime.datetime) and acquired_at.tzinfo is None:
+        acquired_at = acquired_at.replace(tzinfo=datetime.UTC)
+    pid = document.get("pid")
+    return LockInfo(
+        name,
+        fence,
+        Holder(str(document.get("host", "")), int(pid) if pid is not None else 0,
+               str(document.get("thread", ""))),
+        acquired_at if isinstance(acquired_at, datetime.datetime) else None,
+        max(0.0, float(document["ttl_left_ms"]) / 1000.0),
+    )

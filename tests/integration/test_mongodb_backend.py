@@ -1,0 +1,296 @@
+"""The MongoDB backend's own behaviour beyond the conformance suite: options, the documents
+it writes, the clean-up index, batched renewals, and the paths the stand-in cannot produce
+on its own (a racing upsert's duplicate-key error), in both flavours."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pymongo
+import pymongo.errors
+import pytest
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+import tenure
+from tenure._types import Busy, Grant, Holder, Renewal
+from tenure.backends.mongodb import _documents
+from tenure.backends.mongodb._settings import parse_settings
+from tenure.backends.mongodb._sync import MongoDBBackend
+
+pytestmark = pytest.mark.mongodb
+
+HOLDER = Holder("host", 1, "thread")
+
+
+def with_collection(url: str, **options: str) -> str:
+    query = "".join(f"&{key}={value}" for key, value in options.items())
+    return f"{url}{query}"
+
+
+@pytest.fixture
+def collection_name() -> str:
+    return f"locks_{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def raw(mongodb_url: str) -> Iterator[pymongo.MongoClient[dict[str, Any]]]:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongodb_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+# ---- options --------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    settings = parse_settings("mongodb://db.example:27017/", {})
+    assert (settings.database, settings.collection) == ("tenure", "locks")
+    assert settings.write_concern == WriteConcern(w="majority")
+    assert settings.read_concern == ReadConcern("majority")
+    assert settings.timeout == 5.0
+    assert settings.gc_after == 30 * 24 * 3600
+    assert settings.client_options == {
+        "appname": "tenure", "timeoutMS": 5000, "serverSelectionTimeoutMS": 5000,
+        "connectTimeoutMS": 5000,
+    }
+
+
+def test_own_options_are_taken_out_of_the_url_and_keywords_win() -> None:
+    url = ("mongodb://app:p%40ss@db1,db2:27018/appdb?replicaSet=rs0&collection=c"
+           "&write_concern=2&read_concern=local&timeout=2.5&gc_after=none&tls=false")
+    settings = parse_settings(url, {"collection": "from_keyword", "maxPoolSize": 7})
+    assert settings.client_url == (
+        "mongodb://app:p%40ss@db1,db2:27018/appdb?replicaSet=rs0&tls=false")
+    assert (settings.database, settings.collection) == ("appdb", "from_keyword")
+    assert settings.write_concern == WriteConcern(w=2)
+    assert settings.read_concern == ReadConcern("local")
+    assert settings.gc_after is None and settings.gc_after_ms is None
+    assert settings.client_options["timeoutMS"] == 2500
+    assert settings.client_options["maxPoolSize"] == 7
+    assert parse_settings(url, {"database": "kw"}).database == "kw"
+
+
+def test_the_urls_own_concerns_and_timeouts_are_respected() -> None:
+    settings = parse_settings(
+        "mongodb://h/?w=1&readConcernLevel=local&timeoutMS=100&appname=mine", {})
+    assert settings.write_concern is None and settings.read_concern is None
+    assert "timeoutMS" not in settings.client_options
+    assert settings.client_options["serverSelectionTimeoutMS"] == 5000
+    assert "appname" not in settings.client_options
+
+
+def test_srv_urls_are_checked_without_dns() -> None:
+    settings = parse_settings(
+        "mongodb+srv://app:secret@cluster0.example.invalid/mydb?collection=x&retryWrites=true",
+        {})
+    assert (settings.database, settings.collection) == ("mydb", "x")
+    assert settings.client_url.startswith("mongodb+srv://")
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("mongodb://h/?bogus=1", {}),
+        ("mongodb://h/", {"bogus": 1}),
+        ("mongodb://h/?write_concern=0", {}),
+        ("mongodb://h/", {"write_concern": 0}),
+        ("mongodb://h/", {"read_concern": "snapshot"}),
+        ("mongodb://h/?timeout=soon", {}),
+        ("mongodb://h/", {"timeout": -1}),
+        ("mongodb://h/", {"gc_after": 0}),
+        ("mongodb://h/", {"collection": ""}),
+        ("mongodb://h/", {"tlsCAFile": "/no/such/file.pem"}),
+        ("mongodb://", {}),
+        ("mongodb://h:notaport/", {}),
+        ("mongodb+srv://h1,h2/", {}),
+    ],
+)
+def test_bad_options_are_configuration_errors(url: str, options: dict[str, object]) -> None:
+    with pytest.raises(tenure.ConfigurationError):
+        tenure.connect(url, **options)
+
+
+def test_passwords_are_never_shown() -> None:
+    with tenure.connect("mongodb://app:s3cret@127.0.0.1:9/?directConnection=true",
+                        timeout=0.3) as locks:
+        assert "s3cret" not in repr(locks)
+        with pytest.raises(tenure.BackendError) as caught:
+            locks.inspect("x")
+        assert "s3cret" not in str(caught.value)
+    with pytest.raises(tenure.ConfigurationError) as bad:
+        tenure.connect("mongodb://app:s3cret@h/?bogus=1")
+    assert "s3cret" not in str(bad.value)
+
+
+# ---- what is written -------------------------------------------------------------------------
+
+
+def test_concerns_and_index_are_in_place_after_first_use(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        backend = locks.backend
+        assert isinstance(backend, MongoDBBackend)
+        assert "tenure_gc_at" not in raw["tenure"][collection_name].index_information()
+        lock = locks.lock("a", ttl=5)
+        assert lock.acquire()
+        collection = backend._locks()
+        assert collection.write_concern.document == {"w": "majority"}
+        assert collection.read_concern.level == "majority"
+        index = raw["tenure"][collection_name].index_information()["tenure_gc_at"]
+        assert index["key"] == [("gc_at", 1)] and index["expireAfterSeconds"] == 0
+        document = raw["tenure"][collection_name].find_one({"_id": "a"})
+        assert document is not None
+        assert set(document) == {"_id", "fence", "token", "expires_at", "acquired_at", "host",
+                                 "pid", "thread", "gc_at"}
+        assert document["gc_at"] > document["expires_at"]
+        lock.release()
+        # Released: the document and its fence stay, the lease fields go.
+        document = raw["tenure"][collection_name].find_one({"_id": "a"})
+        assert document is not None and set(document) == {"_id", "fence", "gc_at"}
+        assert document["fence"] == 1
+
+
+def test_without_clean_up_there_is_no_index_and_no_date(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    url = with_collection(mongodb_url, collection=collection_name, gc_after="none")
+    with tenure.connect(url) as locks, locks.lock("a", ttl=5):
+        pass
+    assert "tenure_gc_at" not in raw["tenure"][collection_name].index_information()
+    document = raw["tenure"][collection_name].find_one({"_id": "a"})
+    assert document is not None and "gc_at" not in document
+
+
+def test_clean_up_removes_only_long_unused_documents(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """gc_after counts from the end of the lease or the release, never from the grant; a
+    removed document's name starts again at fence 1 (the documented trade-off)."""
+    url = with_collection(mongodb_url, collection=collection_name, gc_after="0.5")
+    collection = raw["tenure"][collection_name]
+    with tenure.connect(url) as locks:
+        held = locks.lock("held", ttl=3)
+        assert held.acquire()
+        for _ in range(2):
+            with locks.lock("unused", ttl=5):
+                pass
+        time.sleep(1.5)
+        # (The stand-in deletes expired documents when next touched; MongoDB within ~60 s.)
+        assert collection.find_one({"_id": "unused"}) is None
+        assert collection.find_one({"_id": "held"}) is not None
+        assert held.owned()
+        with locks.lock("unused", ttl=5) as again:
+            assert again.fence == 1
+        held.release()
+
+
+def test_a_refused_acquire_writes_nothing(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        assert locks.lock("a", ttl=30).acquire()
+    collection = raw["tenure"].get_collection(collection_name)
+    before = collection.find_one({"_id": "a"})
+    update = _documents.acquire_update("other-token", 30_000, HOLDER, 1000)
+    result = collection.update_one(_documents.name_filter("a"), update)
+    assert (result.matched_count, result.modified_count) == (1, 0)
+    assert collection.find_one({"_id": "a"}) == before
+
+
+def test_a_racing_upserts_duplicate_key_error_means_busy(
+    mongodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mongoeco serialises writes and never races two upserts; real MongoDB can."""
+
+    def racing_upsert(*args: object, **kwargs: object) -> None:
+        raise pymongo.errors.DuplicateKeyError("E11000 duplicate key error", 11000)
+
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        assert isinstance(backend, MongoDBBackend)
+        collection = backend._locks()
+        monkeypatch.setattr(type(collection), "find_one_and_update", racing_upsert)
+        assert backend.acquire(f"dup:{uuid.uuid4().hex}", "t", 5.0, HOLDER) == Busy(None)
+        lock = locks.lock(f"dup:{uuid.uuid4().hex}", ttl=5)
+        assert lock.acquire(timeout=0.1) is False
+
+
+def test_busy_reports_the_holders_time_left(mongodb_url: str) -> None:
+    name = f"busy:{uuid.uuid4().hex}"
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        assert backend.acquire(name, "holder", 3.0, HOLDER) == Grant(1)
+        busy = backend.acquire(name, "waiter", 3.0, HOLDER)
+        assert isinstance(busy, Busy) and busy.ttl_left is not None
+        assert 2.0 < busy.ttl_left <= 3.0
+        time.sleep(0.5)
+        later = backend.acquire(name, "waiter", 3.0, HOLDER)
+        assert isinstance(later, Busy) and later.ttl_left is not None
+        assert 1.5 < later.ttl_left <= busy.ttl_left - 0.4
+        # Same token again (a retried acquire): the same fence, a fresh lease.
+        assert backend.acquire(name, "holder", 3.0, HOLDER) == Grant(1)
+        assert backend.release(name, "holder")
+        assert backend.acquire(name, "waiter", 3.0, HOLDER) == Grant(2)
+
+
+def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
+    prefix = f"batch:{uuid.uuid4().hex}:"
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        names = [prefix + str(i) for i in range(3)]
+        for name in names:
+            assert backend.acquire(name, "token-" + name, 5.0, HOLDER) == Grant(1)
+        renewals = [Renewal(name, "token-" + name, 5.0) for name in names]
+        assert backend.extend_many(renewals) == [True, True, True]
+        assert backend.break_lock(names[1])
+        wrong_token = Renewal(names[2], "not-the-token", 5.0)
+        assert backend.extend_many([*renewals, wrong_token]) == [True, False, True, False]
+        assert backend.extend_many([]) == []
+
+
+async def test_async_flavour(mongodb_url: str) -> None:
+    prefix = f"async:{uuid.uuid4().hex}:"
+    async with tenure.connect_async(mongodb_url) as locks:
+        backend = locks.backend
+        assert await backend.acquire(prefix + "a", "t1", 5.0, HOLDER) == Grant(1)
+        busy = await backend.acquire(prefix + "a", "t2", 5.0, HOLDER)
+        assert isinstance(busy, Busy) and busy.ttl_left is not None and busy.ttl_left > 4
+        assert await backend.acquire(prefix + "b", "t3", 5.0, HOLDER) == Grant(1)
+        renewals = [Renewal(prefix + "a", "t1", 5.0), Renewal(prefix + "b", "t9", 5.0)]
+        assert await backend.extend_many(renewals) == [True, False]
+        assert await backend.owned(prefix + "a", "t1")
+        assert not await backend.owned(prefix + "a", "t2")
+        listed = await backend.list_locks(prefix)
+        assert [info.name for info in listed] == [prefix + "a", prefix + "b"]
+        assert all(info.holder == HOLDER for info in listed)
+        assert await backend.break_lock(prefix + "b")
+        assert not await backend.release(prefix + "b", "t3")
+        assert await backend.release(prefix + "a", "t1")
+        info = await backend.inspect(prefix + "a")
+        assert info is not None and info.fence == 1 and not info.held
+        assert await backend.inspect(prefix + "never") is None
+
+
+def test_prefix_listing_is_exact(mongodb_url: str) -> None:
+    """A range on _id, so regex and operator characters in a prefix are plain text."""
+    base = f"prefix:{uuid.uuid4().hex}:"
+    names = [base + suffix for suffix in ("a", "a.b", "a*", "a\U0010ffff", "b", ".*", "$x")]
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        for name in names:
+            assert isinstance(backend.acquire(name, "t", 5.0, HOLDER), Grant)
+        assert [i.name for i in locks.list_locks(base)] == sorted(names)
+        assert [i.name for i in locks.list_locks(base + "a")] == sorted(
+            n for n in names if n.startswith(base + "a"))
+        assert [i.name for i in locks.list_locks(base + ".*")] == [base + ".*"]
+        assert [i.name for i in locks.list_locks(base + "a\U0010ffff")] == [base + "a\U0010ffff"]
+        assert base + "a" in [i.name for i in locks.list_locks("")]
+        with pytest.raises(tenure.InvalidArgumentType):
+            locks.list_locks(b"prefix")  # type: ignore[arg-type]
