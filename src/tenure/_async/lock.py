@@ -145,7 +145,9 @@ class AsyncLock:
         while True:
             started = clock()
             try:
-                outcome = await backend.acquire(self.name, token, self.ttl, holder)
+                outcome = await io.complete(
+                    backend.acquire(self.name, token, self.ttl, holder)
+                )
             except BaseException:
                 # The grant may have landed before the failure reached us: undo it.
                 await io.run_cleanup(self._undo, token, started + self.ttl)

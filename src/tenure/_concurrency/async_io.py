@@ -8,6 +8,7 @@
 - ``run_blocking``: run blocking driver code (sqlite3) without blocking the loop. If the caller
   is cancelled, the call still finishes before the cancellation propagates, so a clean-up that
   follows cannot overtake it (an acquire committed after its own undo would leave a lock).
+- ``complete``: await a server call that must not be abandoned half-way by a cancellation.
 - ``run_cleanup``: start an undo step in the background and return at once: it completes even
   when the caller is being cancelled, and the caller's error is not delayed by an undo that
   must itself time out against a dead server. Its failure is logged, never raised: the
@@ -23,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from tenure._errors import InvalidArgumentType
@@ -33,6 +34,7 @@ __all__ = [
     "Mutex",
     "Signal",
     "check_function_kind",
+    "complete",
     "current_owner",
     "current_owner_name",
     "drain_cleanups",
@@ -95,6 +97,18 @@ async def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwar
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await _finish_despite_cancellation(future)
+        raise
+
+
+async def complete(awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable``; if the caller is cancelled meanwhile, let it finish first, then
+    propagate the cancellation. An acquire's undo must not overtake the acquire itself."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await _finish_despite_cancellation(task)
         raise
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "Mutex",
     "Signal",
     "check_function_kind",
+    "complete",
     "current_owner",
     "current_owner_name",
     "drain_cleanups",
@@ -54,6 +55,11 @@ class Signal:
 
 def sleep(seconds: float) -> None:
     time.sleep(max(0.0, seconds))
+
+
+def complete(value: T) -> T:
+    # Threads are not cancelled mid-call: the call has completed already.
+    return value
 
 
 def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -147,7 +147,9 @@ class Lock:
         while True:
             started = clock()
             try:
-                outcome = backend.acquire(self.name, token, self.ttl, holder)
+                outcome = io.complete(
+                    backend.acquire(self.name, token, self.ttl, holder)
+                )
             except BaseException:
                 # The grant may have landed before the failure reached us: undo it.
                 io.run_cleanup(self._undo, token, started + self.ttl)
