@@ -34,20 +34,18 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import datetime
+import functools
 import multiprocessing
 import os
 import pathlib
-import platform
-import random
 import secrets
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from multiprocessing.context import SpawnContext
 from typing import Any
+
+import _common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the server
@@ -61,12 +59,10 @@ from tenure.backends.mongodb import _documents  # noqa: E402
 from tenure.backends.mongodb._settings import DEFAULT_GC_AFTER  # noqa: E402
 
 REPORT = ROOT / "docs" / "benchmarks-mongodb.md"
-HOLD_RANGE = (0.005, 0.055)
 RAW_POLL = 0.05
 RAW_FAST_POLL = 0.005
 NAME = "bench:lock"
 GC_AFTER_MS = round(DEFAULT_GC_AFTER * 1000)
-Pair = tuple[Callable[[], Any], Callable[[], Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,18 +151,14 @@ def clear(url: str) -> None:
         client.close()
 
 
-@contextlib.contextmanager
-def make_lock(subject: Subject, url: str) -> Iterator[Pair]:
+def make_lock(subject: Subject, url: str) -> tuple[_common.Pair, Callable[[], None]]:
+    """(acquire, release) callables for ``subject``, and a clean-up."""
     if subject.kind in ("raw", "bare"):
         raw = RawLock(url, subject.poll) if subject.kind == "raw" else BareLock(url, 0.05)
-        try:
-            yield raw.acquire, raw.release
-        finally:
-            raw.close()
-        return
-    with tenure.connect(url) as locks:
-        lock = locks.lock(NAME, ttl=30.0)
-        yield lock.acquire, lock.release
+        return (raw.acquire, raw.release), raw.close
+    locks = tenure.connect(url)
+    lock = locks.lock(NAME, ttl=30.0)
+    return (lock.acquire, lock.release), locks.close
 
 
 # ---- uncontended ----------------------------------------------------------------------------
@@ -176,146 +168,21 @@ def uncontended(subject: Subject, url: str, seconds: float) -> tuple[float, int]
     """(cycles per second, cycles) of acquire + release in one process, for ``seconds``."""
     if subject.kind == "tenure-async":
         return asyncio.run(uncontended_async(url, seconds))
-    with make_lock(subject, url) as (acquire, release):
-        for _ in range(20):  # warm-up: connections, the index
-            acquire()
-            release()
-        cycles = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while True:
-            for _ in range(20):
-                acquire()
-                release()
-            cycles += 20
-            now = time.perf_counter()
-            if now >= deadline:
-                return cycles / (now - started), cycles
+    # (The 20 warm-up cycles: connections, the index.)
+    return _common.uncontended(
+        functools.partial(make_lock, subject, url), seconds, warmup=20, batch=20)
 
 
 async def uncontended_async(url: str, seconds: float) -> tuple[float, int]:
     async with tenure.connect_async(url) as locks:
         lock = locks.lock(NAME, ttl=30.0)
-        for _ in range(20):
-            await lock.acquire()
-            await lock.release()
-        cycles = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while True:
-            for _ in range(20):
-                await lock.acquire()
-                await lock.release()
-            cycles += 20
-            now = time.perf_counter()
-            if now >= deadline:
-                return cycles / (now - started), cycles
-
-
-# ---- handoff ----------------------------------------------------------------------------------
-
-
-def pingpong(
-    subject: Subject,
-    url: str,
-    index: int,
-    processes: int,
-    rounds: int,
-    shared: dict[str, Any],
-    barrier: Any,
-    results: Any,
-) -> None:
-    """One of the processes taking turns; puts its handoff latencies (ns) on ``results``."""
-    released_at, generation, waiting, count, stop = (
-        shared["released_at"], shared["generation"], shared["waiting"], shared["count"],
-        shared["stop"],
-    )
-    rng = random.Random(index)
-    latencies: list[int] = []
-    mine = -1  # the generation of my last acquisition
-    with make_lock(subject, url) as (acquire, release):
-        barrier.wait()
-        try:
-            while True:
-                while generation.value == mine and not stop.value:
-                    time.sleep(0.0002)  # after my release: wait for the other, no barging
-                if stop.value:
-                    break
-                with waiting.get_lock():
-                    waiting.value += 1
-                acquire()
-                acquired = time.monotonic_ns()
-                with waiting.get_lock():
-                    waiting.value -= 1
-                if stop.value:
-                    release()
-                    break
-                if released_at.value:
-                    latencies.append(acquired - released_at.value)
-                with generation.get_lock():
-                    generation.value += 1
-                    mine = generation.value
-                while waiting.value < processes - 1 and not stop.value:
-                    time.sleep(0.0002)  # until every other process is in acquire
-                time.sleep(rng.uniform(*HOLD_RANGE))
-                with count.get_lock():
-                    count.value += 1
-                    done = count.value >= rounds
-                if done:
-                    stop.value = 1
-                released_at.value = time.monotonic_ns()
-                release()
-                if done:
-                    break
-        finally:
-            results.put(latencies)
-
-
-def handoff(context: SpawnContext, subject: Subject, url: str, rounds: int) -> list[int]:
-    processes = 2
-    shared = {
-        "released_at": context.RawValue("q", 0),
-        "generation": context.Value("q", 0),
-        "waiting": context.Value("i", 0),
-        "count": context.Value("i", 0),
-        "stop": context.RawValue("i", 0),
-    }
-    barrier = context.Barrier(processes)
-    results = context.Queue()
-    workers = [
-        context.Process(
-            target=pingpong,
-            args=(subject, url, index, processes, rounds, shared, barrier, results),
-        )
-        for index in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    latencies: list[int] = []
-    for _ in workers:
-        latencies += results.get(timeout=600)
-    for worker in workers:
-        worker.join(timeout=30)
-    return latencies
-
-
-def percentile(values: list[int], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+        return await _common.async_timed_loop(lock, seconds, warmup=20, batch=20)
 
 
 # ---- report -----------------------------------------------------------------------------------
 
 
 def machine(url: str) -> dict[str, str]:
-    model = "unknown"
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(url)
     try:
         build = client.admin.command("buildInfo")
@@ -323,12 +190,7 @@ def machine(url: str) -> dict[str, str]:
         client.close()
     server = f"{build.get('version', '?')} ({build.get('gitVersion', '?')})"
     return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": model,
-        "nproc": str(os.cpu_count()),
-        "load average at start": " ".join(f"{value:.2f}" for value in os.getloadavg()),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
+        **_common.machine(load_average=True),
         "server": server,
         "pymongo": pymongo.__version__,
         "tenure": tenure.__version__,
@@ -376,41 +238,26 @@ def main() -> int:
 
     with server_url(args.url) as (url, origin):
         facts = {**machine(url), "server from": origin}
-        print("  ".join(f"{key}: {value}" for key, value in facts.items()), flush=True)
+        _common.print_facts(facts)
 
-        # Interleaved rounds, best of each: other tenants of a shared machine slow some
-        # rounds down, never speed one up.
-        rates: dict[str, tuple[float, int]] = {}
-        for _ in range(args.rounds):
-            for subject in (tenure_sync, raw, bare, tenure_async):
-                clear(url)
-                rate, cycles = uncontended(subject, url, args.seconds / args.rounds)
-                best, total = rates.get(subject.label, (0.0, 0))
-                rates[subject.label] = (max(best, rate), total + cycles)
+        rates = _common.best_of_rounds({
+            subject.label: functools.partial(
+                uncontended, subject, url, args.seconds / args.rounds)
+            for subject in (tenure_sync, raw, bare, tenure_async)
+        }, args.rounds, before=functools.partial(clear, url))
         for label, (rate, cycles) in rates.items():
             print(f"uncontended {label:<30} {rate:>9,.0f} cycles/s "
                   f"({1e3 / rate:,.2f} ms per acquire+release, best of {args.rounds} rounds, "
                   f"{cycles:,} cycles)", flush=True)
 
-        handoffs: dict[str, list[int]] = {}
-        for subject in (tenure_sync, raw_slow, raw_fast):
-            clear(url)
-            started = time.perf_counter()
-            # One more turn than handoffs: the first acquisition follows no release.
-            handoffs[subject.label] = handoff(context, subject, url, args.handoffs + 1)
-            values = handoffs[subject.label]
-            print(f"handoff     {subject.label:<30} p50 {percentile(values, 0.5) / 1e6:7.2f} ms"
-                  f"  p99 {percentile(values, 0.99) / 1e6:7.2f} ms  ({len(values)} handoffs, "
-                  f"{time.perf_counter() - started:.1f} s)", flush=True)
+        handoffs = _common.handoffs(context, {
+            subject.label: functools.partial(make_lock, subject, url)
+            for subject in (tenure_sync, raw_slow, raw_fast)
+        }, args.handoffs, width=30, timeout=600, before=functools.partial(clear, url))
 
     report = render(facts, rates, handoffs, args, tenure_sync, tenure_async, raw, bare,
                     raw_slow, raw_fast)
-    if not args.no_write:  # before printing it: `| head` must not lose the file
-        REPORT.write_text(report)
-    print()
-    print(report)
-    if not args.no_write:
-        print(f"wrote {REPORT.relative_to(ROOT)}")
+    _common.publish(report, REPORT, ROOT, write=not args.no_write)
     return 0
 
 
@@ -426,9 +273,7 @@ def render(
     raw_slow: Subject,
     raw_fast: Subject,
 ) -> str:
-    def ms(values: list[int], fraction: float) -> float:
-        return percentile(values, fraction) / 1e6
-
+    ms = _common.ms
     ours, floor, writes = (
         rates[tenure_sync.label][0], rates[raw.label][0], rates[bare.label][0])
     ours_async = rates[tenure_async.label][0]
@@ -442,19 +287,12 @@ def render(
         "the ratios compare tenure with the least a MongoDB lock can send to the same server. "
         "The machine is shared, so treat differences under ~20% as noise.",
         "",
-        "| | |",
-        "|---|---|",
-        *(f"| {key} | {value} |" for key, value in facts.items()),
+        *_common.facts_table(facts),
         "",
         f"## Uncontended acquire + release (one process, {args.seconds:g} s each, best of "
         f"{args.rounds} interleaved rounds)",
         "",
-        "| lock | cycles/s | ms per cycle |",
-        "|---|---:|---:|",
-        *(
-            f"| {label} | {rate:,.0f} | {1e3 / rate:,.2f} |"
-            for label, (rate, _) in rates.items()
-        ),
+        *_common.rates_table(rates, "ms"),
         "",
         f"Ratio tenure / raw floor: **{ours / floor:.2f}x** the throughput (asyncio: "
         f"**{ours_async / floor:.2f}x**). Both send two writes per cycle with `w: majority`. "
@@ -473,20 +311,15 @@ def render(
         f"## Handoff latency (2 processes taking turns, {args.handoffs} handoffs per lock)",
         "",
         "From the holder's `time.monotonic_ns()` just before release to the waiter's acquire "
-        f"returning. The holder releases {HOLD_RANGE[0] * 1000:g}..{HOLD_RANGE[1] * 1000:g} ms "
+        f"returning. The holder releases {_common.HOLD_RANGE[0] * 1000:g}.."
+        f"{_common.HOLD_RANGE[1] * 1000:g} ms "
         "(uniform) after the waiter entered acquire, so releases land anywhere in the waiter's "
         "poll cycle. tenure with its defaults: a waiter in another process backs off "
         "(jittered, doubling from 1 ms) up to 50 ms, never past the holder's remaining lease; "
         "no change streams (see docs/backends/mongodb.md). The raw floor retries its upsert "
         f"every {RAW_POLL * 1000:g} ms (every {RAW_FAST_POLL * 1000:g} ms for reference).",
         "",
-        "| lock | p50 ms | p99 ms | mean ms | handoffs |",
-        "|---|---:|---:|---:|---:|",
-        *(
-            f"| {label} | {ms(values, 0.5):.2f} | {ms(values, 0.99):.2f} | "
-            f"{statistics.fmean(values) / 1e6:.2f} | {len(values)} |"
-            for label, values in handoffs.items()
-        ),
+        *_common.handoff_table(handoffs),
         "",
         f"Ratios tenure / raw floor polling every {RAW_POLL * 1000:g} ms (lower is better): "
         f"p50 **{ms(mine, 0.5) / ms(theirs, 0.5):.2f}**, p99 "

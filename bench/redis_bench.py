@@ -42,8 +42,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import datetime
-import importlib.metadata
 import itertools
 import multiprocessing
 import os
@@ -57,6 +55,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import _common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the server
@@ -435,6 +435,9 @@ def combined(rounds: list[Contention]) -> Contention:
 
 
 def percentile(values: list[float], fraction: float) -> float:
+    """The sample at ``fraction`` of the already sorted ``values``, by truncation, NaN when there
+    are none: not ``_common.percentile`` (which sorts and rounds), to keep this report's
+    figures as they were defined."""
     if not values:
         return float("nan")
     return values[min(len(values) - 1, int(len(values) * fraction))]
@@ -482,34 +485,19 @@ def idle_waiters(kind: str, url: str, waiters: int, seconds: float) -> float:
 # ---- report ---------------------------------------------------------------------------------
 
 
-def version(package: str) -> str:
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        return importlib.metadata.version(package)
-    return "-"
-
-
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or "-"
-    with contextlib.suppress(OSError):
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    facts = _common.machine(cpu_default=platform.processor() or "-")
     server = subprocess.run(
         ["redis-server", "--version"], capture_output=True, text=True, check=False
     ).stdout.split()
     return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu,
-        "nproc": str(os.cpu_count()),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
+        **facts,
         "redis-server": next((w.split("=")[1] for w in server if w.startswith("v=")), "-"),
-        "redis-py": version("redis"),
-        "hiredis": version("hiredis"),
+        "redis-py": _common.version("redis"),
+        "hiredis": _common.version("hiredis"),
         "tenure": tenure.__version__,
-        "python-redis-lock": version("python-redis-lock"),
-        "pottery": version("pottery"),
+        "python-redis-lock": _common.version("python-redis-lock"),
+        "pottery": _common.version("pottery"),
         "load average at start (1 min)": f"{os.getloadavg()[0]:.2f}",
     }
 
@@ -531,9 +519,7 @@ def report(
         "to the lock's expiry). The machine is shared with other work, so absolute figures "
         "move with its load; the ratios come from the same run.",
         "",
-        "| | |",
-        "|---|---|",
-        *[f"| {key} | {value} |" for key, value in facts.items()],
+        *_common.facts_table(facts),
         "",
         f"## Uncontended acquire + release (one process, {options.seconds:g} s per lock in 15 "
         "interleaved rounds)",
@@ -541,12 +527,11 @@ def report(
         "Median cycles/s over the rounds; ratio: the median of per-round ratios to the floor "
         "measured in the same round (the asyncio rows to the asyncio floor).",
         "",
-        "| lock | cycles/s | µs per cycle | ratio to floor |",
-        "|---|---:|---:|---:|",
-    ]
-    for label, (rate, ratio) in cycles.items():
-        lines.append(f"| {label} | {rate:,.0f} | {1e6 / rate:.1f} | {ratio:.2f}x |")
-    lines += [
+        *_common.table(
+            ["lock", "cycles/s", "µs per cycle", "ratio to floor"],
+            [[label, f"{rate:,.0f}", f"{1e6 / rate:.1f}", f"{ratio:.2f}x"]
+             for label, (rate, ratio) in cycles.items()],
+        ),
         "",
         f"## Contention: {options.processes} processes, one lock, "
         f"{options.contention_seconds:g} s, {options.rounds} rounds",
@@ -558,19 +543,16 @@ def report(
         "in a rotating order); lost updates summed; the longest wait is the worst of all "
         "rounds.",
         "",
-        "| lock | acquisitions/s | lost updates | cross-process share | cross-process "
-        "handoffs/s | handoff p50 µs | handoff p99 µs | longest wait ms | waiting CPU µs "
-        "per acquisition | waiting CPU, cores |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for label, c in contended.items():
-        lines.append(
-            f"| {label} | {c.per_second:,.0f} | {c.lost_updates} | {c.cross_share:.0%} | "
-            f"{c.cross_per_second:,.0f} | {c.handoff_p50_us:,.0f} | {c.handoff_p99_us:,.0f} | "
-            f"{c.longest_wait_ms:,.1f} | {c.waiting_cpu_us_per_acquire:,.0f} | "
-            f"{c.waiting_cpu_share:.2f} |"
-        )
-    lines += [
+        *_common.table(
+            ["lock", "acquisitions/s", "lost updates", "cross-process share",
+             "cross-process handoffs/s", "handoff p50 µs", "handoff p99 µs", "longest wait ms",
+             "waiting CPU µs per acquisition", "waiting CPU, cores"],
+            [[label, f"{c.per_second:,.0f}", f"{c.lost_updates}", f"{c.cross_share:.0%}",
+              f"{c.cross_per_second:,.0f}", f"{c.handoff_p50_us:,.0f}",
+              f"{c.handoff_p99_us:,.0f}", f"{c.longest_wait_ms:,.1f}",
+              f"{c.waiting_cpu_us_per_acquire:,.0f}", f"{c.waiting_cpu_share:.2f}"]
+             for label, c in contended.items()],
+        ),
         "",
         "Cross-process handoffs per second, tenure / python-redis-lock, median of per-round "
         f"ratios: **{options.cross_ratio:.2f}x**.",
@@ -578,9 +560,8 @@ def report(
         f"## Idle waiters: {options.processes - 1} processes wait {options.idle_seconds:g} s "
         "while another holds the lock",
         "",
-        "| lock | CPU per waiter, % of a core |",
-        "|---|---:|",
-        *[f"| {label} | {share:.3%} |" for label, share in idle.items()],
+        *_common.table(["lock", "CPU per waiter, % of a core"],
+                       [[label, f"{share:.3%}"] for label, share in idle.items()]),
         "",
         *targets(cycles, contended, options),
     ]
@@ -612,10 +593,9 @@ def targets(
     return [
         "## Against the targets",
         "",
-        "| target | wanted | this run | met |",
-        "|---|---|---|---|",
-        *[f"| {name} | {wanted} | {got} | {'yes' if met else '**no**'} |"
-          for name, wanted, got, met in rows],
+        *_common.table(["target", "wanted", "this run", "met"],
+                       [[name, wanted, got, "yes" if met else "**no**"]
+                        for name, wanted, got, met in rows], left=4),
         "",
         "Under contention the figures depend on how much CPU the 8 processes get: on this "
         "shared 2-core machine the load average during the run is in the table at the top. "

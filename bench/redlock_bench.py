@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
-import importlib.metadata
 import multiprocessing
 import os
 import pathlib
@@ -44,6 +42,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import _common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the nodes
@@ -78,14 +78,14 @@ def uncontended(kind: str, ports: list[int], seconds: float) -> float:
     if kind == "tenure":
         with tenure.connect(tenure_url(ports)) as locks:
             lock = locks.lock(name, ttl=TTL)
-            return _loop(lambda: (lock.acquire(), lock.release()), seconds)
+            return _loop(lock.acquire, lock.release, seconds)
     if kind == "pottery":
         import pottery
 
         masters = pottery_masters(ports)
         redlock = pottery.Redlock(key=name, masters=masters, auto_release_time=TTL)
         try:
-            return _loop(lambda: (redlock.acquire(), redlock.release()), seconds)
+            return _loop(redlock.acquire, redlock.release, seconds)
         finally:
             for master in masters:
                 master.close()
@@ -96,19 +96,9 @@ def uncontended(kind: str, ports: list[int], seconds: float) -> float:
     raise ValueError(kind)
 
 
-def _loop(cycle: Callable[[], object], seconds: float) -> float:
-    for _ in range(20):
-        cycle()  # warm up: connections, script caches
-    count = 0
-    started = time.perf_counter()
-    deadline = started + seconds
-    while True:
-        for _ in range(10):
-            cycle()
-        count += 10
-        now = time.perf_counter()
-        if now >= deadline:
-            return count / (now - started)
+def _loop(acquire: Callable[[], object], release: Callable[[], object], seconds: float) -> float:
+    # (The 20 warm-up cycles: connections, script caches.)
+    return _common.timed_loop(acquire, release, seconds, warmup=20, batch=10)[0]
 
 
 async def _tenure_async(ports: list[int], name: str, seconds: float) -> float:
@@ -262,10 +252,7 @@ def nodes(count: int) -> Iterator[list[int]]:
 
 
 def version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
+    return _common.version(package, missing="?")
 
 
 def main(argv: list[str]) -> int:
@@ -325,17 +312,17 @@ def write(args: argparse.Namespace, uncontended_rows: dict[int, dict[str, tuple[
         "client libraries; compare the ratios. The machine is shared (2 cores, other jobs "
         "running): treat differences under ~20% as noise.",
         "",
-        "| | |",
-        "|---|---|",
-        f"| date | {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC |",
-        f"| nproc | {os.cpu_count()} |",
-        f"| os | {platform.system()} {platform.release()} |",
-        f"| python | {platform.python_version()} |",
-        f"| server | {' '.join(server[2:3])} |",
-        f"| tenure | {version('tenure')} |",
-        f"| redis-py | {version('redis')} (hiredis {version('hiredis')}) |",
-        f"| pottery | {version('pottery')} |",
-        f"| aioredlock | {version('aioredlock')} (aioredis {version('aioredis')}) |",
+        *_common.facts_table({
+            "date": _common.utc_date(),
+            "nproc": str(os.cpu_count()),
+            "os": _common.os_name(),
+            "python": platform.python_version(),
+            "server": " ".join(server[2:3]),
+            "tenure": version("tenure"),
+            "redis-py": f"{version('redis')} (hiredis {version('hiredis')})",
+            "pottery": version("pottery"),
+            "aioredlock": f"{version('aioredlock')} (aioredis {version('aioredis')})",
+        }),
         "",
         f"## Uncontended acquire + release (one process; median of {args.rounds} interleaved "
         f"rounds of {args.seconds:g} s)",
@@ -343,14 +330,14 @@ def write(args: argparse.Namespace, uncontended_rows: dict[int, dict[str, tuple[
         "Ratio: the lock's cycles/s over tenure (threads)'s in the same round (median over "
         "rounds); above 1 is faster than tenure.",
         "",
-        "| lock | " + " | ".join(f"{n} nodes cycles/s | ratio" for n in uncontended_rows) + " |",
-        "|---|" + "---:|---:|" * len(uncontended_rows),
-    ]
-    for kind in LOCKS:
-        cells = [f"{uncontended_rows[n][kind][0]:.0f} | {uncontended_rows[n][kind][1]:.2f}x"
-                 for n in uncontended_rows]
-        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
-    lines += [
+        *_common.table(
+            ["lock", *(column for n in uncontended_rows
+                       for column in (f"{n} nodes cycles/s", "ratio"))],
+            [[kind, *(cell for n in uncontended_rows
+                      for cell in (f"{uncontended_rows[n][kind][0]:.0f}",
+                                   f"{uncontended_rows[n][kind][1]:.2f}x"))]
+             for kind in LOCKS],
+        ),
         "",
         "What each cycle sends, per node, in parallel: tenure one ACQUIRE script (lease, "
         "holder, fence) and one RELEASE script (a second round trip to floor the fence only "
@@ -363,16 +350,13 @@ def write(args: argparse.Namespace, uncontended_rows: dict[int, dict[str, tuple[
         "(non-atomic: an overlap loses an update), release. Ratio: acquisitions/s over "
         "tenure (threads)'s.",
         "",
-        "| lock | nodes | acquisitions/s | ratio | lost updates | longest wait s |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for count, rows in contention_rows.items():
-        base = rows["tenure"]["per_second"] or 1.0
-        for kind, row in rows.items():
-            lines.append(f"| {kind} | {count} | {row['per_second']:.1f} | "
-                         f"{row['per_second'] / base:.2f}x | {row['lost']:.0f} | "
-                         f"{row['longest_wait']:.2f} |")
-    lines += [
+        *_common.table(
+            ["lock", "nodes", "acquisitions/s", "ratio", "lost updates", "longest wait s"],
+            [[kind, str(count), f"{row['per_second']:.1f}",
+              f"{row['per_second'] / (rows['tenure']['per_second'] or 1.0):.2f}x",
+              f"{row['lost']:.0f}", f"{row['longest_wait']:.2f}"]
+             for count, rows in contention_rows.items() for kind, row in rows.items()],
+        ),
         "",
         "Waiting differs by design: none of the three has cross-node wake-ups. tenure backs "
         "off from 1 ms, doubling to 0.1 s with jitter, never past the majority holder's "

@@ -32,22 +32,21 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import datetime
+import functools
 import hashlib
+import importlib.metadata
 import multiprocessing
 import os
 import pathlib
-import platform
-import random
 import secrets
 import shutil
-import statistics
 import sys
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from multiprocessing.context import SpawnContext
 from typing import Any
+
+import _common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the servers
@@ -57,10 +56,8 @@ from tenure.backends.mysql._sql import Statements as MySQLStatements  # noqa: E4
 from tenure.backends.postgresql._sql import Statements as PostgreSQLStatements  # noqa: E402
 
 REPORT = ROOT / "docs" / "benchmarks-sql.md"
-HOLD_RANGE = (0.005, 0.055)
 ROUNDS = 3
 LOCK_NAME = "bench:lock"
-Pair = tuple[Callable[[], Any], Callable[[], Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +105,7 @@ def tenure_connection(url: str) -> tuple[Any, Callable[[], None]]:
     return connection, close
 
 
-def make_lock(subject: Subject) -> tuple[Pair, Callable[[], None]]:
+def make_lock(subject: Subject) -> tuple[_common.Pair, Callable[[], None]]:
     """(acquire, release) callables for ``subject``, and a clean-up."""
     url = subject.url
     if subject.kind == "tenure":
@@ -178,128 +175,15 @@ def uncontended(subject: Subject, seconds: float) -> tuple[float, int]:
     """(cycles per second, cycles) of acquire + release in one process, for ``seconds``."""
     if subject.kind == "tenure-async":
         return asyncio.run(uncontended_async(subject, seconds))
-    (acquire, release), close = make_lock(subject)
-    try:
-        for _ in range(50):  # warm-up: connections, table, prepared statements
-            acquire()
-            release()
-        cycles = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while True:
-            for _ in range(50):
-                acquire()
-                release()
-            cycles += 50
-            now = time.perf_counter()
-            if now >= deadline:
-                return cycles / (now - started), cycles
-    finally:
-        close()
+    # (The 50 warm-up cycles: connections, table, prepared statements.)
+    return _common.uncontended(
+        functools.partial(make_lock, subject), seconds, warmup=50, batch=50)
 
 
 async def uncontended_async(subject: Subject, seconds: float) -> tuple[float, int]:
     async with tenure.connect_async(subject.url) as locks:
         lock = locks.lock(LOCK_NAME, ttl=30.0)
-        for _ in range(50):
-            await lock.acquire()
-            await lock.release()
-        cycles = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while True:
-            for _ in range(50):
-                await lock.acquire()
-                await lock.release()
-            cycles += 50
-            now = time.perf_counter()
-            if now >= deadline:
-                return cycles / (now - started), cycles
-
-
-# ---- handoff ----------------------------------------------------------------------------------
-
-
-def pingpong(
-    subject: Subject, index: int, processes: int, rounds: int, shared: dict[str, Any],
-    barrier: Any, results: Any,
-) -> None:
-    """One of the processes taking turns; puts its handoff latencies (ns) on ``results``."""
-    (acquire, release), close = make_lock(subject)
-    released_at, generation, waiting, count, stop = (
-        shared["released_at"], shared["generation"], shared["waiting"], shared["count"],
-        shared["stop"],
-    )
-    rng = random.Random(index)
-    latencies: list[int] = []
-    mine = -1
-    barrier.wait()
-    try:
-        while True:
-            while generation.value == mine and not stop.value:
-                time.sleep(0.0002)  # after my release: wait for another to take it, no barging
-            if stop.value:
-                break
-            with waiting.get_lock():
-                waiting.value += 1
-            acquire()
-            acquired = time.monotonic_ns()
-            with waiting.get_lock():
-                waiting.value -= 1
-            if stop.value:
-                release()
-                break
-            if released_at.value:
-                latencies.append(acquired - released_at.value)
-            with generation.get_lock():
-                generation.value += 1
-                mine = generation.value
-            while waiting.value < processes - 1 and not stop.value:
-                time.sleep(0.0002)  # until every other process is in acquire
-            time.sleep(rng.uniform(*HOLD_RANGE))
-            with count.get_lock():
-                count.value += 1
-                done = count.value >= rounds
-            if done:
-                stop.value = 1
-            released_at.value = time.monotonic_ns()
-            release()
-            if done:
-                break
-    finally:
-        close()
-        results.put(latencies)
-
-
-def handoff(context: SpawnContext, subject: Subject, rounds: int, processes: int = 2) -> list[int]:
-    shared = {
-        "released_at": context.RawValue("q", 0),
-        "generation": context.Value("q", 0),
-        "waiting": context.Value("i", 0),
-        "count": context.Value("i", 0),
-        "stop": context.RawValue("i", 0),
-    }
-    barrier = context.Barrier(processes)
-    results = context.Queue()
-    workers = [
-        context.Process(
-            target=pingpong, args=(subject, index, processes, rounds, shared, barrier, results)
-        )
-        for index in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    latencies: list[int] = []
-    for _ in workers:
-        latencies += results.get(timeout=300)
-    for worker in workers:
-        worker.join(timeout=30)
-    return latencies
-
-
-def percentile(values: list[int], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+        return await _common.async_timed_loop(lock, seconds, warmup=50, batch=50)
 
 
 # ---- servers, report ------------------------------------------------------------------------
@@ -348,20 +232,8 @@ def server_version(url: str) -> str:
 
 
 def machine() -> dict[str, str]:
-    import importlib.metadata
-
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": model,
-        "nproc": str(os.cpu_count()),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
+        **_common.machine(),
         "tenure": tenure.__version__,
         "psycopg": importlib.metadata.version("psycopg"),
         "PyMySQL": importlib.metadata.version("PyMySQL"),
@@ -389,26 +261,18 @@ def measure(database: str, url: str, args: argparse.Namespace,
     }
     version = server_version(url)
     print(f"== {database}: {version}", flush=True)
-    # Interleaved rounds, best of each: other tenants of a shared machine slow some rounds
-    # down, never speed one up.
-    rates: dict[str, tuple[float, int]] = {}
-    for _ in range(ROUNDS):
-        for subject in subjects.values():
-            rate, cycles = uncontended(subject, args.seconds / ROUNDS)
-            best, total = rates.get(subject.label, (0.0, 0))
-            rates[subject.label] = (max(best, rate), total + cycles)
+    rates = _common.best_of_rounds({
+        subject.label: functools.partial(uncontended, subject, args.seconds / ROUNDS)
+        for subject in subjects.values()
+    }, ROUNDS)
     for label, (rate, cycles) in rates.items():
         print(f"uncontended {label:<40} {rate:>9,.0f} cycles/s ({1e6 / rate:,.1f} µs, "
               f"{cycles:,} cycles)", flush=True)
     blocking = Subject(f"advisory: {waiting_name}", "advisory", url, blocking=True)
-    handoffs: dict[str, list[int]] = {}
-    for subject in (subjects["tenure"], blocking):
-        started = time.perf_counter()
-        values = handoff(context, subject, args.handoffs + 1)
-        handoffs[subject.label] = values
-        print(f"handoff     {subject.label:<40} p50 {percentile(values, 0.5) / 1e6:7.2f} ms  "
-              f"p99 {percentile(values, 0.99) / 1e6:7.2f} ms  ({len(values)} handoffs, "
-              f"{time.perf_counter() - started:.1f} s)", flush=True)
+    handoffs = _common.handoffs(context, {
+        subject.label: functools.partial(make_lock, subject)
+        for subject in (subjects["tenure"], blocking)
+    }, args.handoffs, width=40)
     labels = {role: subject.label for role, subject in subjects.items()}
     labels["blocking"] = blocking.label
     return Results(database, version, rates, handoffs, labels)
@@ -425,10 +289,8 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
         "production server syncing every commit adds its fsync to every write on both the "
         "tenure and the raw rows, not to the advisory rows, which write nothing).",
         "",
-        "| | |",
-        "|---|---|",
-        *(f"| {key} | {value} |" for key, value in facts.items()),
-        *(f"| {r.database} server | {r.version} |" for r in results),
+        *_common.facts_table(
+            {**facts, **{f"{r.database} server": r.version for r in results}}),
         "",
     ]
     for r in results:
@@ -436,7 +298,7 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
             return r.rates[r.labels[role]][0]
 
         def ms(role: str, fraction: float, r: Results = r) -> float:
-            return percentile(r.handoffs[r.labels[role]], fraction) / 1e6
+            return _common.ms(r.handoffs[r.labels[role]], fraction)
 
         wakeup = (
             "LISTEN/NOTIFY: the release's `pg_notify` wakes the waiter's listening connection"
@@ -450,10 +312,7 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
             f"### Uncontended acquire + release (one process, {args.seconds:g} s each, best of "
             f"{ROUNDS} interleaved rounds)",
             "",
-            "| lock | cycles/s | µs per cycle |",
-            "|---|---:|---:|",
-            *(f"| {label} | {value:,.0f} | {1e6 / value:,.1f} |"
-              for label, (value, _) in r.rates.items()),
+            *_common.rates_table(r.rates, "µs"),
             "",
             f"Ratios: tenure / raw floor **{rate('tenure') / rate('raw'):.2f}x**, tenure / "
             f"advisory **{rate('tenure') / rate('advisory'):.2f}x** the throughput; asyncio / "
@@ -474,13 +333,7 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
             f"tenure waits by {wakeup}. The advisory lock's waiter blocks in the server, which "
             "hands the lock over itself: the floor for any lock on this server.",
             "",
-            "| lock | p50 ms | p99 ms | mean ms | handoffs |",
-            "|---|---:|---:|---:|---:|",
-            *(
-                f"| {label} | {percentile(v, 0.5) / 1e6:.2f} | {percentile(v, 0.99) / 1e6:.2f}"
-                f" | {statistics.fmean(v) / 1e6:.2f} | {len(v)} |"
-                for label, v in r.handoffs.items()
-            ),
+            *_common.handoff_table(r.handoffs),
             "",
             f"Ratios tenure / advisory (lower is better): p50 "
             f"**{ms('tenure', 0.5) / ms('blocking', 0.5):.2f}**, p99 "
@@ -507,17 +360,11 @@ def main() -> int:
     args.only = args.only or ["postgresql", "mysql"]
     context = multiprocessing.get_context("spawn")
     facts = machine()
-    print("  ".join(f"{key}: {value}" for key, value in facts.items()), flush=True)
+    _common.print_facts(facts)
     with servers(args) as urls:
         results = [measure(database, url, args, context) for database, url in urls.items()]
     report = render(facts, results, args)
-    if not args.no_write:
-        REPORT.parent.mkdir(exist_ok=True)
-        REPORT.write_text(report)
-    print()
-    print(report)
-    if not args.no_write:
-        print(f"wrote {REPORT.relative_to(ROOT)}")
+    _common.publish(report, REPORT, ROOT, write=not args.no_write)
     return 0
 
 

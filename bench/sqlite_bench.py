@@ -26,31 +26,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
+import functools
 import multiprocessing
-import os
 import pathlib
-import platform
-import random
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from multiprocessing.context import SpawnContext
-from typing import Any
 
+import _common
 import filelock
 
 import tenure
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks-sqlite.md"
-HOLD_RANGE = (0.005, 0.055)
 FILELOCK_FAST_POLL = 0.005
 ROUNDS = 3
-Pair = tuple[Callable[[], Any], Callable[[], Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +53,7 @@ class Subject:
     poll_interval: float | None = None  # filelock only; None: its default
 
 
-def make_lock(subject: Subject) -> tuple[Pair, Callable[[], None]]:
+def make_lock(subject: Subject) -> tuple[_common.Pair, Callable[[], None]]:
     """(acquire, release) callables for ``subject``, and a clean-up."""
     if subject.kind == "tenure":
         locks = tenure.connect(subject.target)
@@ -77,134 +69,17 @@ def make_lock(subject: Subject) -> tuple[Pair, Callable[[], None]]:
 
 def uncontended(subject: Subject, seconds: float) -> tuple[float, int]:
     """(cycles per second, cycles) of acquire + release in one process, for ``seconds``."""
-    (acquire, release), close = make_lock(subject)
-    try:
-        for _ in range(50):  # warm-up: connections, schema, page cache
-            acquire()
-            release()
-        cycles = 0
-        started = time.perf_counter()
-        deadline = started + seconds
-        while True:
-            for _ in range(50):
-                acquire()
-                release()
-            cycles += 50
-            now = time.perf_counter()
-            if now >= deadline:
-                return cycles / (now - started), cycles
-    finally:
-        close()
-
-
-# ---- handoff ----------------------------------------------------------------------------------
-
-
-def pingpong(
-    subject: Subject,
-    index: int,
-    processes: int,
-    rounds: int,
-    shared: dict[str, Any],
-    barrier: Any,
-    results: Any,
-) -> None:
-    """One of the processes taking turns; puts its handoff latencies (ns) on ``results``."""
-    (acquire, release), close = make_lock(subject)
-    released_at, generation, waiting, count, stop = (
-        shared["released_at"], shared["generation"], shared["waiting"], shared["count"],
-        shared["stop"],
-    )
-    rng = random.Random(index)
-    latencies: list[int] = []
-    mine = -1  # the generation of my last acquisition
-    barrier.wait()
-    try:
-        while True:
-            while generation.value == mine and not stop.value:
-                time.sleep(0.0002)  # after my release: wait for another to take it, no barging
-            if stop.value:
-                break
-            with waiting.get_lock():
-                waiting.value += 1
-            acquire()
-            acquired = time.monotonic_ns()
-            with waiting.get_lock():
-                waiting.value -= 1
-            if stop.value:
-                release()
-                break
-            if released_at.value:
-                latencies.append(acquired - released_at.value)
-            with generation.get_lock():
-                generation.value += 1
-                mine = generation.value
-            while waiting.value < processes - 1 and not stop.value:
-                time.sleep(0.0002)  # until every other process is in acquire
-            time.sleep(rng.uniform(*HOLD_RANGE))
-            with count.get_lock():
-                count.value += 1
-                done = count.value >= rounds
-            if done:
-                stop.value = 1
-            released_at.value = time.monotonic_ns()
-            release()
-            if done:
-                break
-    finally:
-        close()
-        results.put(latencies)
-
-
-def handoff(context: SpawnContext, subject: Subject, rounds: int, processes: int = 2) -> list[int]:
-    shared = {
-        "released_at": context.RawValue("q", 0),
-        "generation": context.Value("q", 0),
-        "waiting": context.Value("i", 0),
-        "count": context.Value("i", 0),
-        "stop": context.RawValue("i", 0),
-    }
-    barrier = context.Barrier(processes)
-    results = context.Queue()
-    workers = [
-        context.Process(
-            target=pingpong, args=(subject, index, processes, rounds, shared, barrier, results)
-        )
-        for index in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    latencies: list[int] = []
-    for _ in workers:
-        latencies += results.get(timeout=300)
-    for worker in workers:
-        worker.join(timeout=30)
-    return latencies
-
-
-def percentile(values: list[int], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+    # (The 50 warm-up cycles: connections, schema, page cache.)
+    return _common.uncontended(
+        functools.partial(make_lock, subject), seconds, warmup=50, batch=50)
 
 
 # ---- report -----------------------------------------------------------------------------------
 
 
 def machine() -> dict[str, str]:
-    model = "unknown"
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": model,
-        "nproc": str(os.cpu_count()),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
+        **_common.machine(),
         "sqlite": sqlite3.sqlite_version,
         "tenure": tenure.__version__,
         "filelock": filelock.__version__,
@@ -222,7 +97,7 @@ def main() -> int:
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     facts = machine()
-    print("  ".join(f"{key}: {value}" for key, value in facts.items()), flush=True)
+    _common.print_facts(facts)
 
     with tempfile.TemporaryDirectory(prefix="tenure-bench-") as directory:
         here = pathlib.Path(directory)
@@ -234,37 +109,22 @@ def main() -> int:
             str(here / "bench-fast.lock"), FILELOCK_FAST_POLL,
         )
 
-        # Interleaved rounds, best of each: other tenants of a shared machine slow some
-        # rounds down, never speed one up.
-        rates: dict[str, tuple[float, int]] = {}
-        for _ in range(ROUNDS):
-            for subject in (sqlite, file_lock, memory):
-                rate, cycles = uncontended(subject, args.seconds / ROUNDS)
-                best, total = rates.get(subject.label, (0.0, 0))
-                rates[subject.label] = (max(best, rate), total + cycles)
+        rates = _common.best_of_rounds({
+            subject.label: functools.partial(uncontended, subject, args.seconds / ROUNDS)
+            for subject in (sqlite, file_lock, memory)
+        }, ROUNDS)
         for label, (rate, cycles) in rates.items():
             print(f"uncontended {label:<34} {rate:>10,.0f} cycles/s "
                   f"({1e6 / rate:,.1f} µs per acquire+release, best of {ROUNDS} rounds, "
                   f"{cycles:,} cycles)", flush=True)
 
-        handoffs: dict[str, list[int]] = {}
-        for subject in (sqlite, file_lock, fast_file_lock):
-            started = time.perf_counter()
-            # One more turn than handoffs: the first acquisition follows no release.
-            handoffs[subject.label] = handoff(context, subject, args.handoffs + 1)
-            values = handoffs[subject.label]
-            print(f"handoff     {subject.label:<34} p50 {percentile(values, 0.5) / 1e6:7.2f} ms"
-                  f"  p99 {percentile(values, 0.99) / 1e6:7.2f} ms  ({len(values)} handoffs, "
-                  f"{time.perf_counter() - started:.1f} s)", flush=True)
+        handoffs = _common.handoffs(context, {
+            subject.label: functools.partial(make_lock, subject)
+            for subject in (sqlite, file_lock, fast_file_lock)
+        }, args.handoffs, width=34)
 
     report = render(facts, rates, handoffs, args, sqlite, file_lock, memory, fast_file_lock)
-    if not args.no_write:  # before printing it: `| head` must not lose the file
-        REPORT.parent.mkdir(exist_ok=True)
-        REPORT.write_text(report)
-    print()
-    print(report)
-    if not args.no_write:
-        print(f"wrote {REPORT.relative_to(ROOT)}")
+    _common.publish(report, REPORT, ROOT, write=not args.no_write)
     return 0
 
 
@@ -278,9 +138,7 @@ def render(
     memory: Subject,
     fast_file_lock: Subject,
 ) -> str:
-    def ms(values: list[int], fraction: float) -> float:
-        return percentile(values, fraction) / 1e6
-
+    ms = _common.ms
     ours, theirs = rates[sqlite.label][0], rates[file_lock.label][0]
     lines = [
         "# Benchmark: tenure's SQLite backend vs filelock",
@@ -288,19 +146,12 @@ def render(
         "Generated by `.venv/bin/python bench/sqlite_bench.py`; rerun it to refresh. One host, "
         "one process tree; the machine is shared, so treat differences under ~20% as noise.",
         "",
-        "| | |",
-        "|---|---|",
-        *(f"| {key} | {value} |" for key, value in facts.items()),
+        *_common.facts_table(facts),
         "",
         f"## Uncontended acquire + release (one process, {args.seconds:g} s each, best of "
         f"{ROUNDS} interleaved rounds)",
         "",
-        "| lock | cycles/s | µs per cycle |",
-        "|---|---:|---:|",
-        *(
-            f"| {label} | {rate:,.0f} | {1e6 / rate:,.1f} |"
-            for label, (rate, _) in rates.items()
-        ),
+        *_common.rates_table(rates, "µs"),
         "",
         f"Ratio tenure sqlite / filelock: **{ours / theirs:.2f}x** the throughput. tenure's "
         "SQLite acquire is a `BEGIN IMMEDIATE` upsert and its release an `UPDATE` in a WAL "
@@ -312,19 +163,14 @@ def render(
         f"## Handoff latency (2 processes taking turns, {args.handoffs} handoffs per lock)",
         "",
         "From the holder's `time.monotonic_ns()` just before release to the waiter's acquire "
-        f"returning. The holder releases {HOLD_RANGE[0] * 1000:g}..{HOLD_RANGE[1] * 1000:g} ms "
+        f"returning. The holder releases {_common.HOLD_RANGE[0] * 1000:g}.."
+        f"{_common.HOLD_RANGE[1] * 1000:g} ms "
         "(uniform) after the waiter entered acquire, so releases land anywhere in the waiter's "
         "poll cycle. Defaults on both sides: filelock polls every 0.05 s; tenure's SQLite "
         "waiters in other processes back off (jittered, doubling from 1 ms) up to 0.02 s, "
         "with no cross-process wake-up.",
         "",
-        "| lock | p50 ms | p99 ms | mean ms | handoffs |",
-        "|---|---:|---:|---:|---:|",
-        *(
-            f"| {label} | {ms(values, 0.5):.2f} | {ms(values, 0.99):.2f} | "
-            f"{statistics.fmean(values) / 1e6:.2f} | {len(values)} |"
-            for label, values in handoffs.items()
-        ),
+        *_common.handoff_table(handoffs),
         "",
         "Ratios tenure sqlite / filelock (defaults; lower is better): p50 "
         f"**{ms(handoffs[sqlite.label], 0.5) / ms(handoffs[file_lock.label], 0.5):.2f}**, p99 "
