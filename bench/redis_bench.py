@@ -599,8 +599,8 @@ def targets(
         "",
         "Under contention the figures depend on how much CPU the 8 processes get: on this "
         "shared 2-core machine the load average during the run is in the table at the top. "
-        "Two changes to the lock logic above the backends, not made here, close most of the "
-        "gap; see docs/backends/redis.md, Performance.",
+        "The longest wait comes from waiters that could not block on their wake list and "
+        "sleep their pause instead; see docs/backends/redis.md, Performance.",
         "",
     ]
 
