@@ -1,0 +1,179 @@
+"""Turn a recorded history into figures. Nothing here trusts what a worker believed: every
+figure is recomputed from time stamps, fences and the resource's own log.
+
+- Overlapping sections: two critical sections on the same lock whose intervals intersect on
+  the observer's clock. A section's interval runs from just after ``acquire`` returned to
+  just before ``release`` was called, so it lies inside what the holder took for its lease:
+  an overlap is two processes acting as holders at once, never a measuring artefact.
+- Silent overlaps: overlapping pairs in which neither holder was ever told its lease was
+  gone (``lost`` unset and a clean release). In an overlap one of the two held a lease that
+  was no longer valid; a lease cannot stop that holder, but it must tell it. (Which of the two
+  is judged by who was told, not by fences: after a restart that loses them, fences start
+  again from 1 and the stale holder has the higher one.)
+- Fence regressions: a section whose fence is not above the fence of a section that had
+  ended before this one's ``acquire`` was even called (that grant surely came later), plus
+  fences handed to two different sections of one lock.
+- Stale writes accepted: writes the resource accepted after it had already seen, from
+  another section, a fence at least as high: the writer's lease had been superseded.
+- Lost updates: writes the resource accepted minus the final value of the counter (each
+  section writes what it read plus one, so the two are equal exactly when no update was
+  lost).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+
+from safety.history import Access, Attempt, History, Section
+
+__all__ = [
+    "Figures",
+    "RaceFigures",
+    "check",
+    "check_races",
+    "fence_regressions",
+    "overlapping_pairs",
+    "stale_writes",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    sections: int
+    overlaps: int
+    """Sections that overlap at least one other section of the same lock."""
+    overlap_pairs: int
+    silent_overlaps: int
+    fence_regressions: int
+    stale_writes_accepted: int | None
+    """None when the run had no protected resource."""
+    stale_writes_refused: int | None
+    writes_accepted: int | None
+    final_value: int | None
+    lost_updates: int | None
+
+
+def _by_name(sections: Iterable[Section]) -> dict[str, list[Section]]:
+    grouped: dict[str, list[Section]] = defaultdict(list)
+    for section in sections:
+        grouped[section.name].append(section)
+    return grouped
+
+
+def overlapping_pairs(sections: Iterable[Section]) -> list[tuple[Section, Section]]:
+    """Every pair of sections of one lock whose intervals intersect (touching is not
+    overlapping: one may start at the very nanosecond the other ended)."""
+    pairs: list[tuple[Section, Section]] = []
+    for group in _by_name(sections).values():
+        active: list[Section] = []
+        for section in sorted(group, key=lambda s: s.start):
+            active = [other for other in active if other.end > section.start]
+            pairs.extend((other, section) for other in active)
+            active.append(section)
+    return pairs
+
+
+def fence_regressions(sections: Iterable[Section]) -> int:
+    """Sections granted a fence not above one already issued before their request, plus
+    sections sharing a fence with another section of the same lock."""
+    regressions = 0
+    for group in _by_name(sections).values():
+        fenced = [s for s in group if s.fence is not None]
+        by_end = sorted(fenced, key=lambda s: s.end)
+        ends = [s.end for s in by_end]
+        # best[i] = highest fence among the first i sections to end
+        best = [0]
+        for section in by_end:
+            assert section.fence is not None
+            best.append(max(best[-1], section.fence))
+        for section in fenced:
+            assert section.fence is not None
+            finished_before = bisect.bisect_left(ends, section.asked)
+            if finished_before and section.fence <= best[finished_before]:
+                regressions += 1
+        counts = Counter(s.fence for s in fenced)
+        regressions += sum(n - 1 for n in counts.values() if n > 1)
+    return regressions
+
+
+def stale_writes(accesses: Sequence[Access]) -> tuple[int, int]:
+    """(accepted, refused) writes whose fence was already matched or passed by another
+    section's access, in the resource's order."""
+    accepted = refused = 0
+    highest: int | None = None
+    highest_from = ""
+    for access in accesses:
+        fence = access.fence
+        if access.op == "write" and highest is not None and (
+            fence is None
+            or fence < highest
+            or (fence == highest and access.section != highest_from)
+        ):
+            if access.accepted:
+                accepted += 1
+            else:
+                refused += 1
+        if fence is not None and (highest is None or fence > highest):
+            highest, highest_from = fence, access.section
+    return accepted, refused
+
+
+def check(history: History) -> Figures:
+    pairs = overlapping_pairs(history.sections)
+    involved = {s.key for pair in pairs for s in pair}
+    silent = sum(1 for first, second in pairs
+                 if not first.learned_loss and not second.learned_loss)
+    if history.accesses:
+        stale_accepted, stale_refused = stale_writes(history.accesses)
+        writes = [a for a in history.accesses if a.op == "write" and a.accepted]
+        final = writes[-1].value if writes else 0
+        lost: int | None = len(writes) - final
+        written: int | None = len(writes)
+        stale_a: int | None = stale_accepted
+        stale_r: int | None = stale_refused
+        final_value: int | None = final
+    else:
+        lost = written = stale_a = stale_r = final_value = None
+    return Figures(
+        sections=len(history.sections),
+        overlaps=len(involved),
+        overlap_pairs=len(pairs),
+        silent_overlaps=silent,
+        fence_regressions=fence_regressions(history.sections),
+        stale_writes_accepted=stale_a,
+        stale_writes_refused=stale_r,
+        writes_accepted=written,
+        final_value=final_value,
+        lost_updates=lost,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceFigures:
+    rounds: int
+    attempts: int
+    rounds_without_one_winner: int
+    most_winners: int
+    errors: int
+
+
+def check_races(attempts: Sequence[Attempt]) -> RaceFigures:
+    winners: Counter[int] = Counter()
+    rounds: set[int] = set()
+    errors = 0
+    for attempt in attempts:
+        rounds.add(attempt.round)
+        if attempt.won:
+            winners[attempt.round] += 1
+        if attempt.error is not None:
+            errors += 1
+    return RaceFigures(
+        rounds=len(rounds),
+        attempts=len(attempts),
+        rounds_without_one_winner=sum(1 for r in rounds if winners[r] != 1),
+        most_winners=max(winners.values(), default=0),
+        errors=errors,
+    )

@@ -1,0 +1,336 @@
+"""Write docs/safety.md from a run's results. Every figure in it comes from ``Result``s the
+harness produced; the only hand-written text is the wording around them."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import platform
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import tenure
+from safety.scenarios import SCENARIOS, Result, traits
+
+__all__ = ["Environment", "load", "render", "save", "write"]
+
+
+@dataclasses.dataclass
+class Environment:
+    """Where and with what the figures were measured."""
+
+    command: str
+    profile: str
+    started: datetime.datetime
+    seconds: float
+    cpus: int
+    cpu_model: str
+    kernel: str
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    python: str
+    tenure_version: str
+    drivers: dict[str, str]
+    servers: dict[str, str]
+    capabilities: dict[str, tenure.Capabilities]
+    skipped: dict[str, str]
+    """Backends asked for but not run, and why."""
+
+    @classmethod
+    def measure(cls, *, command: str, profile: str, started: datetime.datetime, seconds: float,
+                load_before: tuple[float, float, float], drivers: dict[str, str],
+                servers: dict[str, str], capabilities: dict[str, tenure.Capabilities],
+                skipped: dict[str, str]) -> Environment:
+        return cls(
+            command=command, profile=profile, started=started, seconds=seconds,
+            cpus=len(os.sched_getaffinity(0)), cpu_model=_cpu_model(),
+            kernel=f"{platform.system()} {platform.release()}",
+            load_before=load_before, load_after=os.getloadavg(),
+            python=f"{platform.python_implementation()} {platform.python_version()}",
+            tenure_version=tenure.__version__, drivers=drivers, servers=servers,
+            capabilities=capabilities, skipped=skipped,
+        )
+
+
+    def to_json(self) -> dict[str, Any]:
+        body = dataclasses.asdict(self)
+        body["started"] = self.started.isoformat()
+        return body
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Environment:
+        fields = dict(body)
+        fields["started"] = datetime.datetime.fromisoformat(body["started"])
+        fields["load_before"] = tuple(body["load_before"])
+        fields["load_after"] = tuple(body["load_after"])
+        fields["capabilities"] = {name: tenure.Capabilities(**value)
+                                  for name, value in body["capabilities"].items()}
+        return cls(**fields)
+
+
+def save(directory: pathlib.Path, results: Sequence[Result], env: Environment,
+         backends: Sequence[str]) -> None:
+    """Keep a run's figures beside its histories, so that the report can be rendered again
+    (``python -m safety render DIR``) without running anything."""
+    (directory / "results.json").write_text(json.dumps(
+        {"backends": list(backends), "environment": env.to_json(),
+         "results": [dataclasses.asdict(r) for r in results]},
+        indent=1, default=str,
+    ))
+
+
+def load(directory: pathlib.Path) -> tuple[list[Result], Environment, list[str]]:
+    body = json.loads((directory / "results.json").read_text())
+    results = [Result(**fields) for fields in body["results"]]
+    return results, Environment.from_json(body["environment"]), list(body["backends"])
+
+
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _number(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f} s"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _load(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in load)
+
+
+NOTE_KEYS: dict[int, list[str]] = {
+    1: ["processes", "fence_regressions", "silent_overlaps"],
+    2: ["processes", "writes_accepted", "final_value", "lost_updates"],
+    3: ["overlap_pairs", "victims_told_of_loss", "silent_overlaps", "stale_writes_refused",
+        "lost_updates"],
+    4: ["ttl", "median_recovery", "lanes"],
+    5: ["sections_spanning_a_restart", "of_which_told_of_loss", "fence_regressions",
+        "backend_errors_seen", "restart_seconds"],
+    6: ["worst_check_raises_after", "slowest_calls", "worst_recovery_after_heal"],
+    7: ["held_right_after", "held_after_3_ttl", "renewer_tasks_after_3_ttl",
+        "renewer_threads_after_3_ttl"],
+    8: ["processes", "threads_each", "attempts", "rounds_without_one_winner", "errors"],
+    9: ["names_accepted", "names_refused", "look_alikes", "prefix_queries",
+        "arguments_refused", "arguments_accepted"],
+}
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_format(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(_format(v) for v in value) + "]"
+    return str(value)
+
+
+def _notes(result: Result) -> str:
+    keys = NOTE_KEYS.get(result.scenario, [])
+    return "; ".join(f"{k.replace('_', ' ')}: {_format(result.details[k])}"
+                     for k in keys if k in result.details and result.details[k] is not None)
+
+
+def _verdict(result: Result) -> str:
+    return "pass" if result.passed else "**FAIL**"
+
+
+def render(results: Sequence[Result], env: Environment, backends: Sequence[str]) -> str:
+    lines: list[str] = []
+    add = lines.append
+    failed = [r for r in results if not r.passed]
+    add("# Safety record")
+    add("")
+    add("<!-- Generated by the safety harness: do not edit. Every figure below comes from "
+        "the harness's recorded histories. -->")
+    add("")
+    add(f"Generated by `{env.command}` ({env.profile} profile) on "
+        f"{env.started:%Y-%m-%d %H:%M} UTC, in {env.seconds / 60:.1f} minutes. How the "
+        "harness works and what each scenario shows: [safety-method.md](safety-method.md).")
+    add("")
+    verdict = (f"**{len(results)} results, all passed.**" if not failed else
+               f"**{len(failed)} of {len(results)} results FAILED**: see "
+               "[Failures](#failures).")
+    add(verdict)
+    add("")
+    add("## Results")
+    add("")
+    add("Overlaps: critical sections that overlapped another on the same lock, by one "
+        "observer's clock. Stale writes accepted: writes the protected resource accepted after "
+        "it had seen a newer holder's fence. Worst recovery: what it measures is under each "
+        "scenario (its bound in brackets); n/a where it does not apply.")
+    add("")
+    add("| Scenario | Backend | Runs | Sections | Overlaps | Stale writes accepted "
+        "| Worst recovery (bound) | Result | Notes |")
+    add("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    for result in results:
+        bound = "" if result.recovery_bound is None else f" ({result.recovery_bound:.2f} s)"
+        add(f"| {_cell(result.label)} | {result.backend} | {_number(result.runs)} "
+            f"| {_number(result.sections)} | {_number(result.overlaps)} "
+            f"| {_number(result.stale_writes_accepted)} "
+            f"| {_seconds(result.worst_recovery)}{bound} | {_verdict(result)} "
+            f"| {_cell(_notes(result))} |")
+    add("")
+    meanings = sorted({(r.scenario, r.recovery_meaning) for r in results if r.recovery_meaning})
+    if meanings:
+        add("Recovery, per scenario:")
+        add("")
+        for number, meaning in meanings:
+            add(f"- {number}: {meaning}.")
+        add("")
+
+    add("## Where each scenario runs")
+    add("")
+    add("| Scenario | " + " | ".join(backends) + " |")
+    add("| --- |" + " --- |" * len(backends))
+    # backend -> reason -> scenario numbers it keeps out
+    reasons: dict[str, dict[str, list[int]]] = {}
+    for scenario in SCENARIOS.values():
+        cells = []
+        for backend in backends:
+            if backend in env.skipped:
+                cells.append("not run")
+                continue
+            why = scenario.not_applicable(backend)
+            if why is None:
+                cells.append("yes")
+            else:
+                cells.append("n/a")
+                reasons.setdefault(backend, {}).setdefault(why, []).append(scenario.number)
+        add(f"| {scenario.number}. {scenario.title} | " + " | ".join(cells) + " |")
+    add("")
+    for backend, grouped in reasons.items():
+        parts = [f"{', '.join(map(str, numbers))}: {why}" for why, numbers in grouped.items()]
+        add(f"- **{backend}** (n/a): " + "; ".join(parts) + ".")
+    for backend, reason in env.skipped.items():
+        add(f"- **{backend}** not run: {reason}.")
+    add("")
+
+    add("## What each backend does not guarantee")
+    add("")
+    for backend in backends:
+        if backend in env.skipped:
+            continue
+        add(f"### {backend}")
+        add("")
+        for statement in limits(backend, env.capabilities.get(backend),
+                                [r for r in results if r.backend == backend]):
+            add(f"- {statement}")
+        add("")
+
+    if failed:
+        add("## Failures")
+        add("")
+        for result in failed:
+            add(f"- {result.label} on {result.backend}:")
+            for violation in result.violations:
+                add(f"  - {_cell(violation)}")
+        add("")
+
+    add("## Machine and versions")
+    add("")
+    add(f"- Machine: {env.cpus} CPUs ({env.cpu_model}), {env.kernel}; load average "
+        f"(1/5/15 min) {_load(env.load_before)} before the run, {_load(env.load_after)} after "
+        "(the machine was shared with other work).")
+    add(f"- {env.python}, tenure {env.tenure_version}; drivers: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(env.drivers.items())) + ".")
+    for backend, version in env.servers.items():
+        add(f"- {backend}: {version}")
+    add("")
+    return "\n".join(lines)
+
+
+def limits(backend: str, capabilities: tenure.Capabilities | None,
+           results: Sequence[Result]) -> list[str]:
+    """Plain statements of what ``backend`` does not guarantee, from its declared
+    capabilities and the figures measured here."""
+    statements = []
+    paused = {r.variant: r for r in results if r.scenario == 3}
+    lease_only = next((r for v, r in paused.items() if v.startswith("lease")), None)
+    fenced = next((r for v, r in paused.items() if v.startswith("fence")), None)
+    if lease_only is not None and fenced is not None:
+        statements.append(
+            "A lease alone does not stop a paused holder. With the holder stopped for 1.5x "
+            f"its TTL ({lease_only.runs} + {fenced.runs} pauses), critical sections overlapped "
+            f"({lease_only.overlaps} and {fenced.overlaps}); stale writes accepted: "
+            f"{lease_only.stale_writes_accepted} by a resource without a fence check, "
+            f"{fenced.stale_writes_accepted} with the fence check."
+        )
+    else:
+        statements.append("A lease alone does not stop a paused holder: only a resource that "
+                          "checks fences rejects its late writes.")
+    server = traits(backend).restart is None
+    if capabilities is not None:
+        statements.append(f"Fencing: {capabilities.fencing}.")
+        if not capabilities.multi_host:
+            statements.append("Processes on one host only.")
+    if capabilities is not None and server:
+        restarts = [r for r in results if r.scenario == 5 and r.runs]
+        measured = "; ".join(
+            f"{r.details.get('fence_regressions', 0)} fences repeated or went back and "
+            f"{r.overlaps} sections overlapped across {r.runs} restarts ({r.variant})"
+            for r in restarts
+        )
+        measured = f" Measured: {measured}." if measured else ""
+        if not capabilities.fences_survive_restart:
+            statements.append("Fences may repeat or go back after the server restarts, unless "
+                              f"its configuration makes them durable.{measured}")
+        if not capabilities.leases_survive_restart:
+            statements.append("A server restart may forget every lease: holders are told "
+                              "(lost, LockLost), but another process may enter before a "
+                              "holder that does not check."
+                              + ("" if not capabilities.fences_survive_restart else measured))
+        if not capabilities.fault_tolerant:
+            statements.append("No fault tolerance: while the server is unreachable nobody "
+                              "acquires, renews or releases, and held leases run out.")
+    statements.extend(KNOWN_LIMITS.get(backend, []))
+    return statements
+
+
+KNOWN_LIMITS: dict[str, list[str]] = {
+    "memory": ["One process only: it is a test double, not a lock between processes. "
+               "Nothing survives the process."],
+    "sqlite": ["Needs a local file system: SQLite's locking is unreliable on network file "
+               "systems (NFS, SMB).",
+               "No fault tolerance beyond the file's: a lost or corrupted file loses every "
+               "lease and fence."],
+    "redis": ["Replication is asynchronous: after a failover to a replica, a lease (and the "
+              "fence counter) may be lost. Not measured here: no replica was run."],
+    "redis_cluster": ["Replication is asynchronous, as for a single Redis: a failover may "
+                      "lose a lease. Not measured here."],
+    "redlock": ["Safety assumes bounded clock drift and process pauses shorter than the "
+                "validity time; the scenarios here do not jump clocks."],
+    "mongodb": ["Measured against the mongoeco wire-protocol stand-in, not a real mongod: "
+                "replica-set failover and write concerns are not exercised."],
+    "mysql": ["Measured on MariaDB with innodb_flush_log_at_trx_commit=2: a killed server "
+              "loses nothing committed, a power cut could lose the last second."],
+    "postgresql": ["Measured with fsync=off: a killed server loses nothing committed, a "
+                   "power cut could."],
+}
+
+
+def write(path: pathlib.Path, results: Sequence[Result], env: Environment,
+          backends: Sequence[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results, env, backends) + "\n", encoding="utf-8")
+
+
+def command_line() -> str:
+    return ".venv/bin/python -m safety " + " ".join(sys.argv[1:])

@@ -1,0 +1,776 @@
+"""The nine scenarios, the backends each applies to (and why not elsewhere), two profiles.
+
+A scenario drives worker processes against one backend, then turns the recorded history into
+``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
+an empty list is a pass. Figures that demonstrate a limit rather than test a promise (the
+overlaps a paused holder causes, stale writes a resource without a fence check accepts) are
+reported, not judged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import signal
+import threading
+import time
+import traceback
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import tenure
+from safety.checker import Figures, check, check_races
+from safety.control import Run, Target, WorkerFailed, WorkerProcess
+from safety.history import Section, now_ns
+from safety.proxy import Mode, Proxy
+from safety.resource import Resource
+
+__all__ = [
+    "PROFILES",
+    "SCENARIOS",
+    "TRAITS",
+    "Profile",
+    "Result",
+    "Scenario",
+    "Traits",
+    "applicable",
+    "run_scenario",
+]
+
+
+# ---- profiles ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    name: str
+    baseline_processes: int
+    baseline_sections: int
+    counter_processes: int
+    counter_sections: int
+    pause_trials: int
+    """Per variant (lease only, fence checked)."""
+    pause_ttl: float
+    pause_contenders: int
+    kill_trials: int
+    kill_ttl: float
+    kill_lanes: int
+    """Trials run this many at a time, each lane on its own lock."""
+    restart_trials: int
+    restart_ttl: float
+    restart_processes: int
+    cut_trials: int
+    """Per mode (blackhole, reset)."""
+    cut_ttl: float
+    cut_operation_timeout: float | None
+    """Configure the backend's per-operation timeout to this (None: its default)."""
+    cancel_count: int
+    cancel_ttl: float
+    race_rounds: int
+    race_processes: int
+    race_threads: int
+    fuzz_examples: int
+
+
+PROFILES = {
+    "quick": Profile(
+        name="quick",
+        baseline_processes=4, baseline_sections=300,
+        counter_processes=4, counter_sections=200,
+        pause_trials=1, pause_ttl=1.0, pause_contenders=2,
+        kill_trials=10, kill_ttl=0.5, kill_lanes=2,
+        restart_trials=1, restart_ttl=0.5, restart_processes=2,
+        cut_trials=1, cut_ttl=1.0, cut_operation_timeout=1.0,
+        cancel_count=50, cancel_ttl=0.5,
+        race_rounds=20, race_processes=4, race_threads=4,
+        fuzz_examples=80,
+    ),
+    "full": Profile(
+        name="full",
+        baseline_processes=16, baseline_sections=10_000,
+        counter_processes=16, counter_sections=10_000,
+        pause_trials=20, pause_ttl=1.0, pause_contenders=3,
+        kill_trials=200, kill_ttl=1.0, kill_lanes=4,
+        restart_trials=5, restart_ttl=2.0, restart_processes=3,
+        cut_trials=5, cut_ttl=1.0, cut_operation_timeout=None,
+        cancel_count=400, cancel_ttl=1.0,
+        race_rounds=1000, race_processes=8, race_threads=8,
+        fuzz_examples=1000,
+    ),
+}
+
+
+# ---- results -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    scenario: int
+    title: str
+    variant: str
+    backend: str
+    runs: int
+    """Trials, rounds, cancellations or examples (1 for one long run)."""
+    sections: int
+    """Critical sections completed (acquisitions, for scenarios without a section body)."""
+    overlaps: int | None
+    stale_writes_accepted: int | None
+    worst_recovery: float | None
+    """Seconds; what "recovery" means is in ``recovery_meaning``."""
+    recovery_bound: float | None
+    recovery_meaning: str = ""
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    violations: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario}. {self.title}" + (f" ({self.variant})" if self.variant else "")
+
+
+# ---- which backend gets which scenario -----------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Traits:
+    """What the harness can do with a backend; each None means "yes", a string says why not."""
+
+    shared: str | None = None
+    """Separate worker processes share its locks."""
+    restart: str | None = None
+    """It has a server the harness can restart in place."""
+    proxy: str | None = None
+    """Its clients talk to one TCP endpoint that a proxy can stand in front of."""
+
+
+TRAITS: dict[str, Traits] = {
+    "memory": Traits(
+        shared="one store per process: separate worker processes cannot share a lock",
+        restart="no server: the store lives and dies with its process",
+        proxy="no connection to cut: the store is in the process",
+    ),
+    "sqlite": Traits(
+        restart="no server to restart: every process opens the database file itself (a "
+        "holder dying with its process is scenario 4; the file keeps fences across process "
+        "restarts)",
+        proxy="no network connection to cut: processes open the file directly",
+    ),
+    "redis_cluster": Traits(
+        proxy="cluster clients follow MOVED redirects to each node's announced address, "
+        "around a single proxy",
+    ),
+}
+
+
+def traits(backend: str) -> Traits:
+    return TRAITS.get(backend, Traits())
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _capabilities(url: str) -> tenure.Capabilities:
+    with tenure.connect(url) as locks:
+        return locks.capabilities
+
+
+def _common_violations(figures: Figures, backend: str, *, overlaps_allowed: bool,
+                       fences_promised: bool = True) -> list[str]:
+    found = []
+    if figures.overlaps and not overlaps_allowed:
+        found.append(f"{figures.overlaps} overlapping critical sections "
+                     f"({figures.overlap_pairs} pairs)")
+    if figures.silent_overlaps:
+        found.append(f"{figures.silent_overlaps} overlaps whose stale holder was never told "
+                     "(lost unset, clean release)")
+    if figures.fence_regressions and fences_promised:
+        found.append(f"{figures.fence_regressions} fences repeated or went back")
+    return found
+
+
+def _ready(*workers: WorkerProcess) -> None:
+    for worker in workers:
+        report = worker.expect(90)
+        if not report.get("ready"):
+            raise WorkerFailed(f"{worker}: expected ready, got {report}")
+
+
+def _figures_details(figures: Figures) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(figures).items() if v is not None}
+
+
+# ---- 1. baseline -----------------------------------------------------------------------------
+
+
+def baseline(run: Run, profile: Profile) -> list[Result]:
+    total, processes = profile.baseline_sections, profile.baseline_processes
+    name = run.name("baseline")
+    workers = [
+        run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
+                  modes=["blocking", "try", "with"], hold=[0, 0.002], think=[0, 0.001])
+        for share in _split(total, processes)
+    ]
+    _ready(*workers)
+    for worker in workers:
+        worker.expect(120 + total * 0.05)
+    figures = check(run.history())
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    if figures.sections != total:
+        violations.append(f"{figures.sections} sections recorded, {total} expected")
+    return [Result(1, "Baseline", "", run.target.backend, 1, figures.sections, figures.overlaps,
+                   None, None, None,
+                   details={"processes": processes, "ttl": 10.0, **_figures_details(figures)},
+                   violations=violations)]
+
+
+# ---- 2. lost updates -------------------------------------------------------------------------
+
+
+def lost_updates(run: Run, profile: Profile) -> list[Result]:
+    total, processes = profile.counter_sections, profile.counter_processes
+    name = run.name("counter")
+    resource = Resource(run.workdir, fenced=False).start()
+    try:
+        workers = [
+            run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
+                      resource=str(resource.path), hold=[0, 0.001])
+            for share in _split(total, processes)
+        ]
+        _ready(*workers)
+        for worker in workers:
+            worker.expect(120 + total * 0.05)
+    finally:
+        resource.stop()
+    figures = check(run.history())
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    if figures.lost_updates:
+        violations.append(f"{figures.lost_updates} updates lost: the counter reads "
+                          f"{figures.final_value} after {figures.writes_accepted} increments")
+    if figures.writes_accepted != total:
+        violations.append(f"{figures.writes_accepted} increments completed, {total} expected")
+    return [Result(2, "Lost updates", "read, sleep, write", run.target.backend, 1,
+                   figures.sections, figures.overlaps, figures.stale_writes_accepted, None, None,
+                   details={"processes": processes, **_figures_details(figures)},
+                   violations=violations)]
+
+
+# ---- 3. the paused holder --------------------------------------------------------------------
+
+
+def paused_holder(run: Run, profile: Profile) -> list[Result]:
+    return [
+        _paused(run.child("lease-only"), profile, fenced=False),
+        _paused(run.child("fenced"), profile, fenced=True),
+    ]
+
+
+def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
+    ttl = profile.pause_ttl
+    pause = 1.5 * ttl
+    name = run.name("paused")
+    resource = Resource(run.workdir, fenced=fenced).start()
+    violations: list[str] = []
+    told = 0
+    try:
+        contenders = [
+            run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
+                      resource=str(resource.path), hold=[0.005, 0.02], think=[0.005, 0.02])
+            for _ in range(profile.pause_contenders)
+        ]
+        victim = run.spawn("victim", name=name, ttl=ttl, resource=str(resource.path))
+        with run.stopping(*contenders, victim):
+            _ready(*contenders, victim)
+            for _ in range(profile.pause_trials):
+                victim.send("go")
+                entered = victim.expect(60)
+                if not entered.get("entered"):
+                    violations.append("the victim could not acquire the lock")
+                    continue
+                victim.signal(signal.SIGSTOP)
+                run.recorder.event("sigstop", victim.worker, seconds=pause)
+                time.sleep(pause)
+                victim.signal(signal.SIGCONT)
+                run.recorder.event("sigcont", victim.worker)
+                victim.send("write")
+                done = victim.expect(60)
+                told += bool(done["lost"] or done["release"] != "ok")
+            victim.send("quit")
+    finally:
+        resource.stop()
+    figures = check(run.history())
+    violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
+    if not figures.overlaps:
+        violations.append("no other holder entered during any pause: nothing was tested")
+    if fenced:
+        if figures.stale_writes_accepted:
+            violations.append(f"{figures.stale_writes_accepted} stale writes accepted "
+                              "despite the fence check")
+        if figures.lost_updates:
+            violations.append(f"{figures.lost_updates} updates lost despite the fence check")
+    details = {"ttl": ttl, "pause": pause, "contenders": profile.pause_contenders,
+               "victims_told_of_loss": told, **_figures_details(figures)}
+    variant = "fence checked by the resource" if fenced else "lease only, no fence check"
+    return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
+                  profile.pause_trials, figures.sections, figures.overlaps,
+                  figures.stale_writes_accepted, None, None, details=details,
+                  violations=violations)
+
+
+# ---- 4. the killed holder --------------------------------------------------------------------
+
+
+def killed_holder(run: Run, profile: Profile) -> list[Result]:
+    ttl = profile.kill_ttl
+    bound = ttl + ttl / 3 + 1.0
+    lanes = max(1, min(profile.kill_lanes, profile.kill_trials))
+    recoveries: list[float] = []
+    violations: list[str] = []
+    failures: list[BaseException] = []
+
+    def lane(number: int, trials: int) -> None:
+        rng = random.Random(run.seed * 100 + number)
+        name = run.name(f"killed{number}")
+        waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10)
+        upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0")
+        try:
+            _ready(waiter)
+            for trial in range(trials):
+                holder = upcoming
+                _ready(holder)
+                holder.send("go")
+                got = holder.expect(90)
+                if trial + 1 < trials:  # the next one starts up while this trial runs
+                    upcoming = run.spawn("holder", name=name, ttl=ttl,
+                                         worker=f"holder{number}.{trial + 1}")
+                if not got.get("acquired"):
+                    violations.append(f"lane {number}: holder {trial} could not acquire")
+                    holder.kill()
+                    continue
+                waiter.send("wait")
+                # Kill at a random point of the renewal cycle.
+                time.sleep(rng.uniform(0.05, ttl))
+                killed = now_ns()
+                holder.kill()
+                run.recorder.write(Section(holder.worker, 1, name, got["asked"], got["start"],
+                                           killed, got["fence"], release="none"))
+                run.recorder.event("sigkill", holder.worker)
+                answer = waiter.expect(bound + 30)
+                if not answer.get("acquired"):
+                    violations.append(f"lane {number}: nobody acquired after kill {trial}: "
+                                      f"{answer.get('error')}")
+                    continue
+                recoveries.append((answer["start"] - killed) / 1e9)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            waiter.stop()
+            upcoming.kill()
+
+    threads = [threading.Thread(target=lane, args=(i, share))
+               for i, share in enumerate(_split(profile.kill_trials, lanes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    figures = check(run.history())
+    violations += _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    late = [r for r in recoveries if r > bound]
+    if late:
+        violations.append(f"{len(late)} of {len(recoveries)} recoveries over the "
+                          f"{bound:.2f} s bound (worst {max(late):.3f} s)")
+    if len(recoveries) != profile.kill_trials:
+        violations.append(f"{len(recoveries)} recoveries measured of {profile.kill_trials}")
+    details = {"ttl": ttl, "lanes": lanes,
+               "median_recovery": sorted(recoveries)[len(recoveries) // 2] if recoveries else None,
+               **_figures_details(figures)}
+    return [Result(4, "Holder killed (SIGKILL)", "", run.target.backend, len(recoveries),
+                   figures.sections, figures.overlaps, None,
+                   max(recoveries) if recoveries else None, bound,
+                   "SIGKILL to the next acquisition; bound ttl + ttl/3 + 1 s",
+                   details=details, violations=violations)]
+
+
+# ---- 5. the server restarted -----------------------------------------------------------------
+
+
+def server_restart(run: Run, profile: Profile) -> list[Result]:
+    server = run.target.server
+    if server is None:
+        raise RuntimeError("scenario 5 needs a server the harness can restart")
+    capabilities = _capabilities(run.target.url)
+    ttl = profile.restart_ttl
+    name = run.name("restart")
+    common = {"name": name, "ttl": ttl, "renew": True, "acquire_timeout": ttl * 3,
+              "tolerate_errors": True}
+    workers = [run.spawn("sections", hold=[0, ttl * 0.2], think=[0, 0.01], **common)
+               for _ in range(profile.restart_processes)]
+    # One holder keeps each section longer than the lease, so one spans every restart.
+    workers.append(run.spawn("sections", hold=[ttl * 1.5, ttl * 2.5], think=[0, 0.05],
+                             **common))
+    windows: list[tuple[int, int]] = []
+    with run.stopping(*workers):
+        _ready(*workers)
+        for _ in range(profile.restart_trials):
+            time.sleep(ttl * 1.5)
+            began = now_ns()
+            run.recorder.event("restart-begin")
+            server.restart()
+            ready = now_ns()
+            run.recorder.event("restart-ready", seconds=(ready - began) / 1e9)
+            windows.append((began, ready))
+            # Long enough for the long holder to finish and someone to acquire after it.
+            time.sleep(ttl * 3.5 + 1)
+    history = run.history()
+    figures = check(history)
+    promised = (capabilities.fences_survive_restart if run.target.durable is None
+                else run.target.durable)
+    leases_kept = (capabilities.leases_survive_restart if run.target.durable is None
+                   else run.target.durable)
+    if run.target.leases_wiped is not None:
+        leases_kept = not run.target.leases_wiped
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=True,
+                                     fences_promised=promised)
+    recoveries = []
+    spanning = told = 0
+    for began, ready in windows:
+        after = [s.start for s in history.sections if s.start >= ready]
+        if not after:
+            violations.append("no acquisition after a restart")
+            continue
+        recoveries.append((min(after) - ready) / 1e9)
+        for section in history.sections:
+            if section.start < began and section.end > ready:
+                spanning += 1
+                told += section.learned_loss
+    if not leases_kept and told < spanning:
+        violations.append(f"{spanning - told} of {spanning} holders across a restart that "
+                          "loses leases were never told")
+    errors = len(history.events_named("backend-error"))
+    details = {"ttl": ttl, "processes": len(workers),
+               "fences_promised_to_survive": promised,
+               "leases_may_survive_restart": leases_kept,
+               "sections_spanning_a_restart": spanning, "of_which_told_of_loss": told,
+               "backend_errors_seen": errors,
+               "restart_seconds": [round((r - b) / 1e9, 3) for b, r in windows],
+               **_figures_details(figures)}
+    variant = ", ".join(filter(None, ["clean stop, then start on the same port and files",
+                                      run.target.variant]))
+    return [Result(5, "Server restarted", variant, run.target.backend, len(windows),
+                   figures.sections, figures.overlaps, None,
+                   max(recoveries) if recoveries else None, None,
+                   "server ready again to the next acquisition",
+                   details=details, violations=violations)]
+
+
+# ---- 6. the connection cut -------------------------------------------------------------------
+
+OPERATION_TIMEOUT = {"redis": 3.0, "redis_cluster": 3.0, "redlock": 0.2}
+"""Each backend's default per-operation timeout, seconds (5 s where not listed)."""
+
+TIMEOUT_OPTIONS = {
+    "redis": ("socket_timeout", "socket_connect_timeout"),
+    "redlock": ("socket_timeout", "socket_connect_timeout"),
+}
+"""The URL options setting a backend's per-operation timeout (``timeout`` where not listed)."""
+
+
+def _with_timeout(url: str, backend: str, seconds: float) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query)
+    query += [(option, str(seconds)) for option in TIMEOUT_OPTIONS.get(backend, ("timeout",))]
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+
+
+def _endpoints(url: str) -> list[tuple[str, int]]:
+    """Every host:port of a URL (Redlock names several, comma-separated)."""
+    netloc = urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
+    found = []
+    for address in netloc.split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise RuntimeError(f"scenario 6 needs host:port addresses, not {address!r}")
+        found.append((host.strip("[]"), int(port)))
+    return found
+
+
+def _through(url: str, ports: list[int]) -> str:
+    """``url`` with its addresses replaced, in order, by the proxies' loopback ports."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    hosts = ",".join(f"127.0.0.1:{port}" for port in ports)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo}{at}{hosts}"))
+
+
+def connection_cut(run: Run, profile: Profile) -> list[Result]:
+    nodes = len(_endpoints(run.target.url))
+    if nodes == 1:
+        return [_cut(run.child(mode), profile, mode, cut=1) for mode in ("blackhole", "reset")]
+    # A quorum backend: cutting a majority must cost the lease; cutting a minority must not.
+    majority, minority = nodes // 2 + 1, (nodes - 1) // 2
+    return [_cut(run.child(f"{mode}-{count}"), profile, mode, cut=count)
+            for count in (majority, minority) for mode in ("blackhole", "reset")]
+
+
+def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
+    ttl = profile.cut_ttl
+    operation = OPERATION_TIMEOUT.get(run.target.backend, 5.0)
+    url = run.target.url
+    if profile.cut_operation_timeout is not None and profile.cut_operation_timeout < operation:
+        operation = profile.cut_operation_timeout
+        url = _with_timeout(url, run.target.backend, operation)
+    call_bound = 2 * operation + 1.0
+    lost_bound = ttl + call_bound
+    watch = ttl * 3 + call_bound
+    targets = _endpoints(run.target.url)
+    loses = cut > len(targets) // 2  # the whole server, or a quorum's majority
+    violations: list[str] = []
+    lost_after: list[float] = []
+    checked_after: list[float] = []
+    slowest: dict[str, float] = {}
+    recovered: list[float] = []
+    for trial in range(profile.cut_trials):
+        name = run.name(f"cut{trial}")
+        with contextlib.ExitStack() as stack:
+            proxies = [stack.enter_context(Proxy(target)) for target in targets]
+            holder = run.spawn("cut", url=_through(url, [p.port for p in proxies]), name=name,
+                               ttl=ttl, watch=watch)
+            observer = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=watch + 10)
+            with run.stopping(holder, observer):
+                got = holder.expect(90)
+                if not got.get("acquired"):
+                    violations.append("the holder could not acquire through the proxy")
+                    continue
+                _ready(observer)
+                time.sleep(ttl / 2)  # renewals flow through the proxies meanwhile
+                observer.send("wait")
+                for proxy in proxies[:cut]:
+                    proxy.set_mode(mode)
+                cut_at = now_ns()
+                run.recorder.event("cut", mode=mode, proxies=cut)
+                holder.send("cut")
+                seen = holder.expect(watch + 4 * call_bound + 30)
+                took = observer.expect(watch + 30)
+                for proxy in proxies[:cut]:
+                    proxy.set_mode("pass")
+                run.recorder.event("heal")
+                holder.send("heal")
+                healed = holder.expect(watch + 30)
+        if seen["lost_at"] is not None:
+            lost_after.append((seen["lost_at"] - cut_at) / 1e9)
+        if seen["checked_at"] is not None:
+            checked_after.append((seen["checked_at"] - cut_at) / 1e9)
+        if loses and seen["lost_at"] is None:
+            violations.append(f"trial {trial}: lost never set within {watch:.1f} s")
+        if loses and seen["checked_at"] is None:
+            violations.append(f"trial {trial}: check() never raised within {watch:.1f} s")
+        if not loses and (seen["lost_at"] or seen["checked_at"]):
+            violations.append(f"trial {trial}: cutting {cut} of {len(targets)} nodes cost "
+                              "the lease")
+        for call, outcome in seen["calls"].items():
+            slowest[call] = max(slowest.get(call, 0.0), outcome["seconds"])
+            limit = call_bound + (0.5 if call.startswith("acquire") else 0.0)
+            if outcome["seconds"] > limit:
+                violations.append(f"trial {trial}: {call} took {outcome['seconds']} s "
+                                  f"(bound {limit} s): {outcome['outcome']}")
+        if not took.get("acquired"):
+            violations.append(f"trial {trial}: a direct client never got the lock: "
+                              f"{took.get('error')}")
+        if healed["recovered"] is None:
+            violations.append(f"trial {trial}: no acquire through the healed proxy")
+        else:
+            recovered.append(healed["recovered"])
+    figures = check(run.history())
+    violations += _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    late = [t for t in lost_after if t > lost_bound]
+    if loses and late:
+        violations.append(f"lost set {max(late):.3f} s after the cut (bound {lost_bound} s)")
+    details = {"ttl": ttl, "operation_timeout": operation, "call_bound": call_bound,
+               "nodes_cut": f"{cut} of {len(targets)}",
+               "worst_lost_after": max(lost_after, default=None),
+               "worst_check_raises_after": max(checked_after, default=None),
+               "slowest_calls": slowest,
+               "worst_recovery_after_heal": max(recovered, default=None),
+               **_figures_details(figures)}
+    variant = mode if len(targets) == 1 else f"{mode}, {cut} of {len(targets)} nodes"
+    return Result(6, "Connection cut by the proxy", variant, run.target.backend,
+                  profile.cut_trials, figures.sections, figures.overlaps, None,
+                  max(lost_after, default=None) if loses else None,
+                  lost_bound if loses else None,
+                  "cut to lost set by the watchdog alone; bound ttl + 2 x operation timeout "
+                  "+ 1 s", details=details, violations=violations)
+
+
+# ---- 7. cancelled and timed-out acquires ----------------------------------------------------
+
+
+def cancelled_acquires(run: Run, profile: Profile) -> list[Result]:
+    count, ttl = profile.cancel_count, profile.cancel_ttl
+    worker = run.spawn("cancel", name=run.name("cancel"), ttl=ttl, count=count)
+    try:
+        summary = worker.expect(120 + count * 0.5 + 3 * ttl)
+    finally:
+        worker.stop()
+    violations = []
+    for key in ("held_right_after", "held_after_3_ttl"):
+        if summary[key]:
+            violations.append(f"{key.replace('_', ' ')}: {summary[key][:3]}")
+    for key in ("renewer_tasks_after_3_ttl", "renewer_threads_after_3_ttl"):
+        if summary[key]:
+            violations.append(f"{summary[key]} {key.replace('_', ' ')}")
+    acquired = summary["async_acquired"] + summary["thread_acquired"]
+    return [Result(7, "Acquire cancelled or timed out mid-flight",
+                   "asyncio cancel + thread timeout", run.target.backend, count, acquired, None,
+                   None, None, None, details={"ttl": ttl, **summary}, violations=violations)]
+
+
+# ---- 8. exactly one winner -------------------------------------------------------------------
+
+
+def races(run: Run, profile: Profile) -> list[Result]:
+    processes, threads = profile.race_processes, profile.race_threads
+    if traits(run.target.backend).shared is not None:
+        processes, threads = 1, processes * threads  # one process: every contender a thread
+    name = run.name("race")
+    workers = [run.spawn("race", name=name, threads=threads, ttl=30.0)
+               for _ in range(processes)]
+    with run.stopping(*workers):
+        _ready(*workers)
+        for number in range(profile.race_rounds):
+            start = now_ns() + 50_000_000  # all start together, 50 ms from now
+            for worker in workers:
+                worker.send("round", number, start)
+            for worker in workers:
+                worker.expect(60)
+            for worker in workers:
+                worker.send("release")
+            for worker in workers:
+                worker.expect(60)
+        for worker in workers:
+            worker.send("quit")
+    figures = check_races(run.history().attempts)
+    violations = []
+    if figures.rounds != profile.race_rounds:
+        violations.append(f"{figures.rounds} rounds recorded of {profile.race_rounds}")
+    if figures.rounds_without_one_winner:
+        violations.append(f"{figures.rounds_without_one_winner} rounds without exactly one "
+                          f"winner (most winners in a round: {figures.most_winners})")
+    if figures.errors:
+        violations.append(f"{figures.errors} attempts failed with errors")
+    return [Result(8, "Exactly one winner", f"{processes * threads} contenders per round",
+                   run.target.backend, figures.rounds, figures.rounds, None, None, None, None,
+                   details={"processes": processes, "threads_each": threads,
+                            **dataclasses.asdict(figures)},
+                   violations=violations)]
+
+
+# ---- 9. hostile names and wrong-typed arguments ---------------------------------------------
+
+
+def fuzzed_arguments(run: Run, profile: Profile) -> list[Result]:
+    # The quick profile replays the same cases every time (the test suite must not flake);
+    # the full profile explores new ones on every run.
+    worker = run.spawn("fuzz", name=f"fz{run.tag}:", examples=profile.fuzz_examples,
+                       derandomize=profile.name == "quick")
+    try:
+        summary = worker.expect(300 + profile.fuzz_examples * 1.0)
+    finally:
+        worker.stop()
+    violations = list(summary["violations"])
+    return [Result(9, "Hostile names, wrong-typed arguments", "hypothesis",
+                   run.target.backend, summary["examples"], summary["names_accepted"], None,
+                   None, None, None, details=summary, violations=violations)]
+
+
+# ---- the table -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    number: int
+    key: str
+    title: str
+    needs: tuple[str, ...]
+    """Traits it needs: "shared", "restart", "proxy"."""
+    run: Callable[[Run, Profile], list[Result]]
+    shows: str
+    """What it demonstrates, for the docs."""
+
+    def not_applicable(self, backend: str) -> str | None:
+        """None if the scenario runs on ``backend``; else why it does not."""
+        found = traits(backend)
+        for need in self.needs:
+            reason: str | None = getattr(found, need)
+            if reason is not None:
+                return reason
+        return None
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.key: s
+    for s in [
+        Scenario(1, "baseline", "Baseline", ("shared",), baseline,
+                 "random acquire styles, holds and pauses across processes: no two critical "
+                 "sections overlap"),
+        Scenario(2, "lost-updates", "Lost updates", ("shared",), lost_updates,
+                 "a non-atomic read-sleep-write of a shared counter loses no increment"),
+        Scenario(3, "paused", "Holder paused 1.5x TTL", ("shared",), paused_holder,
+                 "a SIGSTOPped holder resumes after its lease: the overlap happens and is "
+                 "reported; the fence check rejects every stale write"),
+        Scenario(4, "killed", "Holder killed (SIGKILL)", ("shared",), killed_holder,
+                 "a holder killed with SIGKILL is replaced within ttl + renewal interval + 1 s"),
+        Scenario(5, "restart", "Server restarted", ("shared", "restart"), server_restart,
+                 "fences never repeat or go back where the backend promises durability; "
+                 "holders learn of lost leases"),
+        Scenario(6, "cut", "Connection cut by the proxy", ("shared", "proxy"), connection_cut,
+                 "with the network blackholed or reset, renewals fail, lost is set, no call "
+                 "hangs past its timeout, and the client recovers once healed"),
+        Scenario(7, "cancel", "Acquire cancelled or timed out mid-flight", (),
+                 cancelled_acquires,
+                 "cancelled and timed-out acquires leave no lock and no renewal behind"),
+        Scenario(8, "race", "Exactly one winner", (), races,
+                 "many contenders starting at one instant: exactly one wins every round"),
+        Scenario(9, "fuzz", "Hostile names, wrong-typed arguments", (), fuzzed_arguments,
+                 "names are data, never code; bad arguments fail clearly and leave nothing"),
+    ]
+}
+
+
+def applicable(key: str, backends: list[str]) -> list[str]:
+    return [b for b in backends if SCENARIOS[key].not_applicable(b) is None]
+
+
+def run_scenario(key: str, target: Target, profile: Profile, workdir: Any,
+                 seed: int = 1) -> list[Result]:
+    """Run one scenario on one backend. A harness failure (a worker dying, a server not
+    coming back) is a failed result, never a silent pass."""
+    scenario = SCENARIOS[key]
+    began = time.monotonic()
+    run = Run(target, workdir, seed, lifetime=_lifetime(profile))
+    try:
+        results = scenario.run(run, profile)
+    except Exception as exc:
+        results = [Result(scenario.number, scenario.title, "", target.backend, 0, 0, None, None,
+                          None, None, violations=[f"the run failed: {exc!r}"],
+                          details={"traceback": traceback.format_exc()[-3000:]})]
+    finally:
+        run.close()
+    elapsed = time.monotonic() - began
+    for result in results:
+        result.seconds = round(elapsed / len(results), 1)
+    return results
+
+
+def _lifetime(profile: Profile) -> float:
+    return 900.0 if profile.name == "quick" else 7200.0

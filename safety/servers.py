@@ -1,0 +1,331 @@
+"""The servers a full-profile run needs, started with the test suite's own start functions
+(``tests/servers/<backend>.py``): temp directories, free loopback ports, real readiness
+probes, stopped by PID at the end. SQLite and memory need none.
+
+``Servers.target(backend)`` is the backend's shared server for the run; ``restartable``
+starts one of its own for the restart scenario, which must not disturb the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import os
+import pathlib
+import shutil
+import sqlite3
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+from safety.control import ROOT, Target
+
+__all__ = [
+    "KNOWN_BACKENDS",
+    "NotReady",
+    "Servers",
+    "landed",
+    "restart_variants",
+    "server_version",
+]
+
+KNOWN_BACKENDS = ["memory", "sqlite", "redis", "redis_cluster", "redlock", "mongodb", "mysql",
+                  "postgresql"]
+
+PACKAGE = {"redis_cluster": "redis"}
+"""Backend table name -> tenure.backends package, where they differ."""
+
+
+class NotReady(RuntimeError):
+    """The backend (or the harness's way to start its server) does not exist yet."""
+
+
+def landed(backend: str) -> str | None:
+    """None if tenure ships the backend; else why it can't be run."""
+    package = PACKAGE.get(backend, backend)
+    path = ROOT / "src" / "tenure" / "backends" / package / "_sync.py"
+    if not path.exists():
+        return f"tenure.backends.{package} is not written yet"
+    return None
+
+
+class Servers:
+    """Starts servers on demand and stops every one of them on ``close()``."""
+
+    def __init__(self, workdir: pathlib.Path) -> None:
+        self.workdir = workdir
+        self._stack = contextlib.ExitStack()
+        self._shared: dict[str, Target] = {}
+        self._templates: dict[str, pathlib.Path] = {}
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Servers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def target(self, backend: str) -> Target:
+        """The backend's server for this run (started on first use)."""
+        if backend not in self._shared:
+            self._shared[backend] = self._stack.enter_context(self._start(backend, False))
+        return self._shared[backend]
+
+    @contextlib.contextmanager
+    def restartable(self, backend: str, variant: str = "") -> Iterator[Target]:
+        """A server of its own, which the restart scenario may stop and start."""
+        with self._start(backend, True, variant) as target:
+            yield target
+
+    def _directory(self, backend: str) -> pathlib.Path:
+        path = self.workdir / "servers" / backend
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _template(self, backend: str, module: Any) -> pathlib.Path:
+        if backend not in self._templates:
+            template: pathlib.Path = module._template()
+            self._templates[backend] = template
+            self._stack.callback(shutil.rmtree, template, ignore_errors=True)
+        return self._templates[backend]
+
+    @contextlib.contextmanager
+    def _start(self, backend: str, restartable: bool, variant: str = "") -> Iterator[Target]:
+        reason = landed(backend)
+        if reason is not None:
+            raise NotReady(reason)
+        if backend == "memory":
+            yield Target(backend, "memory://")
+        elif backend == "sqlite":
+            yield Target(backend, f"sqlite:///{self._directory(backend) / 'locks.db'}")
+        elif backend in ("mysql", "postgresql"):
+            module = importlib.import_module(f"tests.servers.{backend}")
+            with module._server(self._template(backend, module)) as server:
+                yield Target(backend, server.url, server)
+        elif backend == "mongodb":
+            with mongoeco(self._directory(backend), durable=restartable) as target:
+                yield target
+        elif backend == "redis":
+            with redis_server(self._directory(backend), variant) as target:
+                yield target
+        elif backend == "redis_cluster":
+            with redis_cluster(self._directory(backend)) as target:
+                yield target
+        elif backend == "redlock":
+            with redlock_nodes(self._directory(backend), variant) as target:
+                yield target
+        else:
+            raise NotReady(f"the harness cannot start a {backend} server yet (no start "
+                           "function in tests/servers/ that it knows)")
+
+
+@contextlib.contextmanager
+def mongoeco(workdir: pathlib.Path, *, durable: bool) -> Iterator[Target]:
+    """The MongoDB stand-in. ``durable``: on its SQLite storage engine, which keeps data
+    across a restart as a real mongod does; its default in-memory engine would forget every
+    lock and fence, which would measure the stand-in rather than tenure."""
+    from tests.servers.mongodb import MongoecoServer
+
+    previous = os.environ.get("TENURE_MONGOECO_ENGINE")
+    os.environ["TENURE_MONGOECO_ENGINE"] = "sqlite" if durable else "memory"
+    try:
+        server = MongoecoServer(workdir / ("durable" if durable else "memory"))
+    finally:
+        if previous is None:
+            os.environ.pop("TENURE_MONGOECO_ENGINE", None)
+        else:
+            os.environ["TENURE_MONGOECO_ENGINE"] = previous
+    server.start()
+    try:
+        yield Target("mongodb", server.url, server)
+    finally:
+        server.stop()
+
+
+REDLOCK_NODES = 3
+
+RESTART_VARIANTS = {
+    "redis": ["no persistence", "AOF, appendfsync always"],
+    "redlock": [
+        f"1 of {REDLOCK_NODES} nodes restarted, no persistence",
+        f"2 of {REDLOCK_NODES} nodes restarted, no persistence",
+        f"2 of {REDLOCK_NODES} nodes restarted, AOF, appendfsync always",
+    ],
+}
+"""Server configurations the restart scenario runs on, where the promise depends on them."""
+
+
+def restart_variants(backend: str) -> list[str]:
+    return RESTART_VARIANTS.get(backend, [""])
+
+
+def _fresh(parent: pathlib.Path, prefix: str) -> pathlib.Path:
+    return pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+
+@contextlib.contextmanager
+def redis_server(workdir: pathlib.Path, variant: str) -> Iterator[Target]:
+    from tests.servers.redis import start_redis
+
+    persistence = variant.startswith("AOF")
+    server = start_redis(_fresh(workdir, "server-"), unix_socket=False,
+                         persistence=persistence)
+    try:
+        yield Target("redis", server.url, server, variant,
+                     durable=True if persistence else None)
+    finally:
+        server.stop()
+
+
+class _WholeCluster:
+    """Restart every node of a cluster, then wait until the cluster says it is ok."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def restart(self) -> None:
+        from tests.servers.redis import _ask
+
+        for node in self.cluster.nodes:
+            node.restart()
+        deadline = time.monotonic() + 60
+        while not all(b"cluster_state:ok" in _ask(node.port, b"CLUSTER INFO")
+                      for node in self.cluster.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not come back within 60 s")
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def redis_cluster(workdir: pathlib.Path) -> Iterator[Target]:
+    from tests.servers.redis import start_redis_cluster
+
+    cluster = start_redis_cluster(_fresh(workdir, "cluster-"))
+    try:
+        yield Target("redis_cluster", cluster.url, _WholeCluster(cluster),
+                     "every node restarted, no persistence")
+    finally:
+        cluster.stop()
+
+
+class _SomeNodes:
+    """Restart the first ``count`` of Redlock's nodes, one after the other."""
+
+    def __init__(self, servers: list[Any], count: int) -> None:
+        self.servers = servers
+        self.count = count
+
+    def restart(self) -> None:
+        for server in self.servers[: self.count]:
+            server.restart()
+
+
+@contextlib.contextmanager
+def redlock_nodes(workdir: pathlib.Path, variant: str = "") -> Iterator[Target]:
+    """Independent redis-servers (no replication between them), as Redlock wants. A restart
+    variant names how many restart: a minority keeps every lease on the others; a majority
+    without persistence forgets them."""
+    from tests.servers.redlock import start_redlock_nodes
+
+    persistence = "AOF" in variant
+    nodes = start_redlock_nodes(_fresh(workdir, "nodes-"), REDLOCK_NODES,
+                                persistence=persistence)
+    restarted = int(variant.split(maxsplit=1)[0]) if variant else 0
+    majority = restarted > REDLOCK_NODES // 2
+    try:
+        yield Target(
+            "redlock", nodes.url, _SomeNodes(nodes.servers, restarted) if restarted else None,
+            variant or f"{REDLOCK_NODES} nodes",
+            durable=True if persistence else None,
+            leases_wiped=None if not variant else (majority and not persistence),
+        )
+    finally:
+        nodes.stop()
+
+
+# ---- versions ----------------------------------------------------------------------------------
+
+
+def driver_versions() -> dict[str, str]:
+    found = {}
+    for distribution in ("redis", "hiredis", "pymongo", "psycopg", "psycopg-binary", "PyMySQL",
+                         "hypothesis"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[distribution] = importlib.metadata.version(distribution)
+    return found
+
+
+def server_version(target: Target) -> str:
+    """What the running server says it is (best effort: an error says why not)."""
+    try:
+        return _server_version(target)
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__}: {exc})"
+
+
+def _server_version(target: Target) -> str:
+    url = target.url
+    if target.backend == "memory":
+        return "in-process"
+    if target.backend == "sqlite":
+        return f"SQLite {sqlite3.sqlite_version}"
+    if target.backend in ("redis", "redis_cluster", "redlock"):
+        import redis
+
+        first = urllib.parse.urlsplit(url).netloc.split("@")[-1].split(",")[0]
+        host, _, port = first.rpartition(":")
+        connection = redis.Redis(host=host or "127.0.0.1", port=int(port), socket_timeout=5)
+        try:
+            info = connection.info("server")
+        finally:
+            connection.close()
+        return f"Redis {info['redis_version']}"
+    if target.backend == "mysql":
+        import pymysql  # type: ignore[import-untyped]
+
+        parts = urllib.parse.urlsplit(url)
+        database = pymysql.connect(
+            host=parts.hostname, port=parts.port or 3306,
+            user=urllib.parse.unquote(parts.username or ""),
+            password=urllib.parse.unquote(parts.password or ""),
+            database=parts.path.lstrip("/"), connect_timeout=5,
+        )
+        try:
+            with database.cursor() as cursor:
+                cursor.execute("SELECT VERSION()")
+                row = cursor.fetchone()
+        finally:
+            database.close()
+        return f"MariaDB/MySQL {row[0] if row else '?'}"
+    if target.backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as postgres:
+            row = postgres.execute("SHOW server_version").fetchone()
+        return f"PostgreSQL {row[0] if row else '?'}"
+    if target.backend == "mongodb":
+        import pymongo
+
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            url, serverSelectionTimeoutMS=5000
+        )
+        try:
+            answer = client.admin.command("buildInfo")
+        finally:
+            client.close()
+        return f"MongoDB wire protocol {answer.get('version', '?')} ({_mongoeco_version()})"
+    return "unknown"
+
+
+def _mongoeco_version() -> str:
+    site = ROOT / ".venv-mongoeco" / "lib"
+    for metadata in sorted(site.glob("python*/site-packages/mongoeco-*.dist-info/METADATA")):
+        for line in metadata.read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return f"mongoeco {line.split(':', 1)[1].strip()} stand-in"
+    return "mongoeco stand-in"

@@ -1,0 +1,527 @@
+"""The worker processes the scenarios drive: ``python -m safety.workers COMMAND CONFIG_JSON``.
+
+Each worker is a real process using tenure's public API only. It appends what it did to its
+own history file (``safety.history``) and talks to the controller in JSON lines: commands
+on stdin, reports on stdout. Every worker ends itself at ``config["lifetime"]`` seconds at the
+latest, so nothing outlives a run that went wrong.
+
+Commands:
+- ``sections``: acquire / hold / release in a loop (random acquire style, hold and pause),
+  optionally reading and writing the protected resource inside each section; until
+  ``count`` sections are done, or SIGTERM.
+- ``victim``: on ``go``, acquire, read the resource, ``check()``, report ``entered`` and
+  wait for ``write`` (the controller pauses it right there), then write and release.
+- ``holder``: on ``go``, acquire with renewal, report, and hold until killed.
+- ``waiter``: on each ``wait``, acquire (blocking), report when, release.
+- ``cut``: hold a renewed lock through a proxy; on ``cut``, time how the loss is learned and
+  how long each call takes while the network is broken; on ``heal``, time the recovery.
+- ``cancel``: cancel asyncio acquires and time out threaded ones mid-flight, then look for
+  anything left behind.
+- ``race``: contender threads try the same fresh lock at one instant, round after round.
+- ``fuzz``: hostile names and wrong-typed arguments through the API (``safety.fuzz``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import tenure
+from safety.history import Attempt, Recorder, Section, now_ns
+from safety.resource import ResourceClient
+
+__all__ = ["main"]
+
+Config = dict[str, Any]
+
+
+def report(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def command() -> list[str]:
+    """The next command from the controller (empty when its end of the pipe closed)."""
+    return sys.stdin.readline().split()
+
+
+def _release(lock: tenure.Lock) -> str:
+    try:
+        lock.release()
+    except tenure.LockLost:
+        return "lost"
+    except tenure.BackendError:
+        return "error"
+    return "ok"
+
+
+def _sleep(bounds: list[float], rng: random.Random) -> None:
+    low, high = bounds
+    if high > 0:
+        time.sleep(rng.uniform(low, high))
+
+
+# ---- sections ------------------------------------------------------------------------------
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+
+def sections(config: Config, recorder: Recorder) -> None:
+    rng = random.Random(config["seed"])
+    worker = config["worker"]
+    count: int | None = config.get("count")
+    stop = _Stop()
+    resource = ResourceClient(config["resource"]) if config.get("resource") else None
+    tolerate = bool(config.get("tolerate_errors", False))
+    modes: list[str] = config.get("modes", ["blocking"])
+    done = seq = 0
+    locks = tenure.connect(config["url"])
+    report(ready=True)
+    while not stop.requested and (count is None or done < count):
+        try:
+            section = _one_section(locks, rng.choice(modes), seq=seq + 1, resource=resource,
+                                   config=config, rng=rng)
+        except tenure.BackendError as exc:
+            if not tolerate:
+                raise
+            recorder.event("backend-error", worker, error=str(exc)[:200])
+            time.sleep(0.05)
+            continue
+        if section is not None:
+            seq = section.seq
+            recorder.write(section)
+            done += 1
+        _sleep(config.get("think", [0, 0]), rng)
+    locks.close()
+    report(done=done)
+
+
+def _one_section(
+    locks: tenure.Locks,
+    mode: str,
+    *,
+    seq: int,
+    resource: ResourceClient | None,
+    config: Config,
+    rng: random.Random,
+) -> Section | None:
+    """One attempt in the given acquire style; the section, or None if not acquired."""
+    wait = float(config.get("acquire_timeout", 30.0))
+    lock = locks.lock(config["name"], ttl=config["ttl"], renew=config.get("renew", False),
+                      timeout=wait)
+    asked = now_ns()
+    if mode == "with":
+        section = None
+        try:
+            with lock:
+                section = _body(lock, worker=config["worker"], seq=seq, asked=asked,
+                                resource=resource, config=config, rng=rng)
+        except tenure.LockTimeout:
+            return None
+        except (tenure.LockLost, tenure.BackendError) as exc:
+            if section is None:  # the acquire failed, not the release
+                raise
+            lost = isinstance(exc, tenure.LockLost)
+            return dataclasses.replace(section, release="lost" if lost else "error")
+        return section
+    took = lock.acquire(blocking=False) if mode == "try" else lock.acquire(timeout=wait)
+    if not took:
+        return None
+    section = _body(lock, worker=config["worker"], seq=seq, asked=asked, resource=resource,
+                    config=config, rng=rng)
+    return dataclasses.replace(section, release=_release(lock))
+
+
+def _body(
+    lock: tenure.Lock,
+    *,
+    worker: str,
+    seq: int,
+    asked: int,
+    resource: ResourceClient | None,
+    config: Config,
+    rng: random.Random,
+) -> Section:
+    start = now_ns()
+    fence = lock.fence
+    key = f"{worker}:{seq}"
+    read = wrote = None
+    accepted = None
+    if resource is not None:
+        ok, value = resource.read(key, fence)
+        read = value
+        if ok:
+            _sleep(config.get("hold", [0, 0]), rng)
+            wrote = value + 1
+            accepted = resource.write(key, fence, wrote)
+        else:
+            accepted = False
+    else:
+        _sleep(config.get("hold", [0, 0]), rng)
+    lost = lock.lost.is_set()
+    end = now_ns()
+    return Section(worker, seq, lock.name, asked, start, end, fence, read, wrote, accepted, lost)
+
+
+# ---- scenario 3: the paused holder -----------------------------------------------------------
+
+
+def victim(config: Config, recorder: Recorder) -> None:
+    worker = config["worker"]
+    resource = ResourceClient(config["resource"])
+    locks = tenure.connect(config["url"])
+    seq = 0
+    report(ready=True)
+    while (words := command()) and words[0] == "go":
+        seq += 1
+        key = f"{worker}:{seq}"
+        lock = locks.lock(config["name"], ttl=config["ttl"], renew=True)
+        asked = now_ns()
+        if not lock.acquire(timeout=30):
+            report(entered=False)
+            continue
+        start = now_ns()
+        fence = lock.fence
+        ok, value = resource.read(key, fence)
+        lock.check()  # all is well: the lease is live right now
+        report(entered=True, fence=fence)
+        command()  # "write": the controller paused us just before this point
+        accepted = resource.write(key, fence, value + 1) if ok else False
+        lost = lock.lost.is_set()
+        end = now_ns()
+        outcome = _release(lock)
+        recorder.write(Section(worker, seq, lock.name, asked, start, end, fence, value,
+                               value + 1 if ok else None, accepted, lost, outcome))
+        report(done=True, accepted=accepted, lost=lost, release=outcome)
+    locks.close()
+
+
+# ---- scenario 4: killed holders --------------------------------------------------------------
+
+
+def holder(config: Config, recorder: Recorder) -> None:
+    locks = tenure.connect(config["url"])
+    lock = locks.lock(config["name"], ttl=config["ttl"], renew=True)
+    report(ready=True)
+    command()  # "go": started ahead of its turn, so that start-up costs no trial time
+    asked = now_ns()
+    if not lock.acquire(timeout=30):
+        report(acquired=False)
+        return
+    report(acquired=True, asked=asked, start=now_ns(), fence=lock.fence)
+    while True:  # until SIGKILL (or the lifetime watchdog)
+        time.sleep(3600)
+
+
+def waiter(config: Config, recorder: Recorder) -> None:
+    worker = config["worker"]
+    locks = tenure.connect(config["url"])
+    seq = 0
+    report(ready=True)
+    while (words := command()) and words[0] == "wait":
+        name = words[1] if len(words) > 1 else config["name"]
+        seq += 1
+        lock = locks.lock(name, ttl=config["ttl"])
+        asked = now_ns()
+        try:
+            took = lock.acquire(timeout=float(config["acquire_timeout"]))
+        except tenure.BackendError as exc:
+            report(acquired=False, error=str(exc)[:200])
+            continue
+        if not took:
+            report(acquired=False, error="timeout")
+            continue
+        start = now_ns()
+        fence = lock.fence
+        end = now_ns()
+        outcome = _release(lock)
+        recorder.write(Section(worker, seq, name, asked, start, end, fence, release=outcome))
+        report(acquired=True, asked=asked, start=start, fence=fence)
+    locks.close()
+
+
+# ---- scenario 6: a connection cut under a renewed lock -------------------------------------
+
+
+def _timed(call: Callable[[], object]) -> dict[str, Any]:
+    began = time.monotonic()
+    try:
+        result = call()
+        outcome = f"returned {result!r}"
+    except tenure.TenureError as exc:
+        outcome = type(exc).__name__
+    return {"seconds": round(time.monotonic() - began, 4), "outcome": outcome}
+
+
+def cut(config: Config, recorder: Recorder) -> None:
+    """Two renewed locks through the proxy: ``watched`` is only watched (its ``lost`` is set
+    by the renewal scheduler alone), ``checked`` is polled with ``check()`` (which marks it
+    lost itself once its lease has run out): the first times the watchdog, the second what
+    a careful holder knows."""
+    worker = config["worker"]
+    ttl = float(config["ttl"])
+    locks = tenure.connect(config["url"])
+    watched = locks.lock(config["name"] + ":watched", ttl=ttl, renew=True)
+    checked = locks.lock(config["name"], ttl=ttl, renew=True)
+    asked = now_ns()
+    if not (checked.acquire(timeout=30) and watched.acquire(timeout=30)):
+        report(acquired=False)
+        return
+    start = now_ns()
+    fence = checked.fence
+    report(acquired=True, fence=fence)
+    command()  # "cut": the proxy now drops or resets everything
+    cut_at = last_ok = now_ns()
+    lost_at = checked_at = None
+    deadline = time.monotonic() + float(config["watch"])
+    while (lost_at is None or checked_at is None) and time.monotonic() < deadline:
+        if lost_at is None and watched.lost.is_set():
+            lost_at = now_ns()
+        if checked_at is None:
+            try:
+                checked.check()
+                last_ok = now_ns()
+            except tenure.LockLost:
+                checked_at = now_ns()
+        time.sleep(0.002)
+    # Every call at once, each in its own thread: each is timed on its own, and a broken
+    # network costs one timeout, not five in a row.
+    attempts: dict[str, Callable[[], object]] = {
+        "release": checked.release,
+        "release (watched)": watched.release,
+        "acquire(timeout=0.5)": lambda: locks.lock(config["name"] + ":other",
+                                                   ttl=ttl).acquire(timeout=0.5),
+        "inspect": lambda: locks.inspect(config["name"]),
+        "locked": checked.locked,
+    }
+    calls: dict[str, dict[str, Any]] = {}
+    threads = [threading.Thread(target=lambda k=key, f=call: calls.__setitem__(k, _timed(f)))
+               for key, call in attempts.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # The careful holder's section ends at its last passing check().
+    recorder.write(Section(worker, 1, checked.name, asked, start, last_ok, fence,
+                           lost=checked_at is not None, release=calls["release"]["outcome"]))
+    report(cut_at=cut_at, lost_at=lost_at, checked_at=checked_at, calls=calls)
+    command()  # "heal"
+    healed = time.monotonic()
+    again = locks.lock(config["name"] + ":after", ttl=ttl)
+    recovered = None
+    while recovered is None and time.monotonic() < healed + float(config["watch"]):
+        try:
+            if again.acquire(timeout=1.0):
+                recovered = time.monotonic() - healed
+                again.release()
+        except tenure.BackendError:
+            time.sleep(0.05)
+    report(recovered=recovered)
+    with contextlib.suppress(tenure.TenureError):
+        locks.close()
+
+
+# ---- scenario 7: cancelled and timed-out acquires --------------------------------------------
+
+
+async def _cancel_async(locks: tenure.AsyncLocks, config: Config, count: int,
+                        rng: random.Random) -> dict[str, int]:
+    prefix = config["name"]
+    ttl = float(config["ttl"])
+    took = 0
+    blocker = locks.lock(f"{prefix}:contended", ttl=ttl * 20)
+    for attempt in range(count):
+        contended = attempt % 2 == 1
+        name = f"{prefix}:contended" if contended else f"{prefix}:free:{attempt % 8}"
+        if contended:
+            await blocker.acquire()
+        lock = locks.lock(name, ttl=ttl, renew=True)
+        task = asyncio.create_task(lock.acquire(timeout=ttl * 4))
+        # Cancel before, during or after the round trip; when contended, let the holder go
+        # at about the same moment, so the grant and the cancellation race.
+        await asyncio.sleep(rng.uniform(0, 0.003))
+        if contended and rng.random() < 0.5:
+            await blocker.release()
+        task.cancel()
+        try:
+            if await task:
+                took += 1
+                await lock.release()
+        except asyncio.CancelledError:
+            pass
+        if blocker.fence is not None:
+            await blocker.release()
+    return {"async_attempts": count, "async_acquired": took}
+
+
+def _timeout_threads(config: Config, count: int, rng: random.Random) -> dict[str, int]:
+    prefix = config["name"]
+    ttl = float(config["ttl"])
+    took = timed_out = 0
+    with tenure.connect(config["url"]) as locks:
+        for attempt in range(count):
+            name = f"{prefix}:timeout:{attempt % 8}"
+            blocker = locks.lock(name, ttl=ttl * 20)
+            blocker.acquire()
+            wait = rng.uniform(0.001, 0.02)
+            # The holder lets go at about the moment the waiter gives up.
+            timer = threading.Timer(wait * rng.uniform(0.7, 1.3), blocker.release)
+            timer.start()
+            lock = locks.lock(name, ttl=ttl, renew=True)
+            if lock.acquire(timeout=wait):
+                took += 1
+                lock.release()
+            else:
+                timed_out += 1
+            timer.join()
+    return {"thread_attempts": count, "thread_acquired": took, "thread_timed_out": timed_out}
+
+
+async def _cancel_all(config: Config) -> dict[str, Any]:
+    rng = random.Random(config["seed"])
+    thread_rng = random.Random(rng.random())
+    count = int(config["count"])
+    ttl = float(config["ttl"])
+    async with tenure.connect_async(config["url"]) as locks:
+        # Both at once: the event loop cancels while a thread times out.
+        in_loop, in_thread = await asyncio.gather(
+            _cancel_async(locks, config, count // 2, rng),
+            asyncio.to_thread(_timeout_threads, config, count - count // 2, thread_rng),
+        )
+        figures: dict[str, Any] = {**in_loop, **in_thread}
+        held = [i.name for i in await locks.list_locks(config["name"]) if i.held]
+        figures["held_right_after"] = held
+        await asyncio.sleep(3 * ttl)
+        held = [i.name for i in await locks.list_locks(config["name"]) if i.held]
+        figures["held_after_3_ttl"] = held
+        figures["renewer_tasks_after_3_ttl"] = sum(
+            1 for t in asyncio.all_tasks() if t.get_name() == "tenure-renewer"
+        )
+        figures["renewer_threads_after_3_ttl"] = sum(
+            1 for t in threading.enumerate() if t.name == "tenure-renewer"
+        )
+    return figures
+
+
+def cancel(config: Config, recorder: Recorder) -> None:
+    figures = asyncio.run(_cancel_all(config))
+    recorder.event("cancel-summary", config["worker"], **figures)
+    report(**figures)
+
+
+# ---- scenario 8: exactly one winner ----------------------------------------------------------
+
+
+def race(config: Config, recorder: Recorder) -> None:
+    worker = config["worker"]
+    threads = int(config["threads"])
+    locks = tenure.connect(config["url"])
+    winners: list[tenure.Lock] = []
+    report(ready=True)
+    while words := command():
+        if words[0] == "round":
+            number, at = int(words[1]), int(words[2])
+            handles = [locks.lock(f"{config['name']}:{number}", ttl=config["ttl"])
+                       for _ in range(threads)]
+            results: list[Attempt] = []
+
+            def contend(index: int, handles: list[tenure.Lock] = handles,
+                        results: list[Attempt] = results, number: int = number,
+                        at: int = at) -> None:
+                pause = (at - now_ns()) / 1e9
+                if pause > 0.002:
+                    time.sleep(pause - 0.002)
+                while now_ns() < at:  # spin the last moments: start together
+                    pass
+                try:
+                    won = handles[index].acquire(blocking=False)
+                    results.append(Attempt(number, f"{worker}.{index}", won,
+                                           handles[index].fence))
+                except tenure.TenureError as exc:
+                    results.append(Attempt(number, f"{worker}.{index}", False, None,
+                                           type(exc).__name__))
+
+            running = [threading.Thread(target=contend, args=(i,)) for i in range(threads)]
+            for thread in running:
+                thread.start()
+            for thread in running:
+                thread.join()
+            for attempt in results:
+                recorder.write(attempt)
+            winners = [handle for handle in handles if handle.fence is not None]
+            report(round=number, won=sum(1 for r in results if r.won))
+        elif words[0] == "release":
+            for handle in winners:
+                _release(handle)
+            winners = []
+            report(released=True)
+        else:
+            break
+    locks.close()
+
+
+# ---- entry point -----------------------------------------------------------------------------
+
+
+def _fuzz(config: Config, recorder: Recorder) -> None:
+    from safety import fuzz
+
+    figures = fuzz.run(config)
+    recorder.event("fuzz-summary", config["worker"], **figures)
+    report(**figures)
+
+
+COMMANDS: dict[str, Callable[[Config, Recorder], None]] = {
+    "sections": sections,
+    "victim": victim,
+    "holder": holder,
+    "waiter": waiter,
+    "cut": cut,
+    "cancel": cancel,
+    "race": race,
+    "fuzz": _fuzz,
+}
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this worker soon after its controller is gone (killed, crashed)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(4)
+
+
+def main(argv: list[str]) -> None:
+    name, raw = argv
+    config: Config = json.loads(raw)
+    # The watchdogs: whatever happens, this process ends by its lifetime, and soon after
+    # the controller that started it.
+    watchdog = threading.Timer(float(config.get("lifetime", 600)), os._exit, (3,))
+    watchdog.daemon = True
+    watchdog.start()
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
+    recorder = Recorder(pathlib.Path(config["history"]))
+    try:
+        COMMANDS[name](config, recorder)
+    finally:
+        recorder.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,93 @@
+"""The checker of the safety harness, on hand-made histories whose answers are known."""
+
+from __future__ import annotations
+
+from safety.checker import check, check_races, fence_regressions, overlapping_pairs, stale_writes
+from safety.history import Access, Attempt, History, Section
+
+
+def section(worker: str, start: int, end: int, fence: int, *, name: str = "k",
+            asked: int | None = None, lost: bool = False, release: str = "ok") -> Section:
+    return Section(worker, start, name, start - 1 if asked is None else asked, start, end, fence,
+                   lost=lost, release=release)
+
+
+def test_back_to_back_sections_do_not_overlap() -> None:
+    sections = [section("a", 10, 20, 1), section("b", 20, 30, 2), section("a", 31, 40, 3)]
+    figures = check(History(sections=sections))
+    assert figures.overlaps == figures.overlap_pairs == 0
+    assert figures.fence_regressions == 0
+
+
+def test_overlaps_are_counted_per_lock_and_per_section() -> None:
+    sections = [
+        section("victim", 0, 100, 1, lost=True),  # paused, told at the end
+        section("b", 10, 20, 2),
+        section("c", 30, 40, 3),
+        section("d", 50, 60, 1, name="other"),  # another lock: no overlap with the rest
+    ]
+    figures = check(History(sections=sections))
+    assert figures.overlap_pairs == 2
+    assert figures.overlaps == 3
+    assert figures.silent_overlaps == 0
+    assert len(overlapping_pairs(sections)) == 2
+
+
+def test_an_overlap_nobody_was_told_about_is_silent() -> None:
+    figures = check(History(sections=[section("a", 0, 100, 1), section("b", 10, 20, 2)]))
+    assert figures.silent_overlaps == 1
+    told = check(History(sections=[section("a", 0, 100, 1, release="lost"),
+                                   section("b", 10, 20, 2)]))
+    assert told.silent_overlaps == 0
+
+
+def test_a_fence_not_above_an_earlier_finished_section_is_a_regression() -> None:
+    # b asked after a ended, so b's grant came later: its fence must be higher.
+    assert fence_regressions([section("a", 0, 10, 5), section("b", 20, 30, 3, asked=15)]) == 1
+    # b asked before a ended (it waited): no order is implied by the times alone...
+    assert fence_regressions([section("a", 0, 10, 5), section("b", 20, 30, 3, asked=5)]) == 0
+    # ...but one fence for two sections is always a regression.
+    assert fence_regressions([section("a", 0, 10, 4), section("b", 20, 30, 4, asked=5)]) == 1
+
+
+def access(seq: int, op: str, section_key: str, fence: int, *, accepted: bool = True,
+           value: int = 0) -> Access:
+    return Access(seq, seq, op, section_key, fence, accepted, value, True)
+
+
+def test_stale_writes_are_judged_in_the_resource_order() -> None:
+    log = [
+        access(1, "read", "old:1", 1),
+        access(2, "read", "new:1", 2),
+        access(3, "write", "new:1", 2, value=1),
+        access(4, "write", "old:1", 1, value=1),  # the paused holder comes back: stale
+        access(5, "write", "new:1", 2, value=2),  # same section again: not stale
+    ]
+    assert stale_writes(log) == (1, 0)
+    refused = [*log[:3], access(4, "write", "old:1", 1, accepted=False, value=1)]
+    assert stale_writes(refused) == (0, 1)
+
+
+def test_lost_updates_are_accepted_writes_minus_the_final_value() -> None:
+    log = [
+        access(1, "read", "a:1", 1, value=0),
+        access(2, "read", "b:1", 2, value=0),
+        access(3, "write", "b:1", 2, value=1),
+        access(4, "write", "a:1", 1, value=1),  # overwrites b's increment
+    ]
+    figures = check(History(accesses=log))
+    assert figures.writes_accepted == 2
+    assert figures.final_value == 1
+    assert figures.lost_updates == 1
+    assert figures.stale_writes_accepted == 1
+
+
+def test_races_need_exactly_one_winner_per_round() -> None:
+    attempts = [Attempt(0, "p1.0", True, 1), Attempt(0, "p1.1", False, None),
+                Attempt(1, "p1.0", True, 1), Attempt(1, "p2.0", True, 1),
+                Attempt(2, "p1.0", False, None, "BackendError")]
+    figures = check_races(attempts)
+    assert figures.rounds == 3
+    assert figures.rounds_without_one_winner == 2
+    assert figures.most_winners == 2
+    assert figures.errors == 1

@@ -1,0 +1,160 @@
+"""The quick profile of the safety harness (issue 7) on every backend, in the normal test run.
+
+The same scenarios and checker as ``python -m safety run --profile full`` (see
+docs/safety-method.md), with smaller counts. Each test runs only on the backends its scenario
+applies to: where one does not apply (no server to restart, no connection to cut, no store
+shared between processes), no test is generated; docs/safety.md says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from safety.control import Target
+from safety.scenarios import PROFILES, Result, applicable, run_scenario
+
+from safety import servers
+from tests.conftest import BACKENDS
+
+pytestmark = pytest.mark.slow
+
+QUICK = PROFILES["quick"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def scenario(key: str) -> Callable[[F], F]:
+    """Generate the test only for the backends scenario ``key`` applies to (the backend
+    table's ``pytest_generate_tests`` reads ``backends``)."""
+
+    def mark(test: F) -> F:
+        test.backends = applicable(key, list(BACKENDS))  # type: ignore[attr-defined]
+        return test
+
+    return mark
+
+
+def run(key: str, target: Target, tmp_path: pathlib.Path) -> list[Result]:
+    results = run_scenario(key, target, QUICK, tmp_path / key)
+    for result in results:
+        assert result.violations == [], (result.label, result.violations, result.details)
+    return results
+
+
+@scenario("baseline")
+def test_baseline_has_no_overlapping_sections(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("baseline", Target(backend_name, backend_url), tmp_path)
+    assert result.sections == QUICK.baseline_sections
+    assert result.overlaps == 0
+    assert result.details["fence_regressions"] == 0
+
+
+@scenario("lost-updates")
+def test_read_sleep_write_loses_no_update(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("lost-updates", Target(backend_name, backend_url), tmp_path)
+    assert result.overlaps == 0
+    assert result.details["final_value"] == result.details["writes_accepted"]
+    assert result.details["writes_accepted"] == QUICK.counter_sections
+
+
+@scenario("paused")
+def test_paused_holder_overlaps_but_fence_check_rejects_stale_writes(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    lease_only, fenced = run("paused", Target(backend_name, backend_url), tmp_path)
+    # The lease alone cannot prevent the overlap: the harness must see it, and report it.
+    assert lease_only.overlaps and fenced.overlaps
+    assert lease_only.details["silent_overlaps"] == fenced.details["silent_overlaps"] == 0
+    assert fenced.stale_writes_accepted == 0
+    assert fenced.details["stale_writes_refused"] >= 1
+    assert fenced.details["victims_told_of_loss"] == QUICK.pause_trials
+
+
+@scenario("killed")
+def test_killed_holder_is_replaced_within_the_bound(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("killed", Target(backend_name, backend_url), tmp_path)
+    assert result.runs == QUICK.kill_trials
+    assert result.overlaps == 0
+    assert result.worst_recovery is not None and result.recovery_bound is not None
+    assert result.worst_recovery <= result.recovery_bound
+
+
+@contextlib.contextmanager
+def restartable(request: pytest.FixtureRequest, backend: str, variant: str,
+                workdir: pathlib.Path) -> Iterator[Target]:
+    """A server of this test's own: the backend's ``restartable_<backend>`` fixture where its
+    server module has one, else the harness's own start (tests/servers functions too)."""
+    if not variant:
+        try:
+            server = request.getfixturevalue(f"restartable_{backend}")
+        except pytest.FixtureLookupError:
+            pass
+        else:
+            yield Target(backend, server.url, server)
+            return
+    with servers.Servers(workdir) as started, started.restartable(backend, variant) as target:
+        yield target
+
+
+@scenario("restart")
+def test_restarted_server_keeps_fences_and_tells_holders(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path, request: pytest.FixtureRequest
+) -> None:
+    # Where the promise depends on the server's configuration (Redis persistence), each.
+    for number, variant in enumerate(servers.restart_variants(backend_name)):
+        workdir = tmp_path / str(number)
+        with restartable(request, backend_name, variant, workdir) as target:
+            [result] = run("restart", target, workdir)
+        assert result.runs == QUICK.restart_trials
+        assert result.details["silent_overlaps"] == 0
+
+
+@scenario("cut")
+def test_cut_connection_sets_lost_and_no_call_hangs(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    for result in run("cut", Target(backend_name, backend_url), tmp_path):
+        assert result.overlaps == 0
+        if result.recovery_bound is None:  # a quorum's minority cut: the lease must survive
+            assert result.worst_recovery is None
+            continue
+        assert result.worst_recovery is not None
+        assert result.worst_recovery <= result.recovery_bound  # lost was set, in time
+
+
+@scenario("cancel")
+def test_cancelled_and_timed_out_acquires_leave_nothing_behind(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("cancel", Target(backend_name, backend_url), tmp_path)
+    assert result.runs == QUICK.cancel_count
+    assert result.details["held_after_3_ttl"] == []
+    assert result.details["renewer_tasks_after_3_ttl"] == 0
+    assert result.details["renewer_threads_after_3_ttl"] == 0
+
+
+@scenario("race")
+def test_exactly_one_winner_per_round(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("race", Target(backend_name, backend_url), tmp_path)
+    assert result.runs == QUICK.race_rounds
+    assert result.details["rounds_without_one_winner"] == 0
+
+
+@scenario("fuzz")
+def test_hostile_names_and_wrong_arguments(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("fuzz", Target(backend_name, backend_url), tmp_path)
+    assert result.runs >= QUICK.fuzz_examples
+    assert result.details["left_held"] == []
