@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 __all__ = ["Backoff"]
 
 _shared_rng = random.Random()
+# A forked child inherits the generator's state: without a new seed every worker of a
+# multiprocessing pool would draw the same "random" pauses and retry in lock-step.
+os.register_at_fork(after_in_child=_shared_rng.seed)
 
 
 class Backoff:

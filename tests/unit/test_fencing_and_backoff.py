@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import random
 import threading
 
@@ -54,3 +55,22 @@ def test_backoff_doubles_with_jitter_and_respects_holder_ttl() -> None:
     bounded = Backoff(maximum=10.0, initial=5.0, rng=random.Random(1))
     assert bounded.next_pause(0.2) <= 0.2 + 0.001
     assert bounded.next_pause(-1.0) <= 0.001
+
+
+def test_forked_children_draw_different_pauses() -> None:
+    # A forked child starts with its parent's generator state: unless it is seeded again,
+    # every worker of a fork pool retries in lock-step with the others.
+    def pauses() -> list[float]:
+        backoff = Backoff(maximum=1.0, initial=1.0)
+        return [backoff.next_pause(None) for _ in range(4)]
+
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(write, repr(pauses()).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        in_child = pipe.read()
+    assert in_child != repr(pauses())

@@ -43,13 +43,18 @@ class AsyncBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         """Take the lease if it is free, expired, or already held with this same ``token``.
 
         Free or expired: store token, expiry (server clock + ttl), holder and the server time,
         and increment the name's fence, all in one atomic step; return ``Grant(fence)``.
         Same token (a retry after a lost reply): reset the expiry, keep the fence, return it.
         Held by another token: change nothing; return ``Busy(ttl_left)``.
+
+        ``waited`` is the Busy this same attempt got last, once it has waited on it: a
+        backend that queues waiters finds its ``waiting`` state there.
         """
 
     @abc.abstractmethod
@@ -87,8 +92,9 @@ class AsyncBackend(abc.ABC):
         """Operator's force-release of whoever holds ``name``; True if a live lease was freed.
         Keeps the fence and wakes waiters."""
 
-    async def wait_for_release(self, name: str, timeout: float) -> None:
+    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         """Return when ``name`` may have been released, or after ``timeout`` seconds.
+        ``busy`` is the answer the waiting attempt just got from ``acquire``.
 
         Backends with notifications (pub/sub, LISTEN/NOTIFY, in-process signals) return as
         soon as a release is announced; the default just sleeps. Spurious returns are fine:

@@ -30,7 +30,7 @@ from tenure._sync.renewer import Renewer, renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import sync_io as io
 from tenure._errors import InvalidArgument, InvalidArgumentType, LockLost, LockTimeout, NotOwned
-from tenure._types import Grant, Holder
+from tenure._types import Busy, Grant, Holder
 from tenure._validation import validate_timeout, validate_ttl
 
 if TYPE_CHECKING:
@@ -144,11 +144,12 @@ class Lock:
             maximum=backend.max_backoff,
             initial=backend.max_backoff if backend.notifies else 0.001,
         )
+        waited: Busy | None = None
         while True:
             started = clock()
             try:
                 outcome = io.complete(
-                    backend.acquire(self.name, token, self.ttl, holder)
+                    backend.acquire(self.name, token, self.ttl, holder, waited)
                 )
             except BaseException:
                 # The grant may have landed before the failure reached us: undo it.
@@ -165,7 +166,8 @@ class Lock:
             pause = backoff.next_pause(outcome.ttl_left)
             if deadline is not None:
                 pause = min(pause, deadline - now)
-            backend.wait_for_release(self.name, pause)
+            backend.wait_for_release(self.name, pause, outcome)
+            waited = outcome
 
     def _begin(self, owner: object, token: str, fence: int, started: float) -> None:
         hold = Hold(self, token, fence, self.ttl, lease_deadline=started + self.ttl)

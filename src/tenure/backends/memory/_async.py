@@ -43,7 +43,9 @@ class AsyncMemoryBackend(AsyncBackend):
     def describe(self) -> str:
         return f"memory://{self._store_name}"
 
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         return self.store.acquire(name, token, ttl, holder)
 
     async def release(self, name: str, token: str) -> bool:
@@ -64,7 +66,9 @@ class AsyncMemoryBackend(AsyncBackend):
     async def break_lock(self, name: str) -> bool:
         return self.store.break_lock(name)
 
-    async def wait_for_release(self, name: str, timeout: float) -> None:
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         await wait_for_notice(self.store.waiters, name, timeout)
 
 

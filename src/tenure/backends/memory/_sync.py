@@ -45,7 +45,9 @@ class MemoryBackend(Backend):
     def describe(self) -> str:
         return f"memory://{self._store_name}"
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         return self.store.acquire(name, token, ttl, holder)
 
     def release(self, name: str, token: str) -> bool:
@@ -66,7 +68,9 @@ class MemoryBackend(Backend):
     def break_lock(self, name: str) -> bool:
         return self.store.break_lock(name)
 
-    def wait_for_release(self, name: str, timeout: float) -> None:
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         wait_for_notice(self.store.waiters, name, timeout)
 
 

@@ -155,7 +155,9 @@ class AsyncMongoDBBackend(AsyncBackend):
 
     # ---- the atomic steps ------------------------------------------------------------------
 
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         validate_name(name)
         update = acquire_update(token, milliseconds(ttl), holder, self.settings.gc_after_ms)
         # Runs to its end even if the caller is cancelled: the lock logic's undo (a release
@@ -292,7 +294,9 @@ class AsyncMongoDBBackend(AsyncBackend):
             self._waiters.notify(name)
         return broken
 
-    async def wait_for_release(self, name: str, timeout: float) -> None:
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         await wait_for_notice(self._waiters, name, timeout)
 
 

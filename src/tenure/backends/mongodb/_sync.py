@@ -157,7 +157,9 @@ class MongoDBBackend(Backend):
 
     # ---- the atomic steps ------------------------------------------------------------------
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         validate_name(name)
         update = acquire_update(token, milliseconds(ttl), holder, self.settings.gc_after_ms)
         # Runs to its end even if the caller is cancelled: the lock logic's undo (a release
@@ -294,7 +296,9 @@ class MongoDBBackend(Backend):
             self._waiters.notify(name)
         return broken
 
-    def wait_for_release(self, name: str, timeout: float) -> None:
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         wait_for_notice(self._waiters, name, timeout)
 
 

@@ -92,7 +92,9 @@ class AsyncMySQLBackend(AsyncBackend):
     def describe(self) -> str:
         return self.store.display
 
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
 
     async def release(self, name: str, token: str) -> bool:
@@ -116,7 +118,9 @@ class AsyncMySQLBackend(AsyncBackend):
     async def break_lock(self, name: str) -> bool:
         return await io.run_blocking(self.store.break_lock, name)
 
-    async def wait_for_release(self, name: str, timeout: float) -> None:
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         await wait_for_notice(self.store.waiters, name, timeout)
 
     async def aclose(self) -> None:

@@ -94,7 +94,9 @@ class MySQLBackend(Backend):
     def describe(self) -> str:
         return self.store.display
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         return io.run_blocking(self.store.acquire, name, token, ttl, holder)
 
     def release(self, name: str, token: str) -> bool:
@@ -118,7 +120,9 @@ class MySQLBackend(Backend):
     def break_lock(self, name: str) -> bool:
         return io.run_blocking(self.store.break_lock, name)
 
-    def wait_for_release(self, name: str, timeout: float) -> None:
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         wait_for_notice(self.store.waiters, name, timeout)
 
     def close(self) -> None:

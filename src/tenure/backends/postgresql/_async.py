@@ -133,7 +133,9 @@ class AsyncPostgreSQLBackend(AsyncBackend):
 
     # ---- the atomic steps --------------------------------------------------------------
 
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         listener = self._listener
         if listener is not None:
             _last_attempt.set(listener.attempt(name))
@@ -184,7 +186,9 @@ class AsyncPostgreSQLBackend(AsyncBackend):
         params = {"name": name, "channel": self._sql.table}
         return len(await self._execute(self._sql.break_lock, params)) == 1
 
-    async def wait_for_release(self, name: str, timeout: float) -> None:
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         """Sleep until a NOTIFY for ``name`` or ``timeout``.
 
         A release that lands between the failed acquire and the start of this wait would

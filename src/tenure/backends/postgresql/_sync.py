@@ -135,7 +135,9 @@ class PostgreSQLBackend(Backend):
 
     # ---- the atomic steps --------------------------------------------------------------
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         listener = self._listener
         if listener is not None:
             _last_attempt.set(listener.attempt(name))
@@ -186,7 +188,9 @@ class PostgreSQLBackend(Backend):
         params = {"name": name, "channel": self._sql.table}
         return len(self._execute(self._sql.break_lock, params)) == 1
 
-    def wait_for_release(self, name: str, timeout: float) -> None:
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         """Sleep until a NOTIFY for ``name`` or ``timeout``.
 
         A release that lands between the failed acquire and the start of this wait would

@@ -23,7 +23,6 @@ seconds, never a hang.
 from __future__ import annotations
 
 import collections
-import contextvars
 import dataclasses
 import os
 import threading
@@ -252,17 +251,20 @@ class Direct:
     ) -> tuple[Any, Any]:
         """ANNOUNCE, BLPOP the wake list, then ACQUIRE, in one round trip: the server runs
         the acquire the moment the wait ends, in the same turn as the release that woke it.
-        Returns the replies of ANNOUNCE and ACQUIRE (None for one whose script the server
-        had lost: it is loaded again for the next time)."""
+        Returns the replies of ANNOUNCE and ACQUIRE (None for the acquire if the server had
+        lost its script: the lock logic's next acquire loads it again).
+
+        ANNOUNCE goes as EVAL with its source, not EVALSHA: if a server without it cached (a
+        fresh or restarted one) refused it, the BLPOP behind it would block the whole wait
+        unannounced, woken by no release. EVAL costs the server a SHA1 of 1.5 KB, and the
+        wait's own latency nothing: it is sent before the waiting starts."""
         results = self.pipeline([
-            ("EVALSHA", ANNOUNCE.sha, 5, *announce),
+            ("EVAL", ANNOUNCE.source, 5, *announce),
             ("BLPOP", wake_key, f"{seconds:.3f}"),
             ("EVALSHA", ACQUIRE.sha, 6, *acquire),
         ])
-        for script, index in ((ANNOUNCE, 0), (ACQUIRE, 2)):
-            if isinstance(results[index], NoScriptError):
-                self.execute("SCRIPT", "LOAD", script.source)
-                results[index] = None
+        if isinstance(results[2], NoScriptError):
+            results[2] = None
         for result in results:
             if isinstance(result, ResponseError):
                 raise result
@@ -449,8 +451,9 @@ class _Translated:
 
 @dataclasses.dataclass(eq=False)
 class _Waiter:
-    """The acquire attempt of this thread / task that last found ``name`` busy: the lock logic
-    calls ``wait_for_release(name)`` next, then ``acquire`` again with the same token.
+    """The state of one acquire attempt that found ``name`` busy, carried in its Busy answers:
+    the lock logic hands that Busy to ``wait_for_release`` next, then to ``acquire`` again
+    with the same token.
 
     The wait pipelines that next acquire behind its BLPOP and keeps the reply in ``outcome``
     for the lock logic's call to pick up without another round trip. A grant kept that way is
@@ -462,8 +465,6 @@ class _Waiter:
     instead (which restarts the lease from that request, keeping the fence).
     """
 
-    backend: object
-    """The backend's identity token."""
     name: str
     token: str
     ttl: float
@@ -476,9 +477,12 @@ class _Waiter:
     announced_us: int = 0
 
 
-_WAITER: contextvars.ContextVar[_Waiter | None] = contextvars.ContextVar(
-    "tenure_redis_waiter", default=None
-)
+def _waiter_of(waited: Busy | None, token: str, ttl: float) -> _Waiter | None:
+    """The waiting state of this attempt, from the Busy it last waited on."""
+    waiter = None if waited is None else waited.waiting
+    if isinstance(waiter, _Waiter) and waiter.token == token and waiter.ttl == ttl:
+        return waiter
+    return None
 
 
 class RedisBackend(Backend):
@@ -511,7 +515,6 @@ class RedisBackend(Backend):
         self._window_ms = round(settings.handoff_window * 1000)
         # Below SHORTEST_WAIT (a socket timeout under 0.2 s) waiters back off by timer only.
         self._longest_wait = min(self.max_backoff, (settings.socket_timeout - BLOCKING_TIMER) / 2)
-        self._identity = object()  # what a _Waiter remembers (not the backend itself)
         self._wait_slots = threading.BoundedSemaphore(max(1, settings.wait_connections))
         self._waits_allowed = settings.wait_connections > 0
         self._transport = _transport(settings)
@@ -528,12 +531,10 @@ class RedisBackend(Backend):
 
     # ---- the atomic steps ------------------------------------------------------------------
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
-        waiter = _WAITER.get()
-        if waiter is not None and (
-            waiter.backend is not self._identity or waiter.token != token or waiter.ttl != ttl
-        ):
-            waiter = None
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        waiter = _waiter_of(waited, token, ttl)
         if waiter is not None and waiter.outcome is not None:
             reply, waiter.outcome = waiter.outcome, None
             outcome = self._kept_outcome(waiter, reply)
@@ -553,12 +554,11 @@ class RedisBackend(Backend):
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
         if reply[0] == 0:
             left = int(reply[1])
-            return Busy(None if left < 0 else left / 1000)
+            return Busy(None if left < 0 else left / 1000, waiter)
         if reply[0] == 1:
             waited_on_server = (int(reply[2]) - waiter.announced_us) / 1_000_000
             since_grant = time.monotonic() - waiter.sent_at - waited_on_server
             if waited_on_server >= 0 and since_grant <= GRANT_SLACK:
-                _WAITER.set(None)
                 return Grant(int(reply[1]))
         return None  # too old to vouch for: acquire again with the same token
 
@@ -568,14 +568,13 @@ class RedisBackend(Backend):
     ) -> Grant | Busy:
         status, value = reply[0], reply[1]
         if status == 1:
-            if waiter is not None:
-                _WAITER.set(None)
             return Grant(int(value))
         if status == 0:
-            if waiter is None:
-                _WAITER.set(_Waiter(self._identity, name, token, ttl, holder))
             left = int(value)
-            return Busy(None if left < 0 else left / 1000)
+            return Busy(
+                None if left < 0 else left / 1000,
+                waiter or _Waiter(name, token, ttl, holder),
+            )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
             f"Redis {self.settings.display}: the key of lock {name!r} already belongs to "
@@ -658,15 +657,16 @@ class RedisBackend(Backend):
 
     # ---- waiting ---------------------------------------------------------------------------
 
-    def wait_for_release(self, name: str, timeout: float) -> None:
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
         """Block on this waiter's wake list until a release pops it from the queue, or for
         ``timeout`` (at most half the socket timeout: the read must not time out first), then
         try to acquire in the same round trip (see ``_Waiter``)."""
-        waiter = _WAITER.get()
+        waiter = None if busy is None else busy.waiting
         seconds = min(timeout, self._longest_wait)
         if (
-            waiter is None
-            or waiter.backend is not self._identity
+            not isinstance(waiter, _Waiter)
             or waiter.name != name
             or seconds < SHORTEST_WAIT
             or not self._waits_allowed
@@ -699,12 +699,9 @@ class RedisBackend(Backend):
             raise
         finally:
             self._wait_slots.release()
-        if announced is not None:
-            waiter.arrival = announced[0]
-            waiter.announced_us = int(announced[1])
-            waiter.outcome = acquired
-        elif acquired is not None and acquired[0] == 0:
-            waiter.outcome = acquired
+        waiter.arrival = announced[0]
+        waiter.announced_us = int(announced[1])
+        waiter.outcome = acquired
 
     def _leave(self, keys: LockKeys, token: str) -> None:
         with self._translated("leave the queue"):

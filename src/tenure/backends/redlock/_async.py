@@ -139,7 +139,9 @@ class AsyncRedlockBackend(AsyncBackend):
 
     # ---- the atomic steps ------------------------------------------------------------------
 
-    async def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
         """One Redlock attempt; on a split vote (contenders starting together each took
         some nodes, none a majority, and nobody holds one), release and try again after a
         random pause, for up to SPLIT_VOTE_BUDGET: a free lock is then taken by exactly one
