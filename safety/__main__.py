@@ -124,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
     started = datetime.datetime.now(datetime.UTC)
     began = time.monotonic()
     load_before = os.getloadavg()
+    source = report.source_revision()
     results: list[Result] = []
     skipped: dict[str, str] = {}
     versions: dict[str, str] = {}
@@ -160,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     env = report.Environment.measure(
         command=report.command_line(), profile=profile.name, started=started,
         seconds=elapsed, load_before=load_before, drivers=driver_versions(),
-        servers=versions, capabilities=capabilities, skipped=skipped,
+        servers=versions, capabilities=capabilities, skipped=skipped, source=source,
     )
     report.save(workdir, results, env, backends)
     if destination is not None:

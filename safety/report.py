@@ -9,11 +9,13 @@ import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import tenure
+from safety.control import ROOT
 from safety.scenarios import SCENARIOS, Result, traits
 
 __all__ = ["Environment", "load", "render", "save", "write"]
@@ -39,12 +41,14 @@ class Environment:
     capabilities: dict[str, tenure.Capabilities]
     skipped: dict[str, str]
     """Backends asked for but not run, and why."""
+    source: str = ""
+    """The git commit the run measured (and whether the tree had uncommitted changes)."""
 
     @classmethod
     def measure(cls, *, command: str, profile: str, started: datetime.datetime, seconds: float,
                 load_before: tuple[float, float, float], drivers: dict[str, str],
                 servers: dict[str, str], capabilities: dict[str, tenure.Capabilities],
-                skipped: dict[str, str]) -> Environment:
+                skipped: dict[str, str], source: str) -> Environment:
         return cls(
             command=command, profile=profile, started=started, seconds=seconds,
             cpus=len(os.sched_getaffinity(0)), cpu_model=_cpu_model(),
@@ -52,7 +56,7 @@ class Environment:
             load_before=load_before, load_after=os.getloadavg(),
             python=f"{platform.python_implementation()} {platform.python_version()}",
             tenure_version=tenure.__version__, drivers=drivers, servers=servers,
-            capabilities=capabilities, skipped=skipped,
+            capabilities=capabilities, skipped=skipped, source=source,
         )
 
 
@@ -87,6 +91,20 @@ def load(directory: pathlib.Path) -> tuple[list[Result], Environment, list[str]]
     body = json.loads((directory / "results.json").read_text())
     results = [Result(**fields) for fields in body["results"]]
     return results, Environment.from_json(body["environment"]), list(body["backends"])
+
+
+def source_revision() -> str:
+    """The commit being measured, read when the run starts (edits during a long run would
+    not be in it)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=False).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return "not a git checkout"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "safety")
+    return commit + (" with uncommitted changes to src/ or safety/" if dirty else "")
 
 
 def _cpu_model() -> str:
@@ -249,6 +267,8 @@ def render(results: Sequence[Result], env: Environment, backends: Sequence[str])
     add(f"- Machine: {env.cpus} CPUs ({env.cpu_model}), {env.kernel}; load average "
         f"(1/5/15 min) {_load(env.load_before)} before the run, {_load(env.load_after)} after "
         "(the machine was shared with other work).")
+    if env.source:
+        add(f"- Source: commit {env.source}.")
     add(f"- {env.python}, tenure {env.tenure_version}; drivers: "
         + ", ".join(f"{k} {v}" for k, v in sorted(env.drivers.items())) + ".")
     for backend, version in env.servers.items():
