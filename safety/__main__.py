@@ -3,6 +3,7 @@
     .venv/bin/python -m safety run --profile full     # every backend; writes docs/safety.md
     .venv/bin/python -m safety run --profile quick --backends sqlite --scenarios 1,killed
     .venv/bin/python -m safety list                   # the scenarios, and where each runs
+    .venv/bin/python -m safety render DIR [DIR...]    # the report again from runs' --workdir
 
 Exit status: 0 when every result passed, 1 when any property failed, 2 on bad usage.
 """
@@ -84,15 +85,26 @@ def parser() -> argparse.ArgumentParser:
         "render", help="write the report again from a finished run's --workdir (its "
         "results.json), running nothing"
     )
-    render.add_argument("workdir", type=pathlib.Path)
+    render.add_argument("workdir", type=pathlib.Path, nargs="+",
+                        help="one run's --workdir, or several runs' that split the backends")
     render.add_argument("--report", type=pathlib.Path, default=ROOT / "docs" / "safety.md")
     return top
 
 
 def _render(args: argparse.Namespace) -> int:
-    results, env, backends = report.load(args.workdir)
-    report.write(args.report, results, env, backends)
-    print(f"safety: wrote {args.report} from {args.workdir / 'results.json'}")
+    results: list[Result] = []
+    parts: list[report.Environment] = []
+    asked: set[str] = set()
+    for workdir in args.workdir:
+        found, env, backends = report.load(workdir)
+        results += found
+        parts.append(env)
+        asked.update(backends)
+    results.sort(key=_order)
+    backends = [backend for backend in KNOWN_BACKENDS if backend in asked]
+    report.write(args.report, results, report.Environment.merged(parts), backends)
+    sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)
+    print(f"safety: wrote {args.report} from {sources}")
     return 0 if all(r.passed for r in results) else 1
 
 

@@ -5,7 +5,6 @@ lost script cache on one node is reloaded."""
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from redis.crc import key_slot
 
 import tenure
 from tenure.backends.redis._scripts import lock_keys
+from tests.integration.waking import WAKE_BOUND, wake_latency
 from tests.servers.redis import RedisCluster
 
 pytestmark = pytest.mark.redis_cluster
@@ -84,25 +84,9 @@ def test_renewals_batch_across_slots(redis_cluster_url: str) -> None:
 
 
 def test_waiter_is_woken_on_the_owning_node(redis_cluster_url: str) -> None:
-    name = f"wake:{secrets.token_hex(8)}"
     with tenure.connect(redis_cluster_url) as locks:
-        holder = locks.lock(name, ttl=30)
-        assert holder.acquire()
-        woken: list[float] = []
-
-        def wait() -> None:
-            lock = locks.lock(name, ttl=30)
-            assert lock.acquire(timeout=10)
-            woken.append(time.monotonic())
-            lock.release()
-
-        thread = threading.Thread(target=wait)
-        thread.start()
-        time.sleep(1.0)
-        released = time.monotonic()
-        holder.release()
-        thread.join(10)
-        assert woken and woken[0] - released < 1.0  # promptly, by the release
+        latency = wake_latency(locks, f"wake:{secrets.token_hex(8)}")
+    assert latency < WAKE_BOUND, latency
 
 
 def test_script_cache_lost_on_every_node(

@@ -23,6 +23,7 @@ from tenure._errors import BackendError, InvalidArgument, LockLost
 from tenure._types import Busy, Grant, Holder
 from tenure.backends.redis._scripts import ALL_SCRIPTS, ANNOUNCE, lock_keys
 from tenure.backends.redis._sync import RedisBackend
+from tests.integration.waking import WAKE_BOUND, wake_latency
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
 from tests.servers.redis import RedisServer, _ping, _workdir, start_redis
 
@@ -284,37 +285,15 @@ def test_waiters_sleep_until_woken(dedicated_redis: RedisServer) -> None:
     assert min(got) - released < 1.0  # promptly (the counts above show it was not a timer)
 
 
-# A waiter's first wait blocks 0.25 to 0.5 s (the upper half of max_backoff). Released 0.1 s
-# into it, a waiter that the release wakes has the lock within milliseconds; one left to its
-# timer would wait 0.15 s more at least.
-WAKE_BOUND = 0.08
-
-
 def test_first_wait_on_an_empty_script_cache_is_woken(redis_url: str) -> None:
     # A fresh or restarted server has no script cached: the wait's announcement must still
     # reach it, or the waiter blocks unannounced and no release wakes it.
-    name = f"cold:{secrets.token_hex(8)}"
     client = redis.Redis.from_url(redis_url)
-    woken: list[float] = []
     with tenure.connect(redis_url) as locks:
-        holder = locks.lock(name, ttl=30)
-        assert holder.acquire()
-        client.script_flush()
-
-        def wait() -> None:
-            lock = locks.lock(name, ttl=30)
-            assert lock.acquire(timeout=10)
-            woken.append(time.monotonic())
-            lock.release()
-
-        thread = threading.Thread(target=wait)
-        thread.start()
-        time.sleep(0.1)
-        released = time.monotonic()
-        holder.release()
-        thread.join(10)
+        latency = wake_latency(locks, f"cold:{secrets.token_hex(8)}",
+                               once_held=client.script_flush)
     client.close()
-    assert woken and woken[0] - released < WAKE_BOUND, woken[0] - released
+    assert latency < WAKE_BOUND, latency
 
 
 def test_asyncio_waiters_are_woken_by_the_release(redis_url: str) -> None:
