@@ -22,9 +22,8 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 
-import pytest
-
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._templated import templated_fixtures
 
 __all__ = ["MariaDBServer", "mysql_url", "restartable_mysql"]
 
@@ -184,29 +183,6 @@ def _server(template: pathlib.Path) -> Iterator[MariaDBServer]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def mysql_template() -> Iterator[pathlib.Path]:
-    template = _template()
-    try:
-        yield template
-    finally:
-        shutil.rmtree(template, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def mysql_server(mysql_template: pathlib.Path) -> Iterator[MariaDBServer]:
-    with _server(mysql_template) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def mysql_url(mysql_server: MariaDBServer) -> str:
-    """The URL of the session's MariaDB (shared: tests use unique lock names)."""
-    return mysql_server.url
-
-
-@pytest.fixture
-def restartable_mysql(mysql_template: pathlib.Path) -> Iterator[MariaDBServer]:
-    """A server of this test's own, free to stop, pause, kill and restart."""
-    with _server(mysql_template) as server:
-        yield server
+mysql_template, mysql_server, mysql_url, restartable_mysql = (
+    templated_fixtures("mysql", _template, _server)
+)

@@ -24,9 +24,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-import pytest
-
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._templated import templated_fixtures
 
 __all__ = ["PostgresServer", "postgresql_url", "restartable_postgresql"]
 
@@ -230,29 +229,6 @@ def _server(template: pathlib.Path) -> Iterator[PostgresServer]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgresql_template() -> Iterator[pathlib.Path]:
-    template = _template()
-    try:
-        yield template
-    finally:
-        shutil.rmtree(template, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def postgresql_server(postgresql_template: pathlib.Path) -> Iterator[PostgresServer]:
-    with _server(postgresql_template) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def postgresql_url(postgresql_server: PostgresServer) -> str:
-    """The URL of the session's PostgreSQL (shared: tests use unique lock names)."""
-    return postgresql_server.url
-
-
-@pytest.fixture
-def restartable_postgresql(postgresql_template: pathlib.Path) -> Iterator[PostgresServer]:
-    """A server of this test's own, free to stop, pause, kill and restart."""
-    with _server(postgresql_template) as server:
-        yield server
+postgresql_template, postgresql_server, postgresql_url, restartable_postgresql = (
+    templated_fixtures("postgresql", _template, _server)
+)

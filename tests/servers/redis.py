@@ -17,7 +17,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 import pytest
 
@@ -214,14 +215,28 @@ def _workdir(prefix: str) -> Iterator[pathlib.Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    with _workdir("tenure-redis-") as workdir:
-        server = start_redis(workdir)
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+StoppableT = TypeVar("StoppableT", bound=_Stoppable)
+
+
+@contextlib.contextmanager
+def _running(prefix: str, start: Callable[[pathlib.Path], StoppableT]) -> Iterator[StoppableT]:
+    """A server (or cluster) started in a fresh temp dir, stopped and removed afterwards."""
+    with _workdir(prefix) as workdir:
+        server = start(workdir)
         try:
             yield server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    with _running("tenure-redis-", start_redis) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -238,12 +253,8 @@ def redis_unix_url(redis_server: RedisServer) -> str:
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisCluster]:
-    with _workdir("tenure-redis-cluster-") as workdir:
-        cluster = start_redis_cluster(workdir)
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+    with _running("tenure-redis-cluster-", start_redis_cluster) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
@@ -255,9 +266,5 @@ def redis_cluster_url(redis_cluster: RedisCluster) -> str:
 def dedicated_redis() -> Iterator[RedisServer]:
     """A server of this test's own, to stop, pause, kill or restart (a short temp dir: unix
     socket paths are limited to about 100 bytes)."""
-    with _workdir("tenure-redis-") as workdir:
-        server = start_redis(workdir)
-        try:
-            yield server
-        finally:
-            server.stop()
+    with _running("tenure-redis-", start_redis) as server:
+        yield server

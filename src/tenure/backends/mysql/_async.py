@@ -14,14 +14,11 @@ keep in step for no change in what a lock guarantees.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.wakeups import wait_for_notice
-from tenure._concurrency import async_io as io
+from tenure._async.blocking_store import AsyncBlockingStoreBackend
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Capabilities
 from tenure._urls import redact
 from tenure.backends._sql_common import sql_options
 from tenure.backends.mysql._store import MySQLStore
@@ -35,7 +32,7 @@ KEYWORD_OPTIONS = ("ssl",)
 """Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
 
 
-class AsyncMySQLBackend(AsyncBackend):
+class AsyncMySQLBackend(AsyncBlockingStoreBackend[MySQLStore]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,
@@ -52,9 +49,6 @@ class AsyncMySQLBackend(AsyncBackend):
         fault_tolerant=False,
     )
     max_backoff = 0.05
-
-    def __init__(self, store: MySQLStore) -> None:
-        self.store = store
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncMySQLBackend:
@@ -91,40 +85,6 @@ class AsyncMySQLBackend(AsyncBackend):
 
     def describe(self) -> str:
         return self.store.display
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
-
-    async def release(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release, name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        return await io.run_blocking(self.store.extend, name, token, ttl)
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await io.run_blocking(self.store.extend_many, renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.owned, name, token)
-
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect, name)
-
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_locks, prefix)
-
-    async def break_lock(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_lock, name)
-
-    async def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        await wait_for_notice(self.store.waiters, name, timeout)
-
-    async def aclose(self) -> None:
-        self.store.close()
 
 
 BACKEND = AsyncMySQLBackend

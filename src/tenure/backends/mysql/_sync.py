@@ -16,14 +16,11 @@ keep in step for no change in what a lock guarantees.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.backend import Backend
-from tenure._sync.wakeups import wait_for_notice
-from tenure._concurrency import sync_io as io
+from tenure._sync.blocking_store import BlockingStoreBackend
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Capabilities
 from tenure._urls import redact
 from tenure.backends._sql_common import sql_options
 from tenure.backends.mysql._store import MySQLStore
@@ -37,7 +34,7 @@ KEYWORD_OPTIONS = ("ssl",)
 """Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
 
 
-class MySQLBackend(Backend):
+class MySQLBackend(BlockingStoreBackend[MySQLStore]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,
@@ -54,9 +51,6 @@ class MySQLBackend(Backend):
         fault_tolerant=False,
     )
     max_backoff = 0.05
-
-    def __init__(self, store: MySQLStore) -> None:
-        self.store = store
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MySQLBackend:
@@ -93,40 +87,6 @@ class MySQLBackend(Backend):
 
     def describe(self) -> str:
         return self.store.display
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return io.run_blocking(self.store.acquire, name, token, ttl, holder)
-
-    def release(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.release, name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        return io.run_blocking(self.store.extend, name, token, ttl)
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return io.run_blocking(self.store.extend_many, renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.owned, name, token)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        return io.run_blocking(self.store.inspect, name)
-
-    def list_locks(self, prefix: str) -> list[LockInfo]:
-        return io.run_blocking(self.store.list_locks, prefix)
-
-    def break_lock(self, name: str) -> bool:
-        return io.run_blocking(self.store.break_lock, name)
-
-    def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        wait_for_notice(self.store.waiters, name, timeout)
-
-    def close(self) -> None:
-        self.store.close()
 
 
 BACKEND = MySQLBackend

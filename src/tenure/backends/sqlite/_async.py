@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import pathlib
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.wakeups import wait_for_notice
-from tenure._concurrency import async_io as io
+from tenure._async.blocking_store import AsyncBlockingStoreBackend
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite._store import SQLiteStore
 
@@ -21,7 +18,7 @@ __all__ = ["BACKEND", "AsyncSQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class AsyncSQLiteBackend(AsyncBackend):
+class AsyncSQLiteBackend(AsyncBlockingStoreBackend[SQLiteStore]):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -36,9 +33,6 @@ class AsyncSQLiteBackend(AsyncBackend):
         fault_tolerant=False,
     )
     max_backoff = 0.02
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.store = store
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncSQLiteBackend:
@@ -75,40 +69,6 @@ class AsyncSQLiteBackend(AsyncBackend):
 
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
-
-    async def release(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release, name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        return await io.run_blocking(self.store.extend, name, token, ttl)
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await io.run_blocking(self.store.extend_many, renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.owned, name, token)
-
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect, name)
-
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_locks, prefix)
-
-    async def break_lock(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_lock, name)
-
-    async def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        await wait_for_notice(self.store.waiters, name, timeout)
-
-    async def aclose(self) -> None:
-        self.store.close()
 
 
 BACKEND = AsyncSQLiteBackend

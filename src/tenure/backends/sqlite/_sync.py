@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import pathlib
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.backend import Backend
-from tenure._sync.wakeups import wait_for_notice
-from tenure._concurrency import sync_io as io
+from tenure._sync.blocking_store import BlockingStoreBackend
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite._store import SQLiteStore
 
@@ -23,7 +20,7 @@ __all__ = ["BACKEND", "SQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(BlockingStoreBackend[SQLiteStore]):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -38,9 +35,6 @@ class SQLiteBackend(Backend):
         fault_tolerant=False,
     )
     max_backoff = 0.02
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.store = store
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteBackend:
@@ -77,40 +71,6 @@ class SQLiteBackend(Backend):
 
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return io.run_blocking(self.store.acquire, name, token, ttl, holder)
-
-    def release(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.release, name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        return io.run_blocking(self.store.extend, name, token, ttl)
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return io.run_blocking(self.store.extend_many, renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.owned, name, token)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        return io.run_blocking(self.store.inspect, name)
-
-    def list_locks(self, prefix: str) -> list[LockInfo]:
-        return io.run_blocking(self.store.list_locks, prefix)
-
-    def break_lock(self, name: str) -> bool:
-        return io.run_blocking(self.store.break_lock, name)
-
-    def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        wait_for_notice(self.store.waiters, name, timeout)
-
-    def close(self) -> None:
-        self.store.close()
 
 
 BACKEND = SQLiteBackend

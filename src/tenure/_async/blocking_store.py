@@ -1,0 +1,79 @@
+"""Backends whose atomic steps are blocking calls on a store object (sqlite3, PyMySQL).
+
+The store does the work, each step one short statement in its own transaction; this shell
+runs every call through ``io.run_blocking`` (a worker thread under asyncio, the caller's own
+thread otherwise) and waits for releases announced in this process. A backend of this kind
+only adds its URL parsing and its declared traits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Generic, Protocol, TypeVar
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.wakeups import wait_for_notice
+from tenure._concurrency import async_io as io
+from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure.backends._waiters import Waiters
+
+__all__ = ["AsyncBlockingStoreBackend", "BlockingStore"]
+
+
+class BlockingStore(Protocol):
+    """The backend's atomic steps as blocking calls (see ``AsyncBackend`` for each one's
+    contract), and the in-process waiters its releases notify."""
+
+    waiters: Waiters
+
+    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy: ...
+    def release(self, name: str, token: str) -> bool: ...
+    def extend(self, name: str, token: str, ttl: float) -> bool: ...
+    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]: ...
+    def owned(self, name: str, token: str) -> bool: ...
+    def inspect(self, name: str) -> LockInfo | None: ...
+    def list_locks(self, prefix: str) -> list[LockInfo]: ...
+    def break_lock(self, name: str) -> bool: ...
+    def close(self) -> None: ...
+
+
+StoreT = TypeVar("StoreT", bound=BlockingStore)
+
+
+class AsyncBlockingStoreBackend(AsyncBackend, Generic[StoreT]):
+    def __init__(self, store: StoreT) -> None:
+        self.store = store
+
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release, name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        return await io.run_blocking(self.store.extend, name, token, ttl)
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_many, renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.owned, name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect, name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_locks, prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_lock, name)
+
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        await wait_for_notice(self.store.waiters, name, timeout)
+
+    async def aclose(self) -> None:
+        self.store.close()
