@@ -315,12 +315,18 @@ class ListMutex:
     loses the lock for good."""
 
     def __init__(self, url: str, name: str) -> None:
+        # Reads may block a whole BLPOP: the socket timeout must outlast one.
         self._client = redis.Redis.from_url(url, retry=redis.retry.Retry(NoBackoff(), 0),
-                                            socket_timeout=None, socket_connect_timeout=3.0)
+                                            socket_timeout=10.0, socket_connect_timeout=3.0)
         self._name = name
 
     def acquire(self) -> None:
-        self._client.blpop([self._name], 0)
+        # Bounded BLPOPs, and a bounded total: a worker that died holding the element would
+        # otherwise leave the others, and the bench, blocked for good.
+        for _ in range(60):
+            if self._client.blpop([self._name], 5) is not None:
+                return
+        raise TimeoutError(f"{HANDOFF_FLOOR}: nobody gave the element back in 300 s")
 
     def release(self) -> None:
         self._client.rpush(self._name, 1)
@@ -424,6 +430,10 @@ def contention(kind: str, url: str, processes: int, seconds: float) -> Contentio
     gathered = [results.get(timeout=seconds + 120) for _ in workers]
     for worker in workers:
         worker.join(30)
+    if kind == HANDOFF_FLOOR:
+        client = sync_client(url)
+        client.delete(name)
+        client.close()
     timeline = sorted(
         (acquired, releasing, pid, called)
         for pid, events, _, _ in gathered

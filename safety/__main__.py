@@ -86,23 +86,24 @@ def parser() -> argparse.ArgumentParser:
         "results.json), running nothing"
     )
     render.add_argument("workdir", type=pathlib.Path, nargs="+",
-                        help="one run's --workdir, or several runs' that split the backends")
+                        help="one run's --workdir, or several runs' that split the backends "
+                        "(a backend in more than one is taken from the latest run)")
     render.add_argument("--report", type=pathlib.Path, default=ROOT / "docs" / "safety.md")
     return top
 
 
 def _render(args: argparse.Namespace) -> int:
-    results: list[Result] = []
-    parts: list[report.Environment] = []
-    asked: set[str] = set()
-    for workdir in args.workdir:
-        found, env, backends = report.load(workdir)
-        results += found
-        parts.append(env)
-        asked.update(backends)
-    results.sort(key=_order)
-    backends = [backend for backend in KNOWN_BACKENDS if backend in asked]
-    report.write(args.report, results, report.Environment.merged(parts), backends)
+    runs = sorted((report.load(workdir) for workdir in args.workdir),
+                  key=lambda run: run[1].started)
+    # A backend that several runs covered is taken from the latest of them: a run redone
+    # for one backend (after a fix) replaces what an earlier run recorded for it.
+    latest = {backend: index for index, (_, _, backends) in enumerate(runs)
+              for backend in backends}
+    results = sorted((r for index, (found, _, _) in enumerate(runs) for r in found
+                      if latest[r.backend] == index), key=_order)
+    used = [env for index, (_, env, _) in enumerate(runs) if index in latest.values()]
+    backends = [backend for backend in KNOWN_BACKENDS if backend in latest]
+    report.write(args.report, results, report.Environment.merged(used), backends)
     sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)
     print(f"safety: wrote {args.report} from {sources}")
     return 0 if all(r.passed for r in results) else 1

@@ -4,6 +4,7 @@ lost script cache on one node is reloaded."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 
@@ -83,9 +84,50 @@ def test_renewals_batch_across_slots(redis_cluster_url: str) -> None:
     assert max(batches) > 1  # leases due together went out in one call
 
 
-def test_waiter_is_woken_on_the_owning_node(redis_cluster_url: str) -> None:
+def test_waiter_is_woken_on_the_owning_node(
+    redis_cluster: RedisCluster, redis_cluster_url: str
+) -> None:
+    name = f"wake:{secrets.token_hex(8)}"
+    (port,) = node_ports(redis_cluster, [name])
+    owner = redis.Redis(port=port)
     with tenure.connect(redis_cluster_url) as locks:
-        latency = wake_latency(locks, f"wake:{secrets.token_hex(8)}")
+        latency = wake_latency(
+            locks, name, queued=lambda: owner.zcard(lock_keys("tenure", name).queue) > 0
+        )
+    owner.close()
+    assert latency < WAKE_BOUND, latency
+
+
+def test_asyncio_waiter_is_woken_on_the_owning_node(
+    redis_cluster: RedisCluster, redis_cluster_url: str
+) -> None:
+    name = f"async-wake:{secrets.token_hex(8)}"
+    (port,) = node_ports(redis_cluster, [name])
+    owner = redis.Redis(port=port)
+
+    async def main() -> float:
+        async with tenure.connect_async(redis_cluster_url) as locks:
+            holder = locks.lock(name, ttl=30)
+            assert await holder.acquire()
+            woken: list[float] = []
+
+            async def wait() -> None:
+                lock = locks.lock(name, ttl=30)
+                assert await lock.acquire(timeout=10)
+                woken.append(time.monotonic())
+                await lock.release()
+
+            task = asyncio.create_task(wait())
+            while not owner.zcard(lock_keys("tenure", name).queue):  # announced
+                assert not task.done()
+                await asyncio.sleep(0.002)
+            released = time.monotonic()
+            await holder.release()
+            await task
+            return woken[0] - released
+
+    latency = asyncio.run(main())
+    owner.close()
     assert latency < WAKE_BOUND, latency
 
 

@@ -169,12 +169,42 @@ def test_release_between_refusal_and_wait_is_not_missed(postgresql_url: str, nam
         backend.wait_for_release(name, 0.05)  # starts the listener
         time.sleep(0.5)
         holder = tenure.Holder("host", 1, "thread")
-        assert isinstance(backend.acquire(name, "a" * 32, 10.0, holder), tenure._types.Busy)
+        busy = backend.acquire(name, "a" * 32, 10.0, holder)
+        assert isinstance(busy, tenure._types.Busy)
         held.release()
         time.sleep(0.3)  # the NOTIFY has arrived; nobody was waiting yet
         started = time.monotonic()
-        backend.wait_for_release(name, 30)
+        backend.wait_for_release(name, 30, busy)
         assert time.monotonic() - started < 5
+
+
+@pytest.mark.postgresql
+def test_release_between_refusal_and_wait_is_not_missed_under_asyncio(
+    postgresql_url: str, name: str
+) -> None:
+    """The same under asyncio, where the lock logic runs each acquire in a task of its own
+    (shielded from cancellation): what the acquire noted must reach the caller's wait."""
+
+    async def main() -> float:
+        async with (
+            tenure.connect_async(postgresql_url) as holder_client,
+            tenure.connect_async(postgresql_url) as waiting,
+        ):
+            held = holder_client.lock(name, ttl=60)
+            assert await held.acquire()
+            backend = waiting.backend
+            await backend.wait_for_release(name, 0.05)  # starts the listener
+            await asyncio.sleep(0.5)
+            holder = tenure.Holder("host", 1, "thread")
+            busy = await asyncio.create_task(backend.acquire(name, "a" * 32, 10.0, holder))
+            assert isinstance(busy, tenure._types.Busy)
+            await held.release()
+            await asyncio.sleep(0.3)  # the NOTIFY has arrived; nobody was waiting yet
+            started = time.monotonic()
+            await backend.wait_for_release(name, 30, busy)
+            return time.monotonic() - started
+
+    assert asyncio.run(main()) < 5
 
 
 @pytest.mark.postgresql

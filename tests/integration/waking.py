@@ -10,15 +10,27 @@ import tenure
 
 WAKE_BOUND = 0.08
 """A waiter's first wait blocks 0.25 to 0.5 s (the upper half of a notifying backend's
-``max_backoff``). Released 0.1 s into it, a waiter the release wakes has the lock within
-milliseconds; one left to its timer would wait 0.15 s more at least."""
+``max_backoff``). Released as soon as it is queued, a waiter the release wakes has the lock
+within milliseconds; one left to its timer would wait about 0.25 s at least."""
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.002)
 
 
 def wake_latency(
-    locks: tenure.Locks, name: str, *, once_held: Callable[[], object] = lambda: None
+    locks: tenure.Locks,
+    name: str,
+    *,
+    queued: Callable[[], bool],
+    once_held: Callable[[], object] = lambda: None,
 ) -> float:
-    """Hold ``name``, call ``once_held``, start a thread waiting for ``name``, release 0.1 s
-    later: the seconds from the release to the waiter's acquire returning."""
+    """Hold ``name``, call ``once_held``, start a thread waiting for ``name``, release once
+    ``queued()`` says the waiter is in the server's queue (a waiter that never announces
+    itself fails here): the seconds from the release to the waiter's acquire returning."""
     holder = locks.lock(name, ttl=30)
     assert holder.acquire()
     once_held()
@@ -32,7 +44,7 @@ def wake_latency(
 
     thread = threading.Thread(target=wait)
     thread.start()
-    time.sleep(0.1)
+    until(queued, "the waiter announced itself")
     released = time.monotonic()
     holder.release()
     thread.join(10)

@@ -66,11 +66,16 @@ def test_forked_children_draw_different_pauses() -> None:
 
     read, write = os.pipe()
     child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        os.write(write, repr(pauses()).encode())
-        os._exit(0)
+    if child == 0:  # pragma: no cover - the child reports through the pipe, and never
+        status = 1  # returns into the test session
+        try:
+            os.write(write, repr(pauses()).encode())
+            status = 0
+        finally:
+            os._exit(status)
     os.close(write)
-    os.waitpid(child, 0)
+    _, status = os.waitpid(child, 0)
     with os.fdopen(read) as pipe:
         in_child = pipe.read()
+    assert os.waitstatus_to_exitcode(status) == 0 and in_child.startswith("[")
     assert in_child != repr(pauses())

@@ -10,7 +10,6 @@ name arrives on the backend's one listening connection, shared by every waiter o
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import datetime
 import logging
@@ -64,13 +63,6 @@ class _Attempt:
     name: str
     sequence: int
     epoch: int
-
-
-# The last acquire attempt of this thread / asyncio task: contextvars are per thread, and
-# each asyncio task runs in its own copy of the context.
-_last_attempt: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
-    "tenure_postgresql_last_attempt", default=None
-)
 
 
 class AsyncPostgreSQLBackend(AsyncBackend):
@@ -137,8 +129,8 @@ class AsyncPostgreSQLBackend(AsyncBackend):
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
         listener = self._listener
-        if listener is not None:
-            _last_attempt.set(listener.attempt(name))
+        # Noted before the statement is sent, handed to wait_for_release in the Busy answer.
+        attempt = None if listener is None else listener.attempt(name)
         params = {
             "name": name, "token": token, "ttl": ttl, "host": clip(holder.host, 1024),
             "pid": holder.pid, "thread": clip(holder.thread, 1024),
@@ -147,7 +139,7 @@ class AsyncPostgreSQLBackend(AsyncBackend):
         fence, ttl_left = rows[0]
         if fence is not None:
             return Grant(int(fence))
-        return Busy(None if ttl_left is None else max(0.0, float(ttl_left)))
+        return Busy(None if ttl_left is None else max(0.0, float(ttl_left)), attempt)
 
     async def release(self, name: str, token: str) -> bool:
         params = {"name": name, "token": token, "channel": self._sql.table}
@@ -192,16 +184,16 @@ class AsyncPostgreSQLBackend(AsyncBackend):
         """Sleep until a NOTIFY for ``name`` or ``timeout``.
 
         A release that lands between the failed acquire and the start of this wait would
-        be missed; the acquire therefore noted how far the listener had got, and if a
-        notice for ``name`` (or a reconnection of the listener) came since, this returns
-        at once.
+        be missed; the acquire therefore noted in its ``busy`` answer how far the listener
+        had got, and if a notice for ``name`` (or a reconnection of the listener) came
+        since, this returns at once.
         """
         listener = self._listener_here()
-        attempt = _last_attempt.get()
+        attempt = None if busy is None else busy.waiting
         signal = io.Signal()
         with listener.waiters.waiting(name, signal):
             if (
-                attempt is not None
+                isinstance(attempt, _Attempt)
                 and attempt.listener is listener
                 and attempt.name == name
                 and listener.changed_since(attempt)

@@ -4,7 +4,8 @@
 and ``redis+sentinel://`` over redis-py (its hiredis parser when installed).
 
 Every operation is one Lua script from ``_scripts`` (whose contracts say what each does), sent
-with EVALSHA and re-sent with EVAL when the server has lost its script cache (a restart).
+with EVALSHA and re-sent with EVAL when the server has lost its script cache (a restart); a
+wait's announcement always goes as EVAL (see ``Direct.wait``).
 
 Connections: on one master (redis, rediss, unix, sentinel) commands go straight to redis-py
 connections taken from a free list, one at a time per caller: redis-py's own command layer
@@ -465,6 +466,8 @@ class _Waiter:
     instead (which restarts the lease from that request, keeping the fence).
     """
 
+    backend: object
+    """The backend that answered Busy (a Busy handed to another one is not its state)."""
     name: str
     token: str
     ttl: float
@@ -477,10 +480,10 @@ class _Waiter:
     announced_us: int = 0
 
 
-def _waiter_of(waited: Busy | None, token: str, ttl: float) -> _Waiter | None:
-    """The waiting state of this attempt, from the Busy it last waited on."""
-    waiter = None if waited is None else waited.waiting
-    if isinstance(waiter, _Waiter) and waiter.token == token and waiter.ttl == ttl:
+def _waiter_of(backend: object, busy: Busy | None, name: str) -> _Waiter | None:
+    """The waiting state of this attempt, from the Busy this backend answered it last."""
+    waiter = None if busy is None else busy.waiting
+    if isinstance(waiter, _Waiter) and waiter.backend is backend and waiter.name == name:
         return waiter
     return None
 
@@ -534,7 +537,9 @@ class RedisBackend(Backend):
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
-        waiter = _waiter_of(waited, token, ttl)
+        waiter = _waiter_of(self, waited, name)
+        if waiter is not None and (waiter.token != token or waiter.ttl != ttl):
+            waiter = None
         if waiter is not None and waiter.outcome is not None:
             reply, waiter.outcome = waiter.outcome, None
             outcome = self._kept_outcome(waiter, reply)
@@ -573,7 +578,7 @@ class RedisBackend(Backend):
             left = int(value)
             return Busy(
                 None if left < 0 else left / 1000,
-                waiter or _Waiter(name, token, ttl, holder),
+                waiter or _Waiter(self, name, token, ttl, holder),
             )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
@@ -663,11 +668,10 @@ class RedisBackend(Backend):
         """Block on this waiter's wake list until a release pops it from the queue, or for
         ``timeout`` (at most half the socket timeout: the read must not time out first), then
         try to acquire in the same round trip (see ``_Waiter``)."""
-        waiter = None if busy is None else busy.waiting
+        waiter = _waiter_of(self, busy, name)
         seconds = min(timeout, self._longest_wait)
         if (
-            not isinstance(waiter, _Waiter)
-            or waiter.name != name
+            waiter is None
             or seconds < SHORTEST_WAIT
             or not self._waits_allowed
             or not self._wait_slots.acquire(blocking=False)
