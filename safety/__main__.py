@@ -87,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     )
     render.add_argument("workdir", type=pathlib.Path, nargs="+",
                         help="one run's --workdir, or several runs' that split the backends "
-                        "(a backend in more than one is taken from the latest run)")
+                        "(a scenario run on a backend more than once is taken from the latest run)")
     render.add_argument("--report", type=pathlib.Path, default=ROOT / "docs" / "safety.md")
     return top
 
@@ -95,14 +95,16 @@ def parser() -> argparse.ArgumentParser:
 def _render(args: argparse.Namespace) -> int:
     runs = sorted((report.load(workdir) for workdir in args.workdir),
                   key=lambda run: run[1].started)
-    # A backend that several runs covered is taken from the latest of them: a run redone
-    # for one backend (after a fix) replaces what an earlier run recorded for it.
-    latest = {backend: index for index, (_, _, backends) in enumerate(runs)
-              for backend in backends}
+    # A scenario that several runs recorded on one backend is taken from the latest of them:
+    # a run redone for one backend or one scenario (after a fix) replaces what an earlier
+    # run recorded for it, and keeps the rest.
+    latest = {(r.backend, r.scenario): index for index, (found, _, _) in enumerate(runs)
+              for r in found}
     results = sorted((r for index, (found, _, _) in enumerate(runs) for r in found
-                      if latest[r.backend] == index), key=_order)
+                      if latest[r.backend, r.scenario] == index), key=_order)
     used = [env for index, (_, env, _) in enumerate(runs) if index in latest.values()]
-    backends = [backend for backend in KNOWN_BACKENDS if backend in latest]
+    asked = {backend for _, _, backends in runs for backend in backends}
+    backends = [backend for backend in KNOWN_BACKENDS if backend in asked]
     report.write(args.report, results, report.Environment.merged(used), backends)
     sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)
     print(f"safety: wrote {args.report} from {sources}")

@@ -155,7 +155,10 @@ def check(history: History) -> Figures:
 class RaceFigures:
     rounds: int
     attempts: int
-    rounds_without_one_winner: int
+    rounds_with_several_winners: int
+    """Mutual exclusion broken: never allowed."""
+    rounds_without_a_winner: int
+    """Nobody won: a liveness failure, except where one-shot attempts can split the votes."""
     most_winners: int
     errors: int
 
@@ -173,7 +176,8 @@ def check_races(attempts: Sequence[Attempt]) -> RaceFigures:
     return RaceFigures(
         rounds=len(rounds),
         attempts=len(attempts),
-        rounds_without_one_winner=sum(1 for r in rounds if winners[r] != 1),
+        rounds_with_several_winners=sum(1 for r in rounds if winners[r] > 1),
+        rounds_without_a_winner=sum(1 for r in rounds if winners[r] == 0),
         most_winners=max(winners.values(), default=0),
         errors=errors,
     )

@@ -172,7 +172,8 @@ NOTE_KEYS: dict[int, list[str]] = {
     6: ["worst_check_raises_after", "slowest_calls", "worst_recovery_after_heal"],
     7: ["held_right_after", "held_after_3_ttl", "renewer_tasks_after_3_ttl",
         "renewer_threads_after_3_ttl"],
-    8: ["processes", "threads_each", "attempts", "rounds_without_one_winner", "errors"],
+    8: ["processes", "threads_each", "attempts", "rounds_with_several_winners",
+        "rounds_without_a_winner", "errors"],
     9: ["names_accepted", "names_refused", "look_alikes", "prefix_queries",
         "arguments_refused", "arguments_accepted"],
 }
@@ -350,6 +351,15 @@ def limits(backend: str, capabilities: tenure.Capabilities | None,
         if not capabilities.fault_tolerant:
             statements.append("No fault tolerance: while the server is unreachable nobody "
                               "acquires, renews or releases, and held leases run out.")
+    split = traits(backend).split_votes
+    races = next((r for r in results if r.scenario == 8 and r.runs), None)
+    if split is not None and races is not None:
+        statements.append(
+            "A non-blocking acquire can find nobody winning: "
+            f"{split}. Measured: {races.details.get('rounds_without_a_winner', 0)} of "
+            f"{races.runs} rounds of {races.variant} ended without a winner; "
+            f"{races.details.get('rounds_with_several_winners', 0)} with more than one."
+        )
     statements.extend(KNOWN_LIMITS.get(backend, []))
     return statements
 
