@@ -63,6 +63,7 @@ class WorkerProcess:
     def __init__(self, command: str, config: dict[str, Any], workdir: pathlib.Path) -> None:
         self.command = command
         self.worker = str(config["worker"])
+        self._history_path = pathlib.Path(config["history"])
         self._stderr_path = workdir / f"{self.worker}.stderr"
         with self._stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
@@ -114,6 +115,32 @@ class WorkerProcess:
         except queue.Empty:
             raise WorkerFailed(f"{self}: no report within {timeout} s; "
                                f"stderr: {self.stderr_tail()}") from None
+        return self._parsed(line)
+
+    def expect_progressing(self, stall: float) -> dict[str, Any]:
+        """The worker's next report, waited for as long as its history keeps growing: a slow
+        backend (the MongoDB stand-in under 16 processes) is not a hang, a worker that
+        recorded nothing for ``stall`` seconds is."""
+        recorded = -1
+        while True:
+            try:
+                line = self._lines.get(timeout=stall)
+            except queue.Empty:
+                now = self._history_size()
+                if now == recorded:
+                    raise WorkerFailed(f"{self}: recorded nothing for {stall} s; "
+                                       f"stderr: {self.stderr_tail()}") from None
+                recorded = now
+                continue
+            return self._parsed(line)
+
+    def _history_size(self) -> int:
+        try:
+            return self._history_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _parsed(self, line: str | None) -> dict[str, Any]:
         if line is None:
             self.process.wait(5)
             raise WorkerFailed(f"{self}: exited ({self.process.returncode}) without a report; "

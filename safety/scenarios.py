@@ -218,6 +218,11 @@ def _figures_details(figures: Figures) -> dict[str, Any]:
 
 # ---- 1. baseline -----------------------------------------------------------------------------
 
+STALL = 120.0
+"""Seconds a worker of the long scenarios may go without recording a section before it counts
+as hung (an acquire waits 60 s at most): their length depends on the backend's speed."""
+
+
 
 def baseline(run: Run, profile: Profile) -> list[Result]:
     total, processes = profile.baseline_sections, profile.baseline_processes
@@ -229,7 +234,7 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
     ]
     _ready(*workers)
     for worker in workers:
-        worker.expect(120 + total * 0.05)
+        worker.expect_progressing(stall=STALL)
     figures = check(run.history())
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
     if figures.sections != total:
@@ -255,7 +260,7 @@ def lost_updates(run: Run, profile: Profile) -> list[Result]:
         ]
         _ready(*workers)
         for worker in workers:
-            worker.expect(120 + total * 0.05)
+            worker.expect_progressing(stall=STALL)
     finally:
         resource.stop()
     figures = check(run.history())
