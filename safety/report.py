@@ -82,7 +82,8 @@ class Environment:
             runs=sum(part.runs for part in parts),
             capabilities={k: v for part in parts for k, v in part.capabilities.items()},
             skipped={k: v for part in parts for k, v in part.skipped.items() if k not in ran},
-            source=", ".join(dict.fromkeys(part.source for part in parts if part.source)),
+            source="; ".join(f"{part.source} ({', '.join(part.servers) or 'no backend'})"
+                             for part in parts if part.source),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -299,7 +300,12 @@ def render(results: Sequence[Result], env: Environment, backends: Sequence[str])
         f"(1/5/15 min) {_load(env.load_before)} before the run, {_load(env.load_after)} after "
         "(the machine was shared with other work).")
     if env.source:
-        add(f"- Source: commit {env.source}.")
+        if env.runs > 1:
+            add(f"- Source, run by run, with the backends each covered: commits {env.source} "
+                "(where two runs cover the same scenario on a backend, the figures are the "
+                "later run's).")
+        else:
+            add(f"- Source: commit {env.source}.")
     add(f"- {env.python}, tenure {env.tenure_version}; drivers: "
         + ", ".join(f"{k} {v}" for k, v in sorted(env.drivers.items())) + ".")
     for backend, version in env.servers.items():
