@@ -4,7 +4,6 @@ lost script cache on one node is reloaded."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 
@@ -14,7 +13,7 @@ from redis.crc import key_slot
 
 import tenure
 from tenure.backends.redis._scripts import lock_keys
-from tests.integration.waking import WAKE_BOUND, wake_latency
+from tests.integration.waking import WAKE_BOUND, asyncio_wake_latency, wake_latency
 from tests.servers.redis import RedisCluster
 
 pytestmark = pytest.mark.redis_cluster
@@ -104,29 +103,9 @@ def test_asyncio_waiter_is_woken_on_the_owning_node(
     name = f"async-wake:{secrets.token_hex(8)}"
     (port,) = node_ports(redis_cluster, [name])
     owner = redis.Redis(port=port)
-
-    async def main() -> float:
-        async with tenure.connect_async(redis_cluster_url) as locks:
-            holder = locks.lock(name, ttl=30)
-            assert await holder.acquire()
-            woken: list[float] = []
-
-            async def wait() -> None:
-                lock = locks.lock(name, ttl=30)
-                assert await lock.acquire(timeout=10)
-                woken.append(time.monotonic())
-                await lock.release()
-
-            task = asyncio.create_task(wait())
-            while not owner.zcard(lock_keys("tenure", name).queue):  # announced
-                assert not task.done()
-                await asyncio.sleep(0.002)
-            released = time.monotonic()
-            await holder.release()
-            await task
-            return woken[0] - released
-
-    latency = asyncio.run(main())
+    latency = asyncio_wake_latency(
+        redis_cluster_url, name, queued=lambda: owner.zcard(lock_keys("tenure", name).queue) > 0
+    )
     owner.close()
     assert latency < WAKE_BOUND, latency
 

@@ -24,7 +24,7 @@ from tenure._errors import BackendError, InvalidArgument, LockLost
 from tenure._types import Busy, Grant, Holder
 from tenure.backends.redis._scripts import ALL_SCRIPTS, ANNOUNCE, lock_keys
 from tenure.backends.redis._sync import RedisBackend
-from tests.integration.waking import WAKE_BOUND, until, wake_latency
+from tests.integration.waking import WAKE_BOUND, asyncio_wake_latency, until, wake_latency
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
 from tests.servers.redis import RedisServer, _ping, _workdir, start_redis
 
@@ -305,32 +305,11 @@ def test_asyncio_waiters_are_woken_by_the_release(redis_url: str) -> None:
     # logic's acquire runs in a task of its own (shielded from cancellation), whose context
     # changes never reach the waiting caller.
     name = f"async-wake:{secrets.token_hex(8)}"
-
-    async def main() -> float:
-        async with tenure.connect_async(redis_url) as locks:
-            holder = locks.lock(name, ttl=30)
-            assert await holder.acquire()
-            woken: list[float] = []
-
-            async def wait() -> None:
-                lock = locks.lock(name, ttl=30)
-                assert await lock.acquire(timeout=10)
-                woken.append(time.monotonic())
-                await lock.release()
-
-            task = asyncio.create_task(wait())
-            queue = lock_keys("tenure", name).queue
-            client = redis.asyncio.Redis.from_url(redis_url)
-            while not await client.zcard(queue):  # the waiter announced itself
-                assert not task.done()
-                await asyncio.sleep(0.002)
-            await client.aclose()
-            released = time.monotonic()
-            await holder.release()
-            await task
-            return woken[0] - released
-
-    latency = asyncio.run(main())
+    client = redis.Redis.from_url(redis_url)
+    latency = asyncio_wake_latency(
+        redis_url, name, queued=lambda: client.zcard(lock_keys("tenure", name).queue) > 0
+    )
+    client.close()
     assert latency < WAKE_BOUND, latency
 
 

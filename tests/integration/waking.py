@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -50,3 +51,32 @@ def wake_latency(
     thread.join(10)
     assert woken, "the waiter never got the lock"
     return woken[0] - released
+
+
+def asyncio_wake_latency(url: str, name: str, *, queued: Callable[[], bool]) -> float:
+    """``wake_latency`` for asyncio: holder and waiter are tasks of one event loop (the lock
+    logic runs each acquire in a task of its own, whose context never reaches the caller)."""
+
+    async def main() -> float:
+        async with tenure.connect_async(url) as locks:
+            holder = locks.lock(name, ttl=30)
+            assert await holder.acquire()
+            woken: list[float] = []
+
+            async def wait() -> None:
+                lock = locks.lock(name, ttl=30)
+                assert await lock.acquire(timeout=10)
+                woken.append(time.monotonic())
+                await lock.release()
+
+            task = asyncio.create_task(wait())
+            deadline = time.monotonic() + 5
+            while not queued():  # a quick blocking read: the waiter announced itself
+                assert not task.done() and time.monotonic() < deadline, "never queued"
+                await asyncio.sleep(0.002)
+            released = time.monotonic()
+            await holder.release()
+            await task
+            return woken[0] - released
+
+    return asyncio.run(main())
