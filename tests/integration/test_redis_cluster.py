@@ -83,29 +83,22 @@ def test_renewals_batch_across_slots(redis_cluster_url: str) -> None:
     assert max(batches) > 1  # leases due together went out in one call
 
 
+@pytest.mark.parametrize("flavour", ["threads", "asyncio"])
 def test_waiter_is_woken_on_the_owning_node(
-    redis_cluster: RedisCluster, redis_cluster_url: str
+    redis_cluster: RedisCluster, redis_cluster_url: str, flavour: str
 ) -> None:
-    name = f"wake:{secrets.token_hex(8)}"
+    name = f"wake:{flavour}:{secrets.token_hex(8)}"
     (port,) = node_ports(redis_cluster, [name])
     owner = redis.Redis(port=port)
-    with tenure.connect(redis_cluster_url) as locks:
-        latency = wake_latency(
-            locks, name, queued=lambda: owner.zcard(lock_keys("tenure", name).queue) > 0
-        )
-    owner.close()
-    assert latency < WAKE_BOUND, latency
 
+    def queued() -> bool:
+        return bool(owner.zcard(lock_keys("tenure", name).queue))
 
-def test_asyncio_waiter_is_woken_on_the_owning_node(
-    redis_cluster: RedisCluster, redis_cluster_url: str
-) -> None:
-    name = f"async-wake:{secrets.token_hex(8)}"
-    (port,) = node_ports(redis_cluster, [name])
-    owner = redis.Redis(port=port)
-    latency = asyncio_wake_latency(
-        redis_cluster_url, name, queued=lambda: owner.zcard(lock_keys("tenure", name).queue) > 0
-    )
+    if flavour == "asyncio":
+        latency = asyncio_wake_latency(redis_cluster_url, name, queued=queued)
+    else:
+        with tenure.connect(redis_cluster_url) as locks:
+            latency = wake_latency(locks, name, queued=queued)
     owner.close()
     assert latency < WAKE_BOUND, latency
 
