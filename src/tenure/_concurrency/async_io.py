@@ -91,24 +91,24 @@ async def sleep(seconds: float) -> None:
 
 async def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(None, functools.partial(function, *args, **kwargs))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await _finish_despite_cancellation(future)
-        raise
+    # A worker thread can't be cancelled: a cancelled caller waits for it (see complete).
+    return await complete(loop.run_in_executor(None, functools.partial(function, *args, **kwargs)))
 
 
 async def complete(awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable``; if the caller is cancelled meanwhile, let it finish first, then
-    propagate the cancellation. An acquire's undo must not overtake the acquire itself."""
+    """Await ``awaitable``; if the caller is cancelled meanwhile, let it finish first (its
+    result or error dropped), then propagate the cancellation. An acquire's undo must not
+    overtake the acquire itself: a driver call cut off after its request was sent may still
+    take effect on the server after the undo ran on another connection. Used by the lock
+    logic around every acquire, by ``run_blocking``, and by backends around their own calls."""
     task = asyncio.ensure_future(awaitable)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await _finish_despite_cancellation(task)
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it as never retrieved
         raise
 
 

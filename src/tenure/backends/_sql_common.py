@@ -1,17 +1,15 @@
 """What the PostgreSQL and MySQL/MariaDB backends share: option parsing, the table name check,
-the schema version mark, the idle-connection health probe, and the asyncio shield.
+the schema version mark and the idle-connection health probe.
 
 Nothing here imports a driver.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 import select
 import threading
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from tenure._errors import ConfigurationError
@@ -23,12 +21,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "SqlOptions",
     "abandon",
-    "async_shielded",
     "clip",
     "has_pending_input",
     "parse_schema_mark",
     "schema_mark",
-    "shielded",
     "sql_options",
     "validate_table_name",
 ]
@@ -144,29 +140,3 @@ def abandon(connections: Iterable[object]) -> None:
     """
     with _abandoned_mutex:
         _abandoned.extend(connections)
-
-
-async def async_shielded(awaitable: Awaitable[T]) -> T:
-    """Run ``awaitable`` to its end even if the caller is cancelled meanwhile; then let the
-    cancellation through.
-
-    A statement cancelled half-way may still commit on the server after the caller's undo
-    (a release) has run, leaving a lock behind. Waiting for the outcome first keeps the
-    order: the statement, then the undo. The backends' own deadlines bound the wait.
-    ``scripts/unasync.py`` turns calls of this into calls of ``shielded`` below.
-    """
-    task = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: its failure matters less than the cancellation
-        raise
-
-
-def shielded(value: T) -> T:
-    """The threads flavour of ``async_shielded``: a blocking call can't be cancelled."""
-    return value

@@ -29,11 +29,11 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._async.backend import AsyncBackend
 from tenure._async.wakeups import wait_for_notice
+from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
-from tenure.backends.mongodb._completion import async_complete
 from tenure.backends.mongodb._documents import (
     Document,
     acquire_update,
@@ -161,8 +161,9 @@ class AsyncMongoDBBackend(AsyncBackend):
         validate_name(name)
         update = acquire_update(token, milliseconds(ttl), holder, self.settings.gc_after_ms)
         # Runs to its end even if the caller is cancelled: the lock logic's undo (a release
-        # of this token) must come after it.
-        return await async_complete(self._acquire(name, token, update))
+        # of this token) must come after it, and PyMongo's connections stay out of their
+        # cancelled-mid-I/O paths.
+        return await io.complete(self._acquire(name, token, update))
 
     async def _acquire(self, name: str, token: str, update: list[Document]) -> Grant | Busy:
         with self._errors("acquire"):

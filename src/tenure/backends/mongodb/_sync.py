@@ -31,11 +31,11 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._sync.backend import Backend
 from tenure._sync.wakeups import wait_for_notice
+from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
-from tenure.backends.mongodb._completion import complete
 from tenure.backends.mongodb._documents import (
     Document,
     acquire_update,
@@ -163,8 +163,9 @@ class MongoDBBackend(Backend):
         validate_name(name)
         update = acquire_update(token, milliseconds(ttl), holder, self.settings.gc_after_ms)
         # Runs to its end even if the caller is cancelled: the lock logic's undo (a release
-        # of this token) must come after it.
-        return complete(self._acquire(name, token, update))
+        # of this token) must come after it, and PyMongo's connections stay out of their
+        # cancelled-mid-I/O paths.
+        return io.complete(self._acquire(name, token, update))
 
     def _acquire(self, name: str, token: str, update: list[Document]) -> Grant | Busy:
         with self._errors("acquire"):

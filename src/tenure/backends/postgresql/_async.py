@@ -34,7 +34,6 @@ from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
     abandon,
-    async_shielded,
     clip,
     has_pending_input,
     parse_schema_mark,
@@ -281,7 +280,9 @@ class AsyncPostgreSQLBackend(AsyncBackend):
     async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         if self._closed:
             raise BackendError(f"PostgreSQL {self._display}: the client is closed")
-        return await async_shielded(self._run_unshielded(work))
+        # A statement cancelled half-way may still commit after the caller's undo (a
+        # release): it runs to its end first. The deadlines bound the wait.
+        return await io.complete(self._run_unshielded(work))
 
     async def _run_unshielded(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         self._claim()

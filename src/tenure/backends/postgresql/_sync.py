@@ -36,7 +36,6 @@ from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
     abandon,
-    shielded,
     clip,
     has_pending_input,
     parse_schema_mark,
@@ -283,7 +282,9 @@ class PostgreSQLBackend(Backend):
     def _run(self, work: Callable[[Connection], T]) -> T:
         if self._closed:
             raise BackendError(f"PostgreSQL {self._display}: the client is closed")
-        return shielded(self._run_unshielded(work))
+        # A statement cancelled half-way may still commit after the caller's undo (a
+        # release): it runs to its end first. The deadlines bound the wait.
+        return io.complete(self._run_unshielded(work))
 
     def _run_unshielded(self, work: Callable[[Connection], T]) -> T:
         self._claim()
