@@ -28,6 +28,7 @@ from safety.servers import (
     KNOWN_BACKENDS,
     NotReady,
     Servers,
+    clock_variants,
     driver_versions,
     landed,
     restart_variants,
@@ -46,7 +47,7 @@ def _scenario_keys(text: str) -> list[str]:
         key = by_number.get(item, item)
         if key not in SCENARIOS:
             raise argparse.ArgumentTypeError(
-                f"unknown scenario {item!r}; known: {', '.join(SCENARIOS)} (or 1-9)"
+                f"unknown scenario {item!r}; known: {', '.join(SCENARIOS)} (or 1-10)"
             )
         keys.append(key)
     return keys
@@ -196,11 +197,14 @@ def _run(args: argparse.Namespace) -> int:
 def _one(key: str, backend: str, target: Target, servers: Servers, *, profile: Profile,
          workdir: pathlib.Path, seed: int) -> list[Result]:
     directory = workdir / backend / key
-    if key == "restart":
+    if key in ("restart", "clock"):
+        # Each variant on a server of its own: restarted in place, or on a movable clock.
+        variants, start = ((restart_variants(backend), servers.restartable) if key == "restart"
+                           else (clock_variants(backend), servers.clocked))
         found = []
-        for number, variant in enumerate(restart_variants(backend)):
+        for number, variant in enumerate(variants):
             try:
-                with servers.restartable(backend, variant) as own:
+                with start(backend, variant) as own:
                     found += run_scenario(key, own, profile, directory / str(number), seed)
             except Exception as exc:
                 scenario = SCENARIOS[key]

@@ -19,12 +19,13 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from safety.history import History, Recorder
 
-__all__ = ["ROOT", "Run", "ServerControl", "Target", "WorkerFailed", "WorkerProcess"]
+__all__ = ["ROOT", "ClockJump", "Run", "ServerControl", "Target", "WorkerFailed",
+           "WorkerProcess"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -57,10 +58,31 @@ class Target:
     """Whether a restart surely forgets every lease (so every holder across it must be told);
     None: as ``durable`` and the declared capabilities say. Restarting a minority of Redlock's
     nodes forgets none: the others still hold a majority."""
+    clock: ClockJump | None = None
+    """For scenario 10: whose wall clock the harness can move, and what that may break."""
+    worker_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Environment every worker process of a run on this target starts with."""
+
+
+@dataclasses.dataclass
+class ClockJump:
+    """A wall clock scenario 10 moves, and whether a forward jump of it can end a lease early
+    (then the overlap is a limit the record shows; else it is a violation)."""
+
+    clock: Any
+    """A ``safety.clock.WallClock``."""
+    moves: str
+    """Whose clock it is, for the report: "every server", "the clients", ..."""
+    ends_leases: bool
+    read: Callable[[], float] | None = None
+    """The moved clock's reading, Unix seconds, where the harness can ask it directly: each
+    jump is checked to have taken, so a clock that never moved cannot pass for one that
+    moved without harm."""
 
 
 class WorkerProcess:
-    def __init__(self, command: str, config: dict[str, Any], workdir: pathlib.Path) -> None:
+    def __init__(self, command: str, config: dict[str, Any], workdir: pathlib.Path,
+                 env: dict[str, str] | None = None) -> None:
         self.command = command
         self.worker = str(config["worker"])
         self._history_path = pathlib.Path(config["history"])
@@ -69,7 +91,7 @@ class WorkerProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "safety.workers", command, json.dumps(config)],
                 cwd=workdir,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -224,7 +246,7 @@ class Run:
             "lifetime": self.lifetime,
             **config,
         }
-        process = WorkerProcess(command, full, self.workdir)
+        process = WorkerProcess(command, full, self.workdir, self.target.worker_env)
         self._workers.append(process)
         return process
 

@@ -177,6 +177,8 @@ NOTE_KEYS: dict[int, list[str]] = {
         "rounds_without_a_winner", "errors"],
     9: ["names_accepted", "names_refused", "look_alikes", "prefix_queries",
         "arguments_refused", "arguments_accepted"],
+    10: ["clock_moved", "jump_seconds", "victims_told_of_loss", "silent_overlaps",
+         "stale_writes_refused"],
 }
 
 
@@ -366,7 +368,38 @@ def limits(backend: str, capabilities: tenure.Capabilities | None,
             f"{races.runs} rounds of {races.variant} ended without a winner; "
             f"{races.details.get('rounds_with_several_winners', 0)} with more than one."
         )
+    statements.extend(_clock_limits(results))
     statements.extend(KNOWN_LIMITS.get(backend, []))
+    return statements
+
+
+def _clock_limits(results: Sequence[Result]) -> list[str]:
+    jumps = [r for r in results if r.scenario == 10 and r.runs]
+    ending = [r for r in jumps if r.details.get("may_end_leases")]
+    harmless = [r for r in jumps if not r.details.get("may_end_leases")]
+    statements = []
+    if ending:
+        measured = "; ".join(
+            f"{r.details.get('clock_moved')}: {r.overlaps} overlapping sections in {r.runs} "
+            f"jumps, {r.details.get('victims_told_of_loss', 0)} holders told, "
+            f"{r.stale_writes_accepted} stale writes accepted with the fence check"
+            for r in ending
+        )
+        statements.append(
+            "Expiry is judged by a wall clock: when that clock jumps forward (an NTP step, an "
+            "operator's date -s), leases end early and another process may enter while the "
+            "holder is still inside; the holder learns it at its next renewal, and only a "
+            f"fence check stops its late write. Measured: {measured}. A backward jump only "
+            "lengthens leases (a dead holder's lock stays taken longer)."
+        )
+    if harmless:
+        statements.append(
+            "Jumps of a clock that does not judge expiry end no lease. Measured: "
+            + "; ".join(f"{r.details.get('clock_moved')}: {r.overlaps} overlaps and "
+                        f"{r.details.get('victims_told_of_loss', 0)} leases ended in "
+                        f"{r.runs} jumps" for r in harmless)
+            + "."
+        )
     return statements
 
 
@@ -381,8 +414,9 @@ KNOWN_LIMITS: dict[str, list[str]] = {
               "fence counter) may be lost. Not measured here: no replica was run."],
     "redis_cluster": ["Replication is asynchronous, as for a single Redis: a failover may "
                       "lose a lease. Not measured here."],
-    "redlock": ["Safety assumes bounded clock drift and process pauses shorter than the "
-                "validity time; the scenarios here do not jump clocks."],
+    "redlock": ["Safety assumes the nodes' clocks run at about the same rate (bounded "
+                "drift) and process pauses shorter than the validity time: a clock jump on "
+                "a majority of nodes breaks the first assumption (scenario 10)."],
     "mongodb": ["Measured against the mongoeco wire-protocol stand-in, not a real mongod: "
                 "replica-set failover and write concerns are not exercised."],
     "mysql": ["Measured on MariaDB with innodb_flush_log_at_trx_commit=2: a killed server "

@@ -1,4 +1,4 @@
-"""The nine scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The ten scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -72,6 +72,8 @@ class Profile:
     race_processes: int
     race_threads: int
     fuzz_examples: int
+    clock_trials: int
+    clock_ttl: float
 
 
 PROFILES = {
@@ -86,6 +88,7 @@ PROFILES = {
         cancel_count=50, cancel_ttl=0.5,
         race_rounds=20, race_processes=4, race_threads=4,
         fuzz_examples=80,
+        clock_trials=1, clock_ttl=1.0,
     ),
     "full": Profile(
         name="full",
@@ -98,6 +101,7 @@ PROFILES = {
         cancel_count=400, cancel_ttl=1.0,
         race_rounds=1000, race_processes=8, race_threads=8,
         fuzz_examples=1000,
+        clock_trials=10, clock_ttl=1.0,
     ),
 }
 
@@ -149,6 +153,8 @@ class Traits:
     """Its clients talk to one TCP endpoint that a proxy can stand in front of."""
     split_votes: str | None = None
     """Why a round of one-shot attempts may end with no winner (None: it never may)."""
+    clock: str | None = None
+    """It judges expiry by a wall clock the harness can move (``safety.clock``)."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -156,6 +162,8 @@ TRAITS: dict[str, Traits] = {
         shared="one store per process: separate worker processes cannot share a lock",
         restart="no server: the store lives and dies with its process",
         proxy="no connection to cut: the store is in the process",
+        clock="expiry is judged by the process's monotonic clock, which a wall-clock jump "
+        "does not move",
     ),
     "sqlite": Traits(
         restart="no server to restart: every process opens the database file itself (a "
@@ -286,33 +294,41 @@ def paused_holder(run: Run, profile: Profile) -> list[Result]:
     ]
 
 
-def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
-    ttl = profile.pause_ttl
-    pause = 1.5 * ttl
-    name = run.name("paused")
+@dataclasses.dataclass
+class _Disturbed:
+    """What a run of victims disturbed inside their sections left: the checked history, how
+    many victims were told of their loss, and what went wrong in the harness."""
+
+    figures: Figures
+    told: int
+    violations: list[str]
+
+
+def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
+               disturb: Callable[[WorkerProcess], None]) -> _Disturbed:
+    """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
+    it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
+    releases: scenario 3 pauses it, scenario 10 jumps a clock under it."""
+    name = run.name("victim")
     resource = Resource(run.workdir, fenced=fenced).start()
     violations: list[str] = []
     told = 0
     try:
-        contenders = [
+        workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
                       resource=str(resource.path), hold=[0.005, 0.02], think=[0.005, 0.02])
-            for _ in range(profile.pause_contenders)
+            for _ in range(contenders)
         ]
         victim = run.spawn("victim", name=name, ttl=ttl, resource=str(resource.path))
-        with run.stopping(*contenders, victim):
-            _ready(*contenders, victim)
-            for _ in range(profile.pause_trials):
+        with run.stopping(*workers, victim):
+            _ready(*workers, victim)
+            for _ in range(trials):
                 victim.send("go")
                 entered = victim.expect(60)
                 if not entered.get("entered"):
                     violations.append("the victim could not acquire the lock")
                     continue
-                victim.signal(signal.SIGSTOP)
-                run.recorder.event("sigstop", victim.worker, seconds=pause)
-                time.sleep(pause)
-                victim.signal(signal.SIGCONT)
-                run.recorder.event("sigcont", victim.worker)
+                disturb(victim)
                 victim.send("write")
                 done = victim.expect(60)
                 told += bool(done["lost"] or done["release"] != "ok")
@@ -320,17 +336,35 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
     finally:
         resource.stop()
     figures = check(run.history())
-    violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
-    if not figures.overlaps:
-        violations.append("no other holder entered during any pause: nothing was tested")
     if fenced:
         if figures.stale_writes_accepted:
             violations.append(f"{figures.stale_writes_accepted} stale writes accepted "
                               "despite the fence check")
         if figures.lost_updates:
             violations.append(f"{figures.lost_updates} updates lost despite the fence check")
+    return _Disturbed(figures, told, violations)
+
+
+def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
+    ttl = profile.pause_ttl
+    pause = 1.5 * ttl
+
+    def pause_victim(victim: WorkerProcess) -> None:
+        victim.signal(signal.SIGSTOP)
+        run.recorder.event("sigstop", victim.worker, seconds=pause)
+        time.sleep(pause)
+        victim.signal(signal.SIGCONT)
+        run.recorder.event("sigcont", victim.worker)
+
+    found = _disturbed(run, ttl=ttl, trials=profile.pause_trials,
+                       contenders=profile.pause_contenders, fenced=fenced,
+                       disturb=pause_victim)
+    figures, violations = found.figures, found.violations
+    violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
+    if not figures.overlaps:
+        violations.append("no other holder entered during any pause: nothing was tested")
     details = {"ttl": ttl, "pause": pause, "contenders": profile.pause_contenders,
-               "victims_told_of_loss": told, **_figures_details(figures)}
+               "victims_told_of_loss": found.told, **_figures_details(figures)}
     variant = "fence checked by the resource" if fenced else "lease only, no fence check"
     return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
                   profile.pause_trials, figures.sections, figures.overlaps,
@@ -707,6 +741,55 @@ def fuzzed_arguments(run: Run, profile: Profile) -> list[Result]:
                    None, None, None, details=summary, violations=violations)]
 
 
+# ---- 10. the clock jumped ----------------------------------------------------------------------
+
+CLOCK_JUMP = 2.0
+"""How far each trial moves the clock forward, in lease lengths: past any live lease."""
+
+
+def clock_jumped(run: Run, profile: Profile) -> list[Result]:
+    setup = run.target.clock
+    if setup is None:
+        raise RuntimeError("scenario 10 needs a target whose wall clock the harness moves "
+                           "(Servers.clocked)")
+    ttl = profile.clock_ttl
+    jump = CLOCK_JUMP * ttl
+
+    def jump_clock(victim: WorkerProcess) -> None:
+        setup.clock.jump(jump)
+        run.recorder.event("clock-jump", seconds=jump, moves=setup.moves)
+        if setup.read is not None:
+            error = setup.read() - (time.time() + setup.clock.offset)
+            if abs(error) > 0.5:
+                unmoved.append(error)
+        # Long enough for the victim's renewals (every ttl/3) to meet the moved clock, and
+        # for a contender told "busy for up to ttl" to try again.
+        time.sleep(ttl * 1.5)
+
+    unmoved: list[float] = []
+    found = _disturbed(run, ttl=ttl, trials=profile.clock_trials,
+                       contenders=profile.pause_contenders, fenced=True, disturb=jump_clock)
+    figures, violations = found.figures, found.violations
+    if unmoved:
+        violations.append(f"{len(unmoved)} jumps did not take: the moved clock read "
+                          f"{unmoved[0]:+.3f} s off where it should be")
+    violations += _common_violations(figures, run.target.backend,
+                                     overlaps_allowed=setup.ends_leases)
+    if setup.ends_leases and not figures.overlaps:
+        violations.append("no jump ended a lease: the clock that judges expiry did not move, "
+                          "so nothing was tested")
+    if not setup.ends_leases and found.told:
+        violations.append(f"{found.told} leases ended by a clock that does not judge them")
+    details = {"ttl": ttl, "jump_seconds": jump, "jumps": profile.clock_trials,
+               "clock_moved": setup.moves, "may_end_leases": setup.ends_leases,
+               "contenders": profile.pause_contenders, "victims_told_of_loss": found.told,
+               **_figures_details(figures)}
+    return [Result(10, "Clock jumped forward", run.target.variant, run.target.backend,
+                   profile.clock_trials, figures.sections, figures.overlaps,
+                   figures.stale_writes_accepted, None, None, details=details,
+                   violations=violations)]
+
+
 # ---- the table -------------------------------------------------------------------------------
 
 
@@ -716,7 +799,7 @@ class Scenario:
     key: str
     title: str
     needs: tuple[str, ...]
-    """Traits it needs: "shared", "restart", "proxy"."""
+    """Traits it needs: "shared", "restart", "proxy", "clock"."""
     run: Callable[[Run, Profile], list[Result]]
     shows: str
     """What it demonstrates, for the docs."""
@@ -757,6 +840,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "many contenders starting at one instant: exactly one wins every round"),
         Scenario(9, "fuzz", "Hostile names, wrong-typed arguments", (), fuzzed_arguments,
                  "names are data, never code; bad arguments fail clearly and leave nothing"),
+        Scenario(10, "clock", "Clock jumped forward", ("shared", "clock"), clock_jumped,
+                 "a wall clock jumps past the lease inside a holder's section: where that clock "
+                 "judges expiry the lease ends early, the holder is told and the fence check "
+                 "rejects its write; the clients' clocks never end a lease"),
     ]
 }
 

@@ -9,6 +9,7 @@ starts one of its own for the restart scenario, which must not disturb the other
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.metadata
 import os
@@ -21,12 +22,15 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
-from safety.control import ROOT, Target
+from safety.clock import WallClock
+from safety.control import ROOT, ClockJump, Target
 
 __all__ = [
+    "CLOCK_VARIANTS",
     "KNOWN_BACKENDS",
     "NotReady",
     "Servers",
+    "clock_variants",
     "landed",
     "restart_variants",
     "server_version",
@@ -81,6 +85,43 @@ class Servers:
         """A server of its own, which the restart scenario may stop and start."""
         with self._start(backend, True, variant) as target:
             yield target
+
+    @contextlib.contextmanager
+    def clocked(self, backend: str, variant: str,
+                shared: Target | None = None) -> Iterator[Target]:
+        """The backend with a wall clock scenario 10 can move: its servers' (started for the
+        purpose, with the clock's preload library), its clients' (the worker processes, on
+        ``shared`` or the run's server), or for SQLite the host's, which is every
+        process's."""
+        setup = CLOCK_VARIANTS[backend][variant]
+        clock = WallClock()
+        try:
+            if setup.moves == CLIENTS:
+                shared = shared or self.target(backend)
+                yield dataclasses.replace(
+                    shared, worker_env=clock.env(), variant=variant,
+                    clock=ClockJump(clock, setup.moves, False, clock.seen_by_python))
+            elif backend == "sqlite":
+                target = Target(backend, f"sqlite:///{_fresh(self._directory(backend), 'clock-')}"
+                                "/locks.db", variant=variant, worker_env=clock.env())
+                yield dataclasses.replace(
+                    target, clock=ClockJump(clock, setup.moves, True, clock.seen_by_python))
+            elif backend == "redlock":
+                with redlock_nodes_clocked(self._directory(backend), clock,
+                                           setup.nodes) as (target, first):
+                    yield dataclasses.replace(
+                        target, variant=variant,
+                        clock=ClockJump(clock, setup.moves, setup.ends_leases,
+                                        lambda: _redis_time(first)))
+            else:
+                with contextlib.ExitStack() as stack:
+                    with _environment(clock.env()):
+                        target = stack.enter_context(self._start(backend, False))
+                    yield dataclasses.replace(
+                        target, variant=variant,
+                        clock=ClockJump(clock, setup.moves, setup.ends_leases))
+        finally:
+            clock.close()
 
     def _directory(self, backend: str) -> pathlib.Path:
         path = self.workdir / "servers" / backend
@@ -246,6 +287,95 @@ def redlock_nodes(workdir: pathlib.Path, variant: str = "") -> Iterator[Target]:
         )
     finally:
         nodes.stop()
+
+
+# ---- clocks (scenario 10) ---------------------------------------------------------------------
+
+CLIENTS = "the clients (every worker process)"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockSetup:
+    moves: str
+    """Whose wall clock jumps."""
+    ends_leases: bool
+    """Whether a forward jump of that clock can end a lease early (expiry is judged by it)."""
+    nodes: int = 0
+    """Redlock: how many of its nodes run on the moved clock."""
+
+
+def _server_clock(whose: str) -> dict[str, ClockSetup]:
+    return {whose: ClockSetup(whose, True), "clients' clocks": ClockSetup(CLIENTS, False)}
+
+
+CLOCK_VARIANTS: dict[str, dict[str, ClockSetup]] = {
+    "sqlite": {"host clock": ClockSetup("the host (SQLite's clock is every process's)", True)},
+    "redis": _server_clock("server clock"),
+    "redis_cluster": _server_clock("every node's clock"),
+    "redlock": {
+        f"1 of {REDLOCK_NODES} nodes' clocks": ClockSetup(
+            f"1 of {REDLOCK_NODES} nodes", False, nodes=1),
+        f"2 of {REDLOCK_NODES} nodes' clocks": ClockSetup(
+            f"2 of {REDLOCK_NODES} nodes", True, nodes=2),
+        "clients' clocks": ClockSetup(CLIENTS, False),
+    },
+    "mongodb": _server_clock("server clock"),
+    "mysql": _server_clock("server clock"),
+    "postgresql": _server_clock("server clock"),
+}
+"""Whose clock scenario 10 jumps, per backend, and what it may break: a lease ends early
+only where its expiry is judged by the moved clock (for Redlock, on a majority of nodes)."""
+
+
+def clock_variants(backend: str) -> list[str]:
+    return list(CLOCK_VARIANTS.get(backend, {}))
+
+
+@contextlib.contextmanager
+def _environment(extra: dict[str, str]) -> Iterator[None]:
+    """``extra`` in this process's environment while servers start (they inherit it)."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def redlock_nodes_clocked(workdir: pathlib.Path, clock: WallClock,
+                          moved: int) -> Iterator[tuple[Target, int]]:
+    """Redlock's nodes, the first ``moved`` of them on ``clock``; and the port of the first."""
+    from tests.servers.redis import start_redis
+    from tests.servers.redlock import RedlockNodes
+
+    parent = _fresh(workdir, "clocked-")
+    nodes = RedlockNodes([])
+    try:
+        for index in range(REDLOCK_NODES):
+            node_dir = parent / f"node{index}"
+            node_dir.mkdir()
+            with _environment(clock.env() if index < moved else {}):
+                nodes.servers.append(start_redis(node_dir, unix_socket=False,
+                                                 name=f"redlock{index}"))
+        yield Target("redlock", nodes.url), nodes.servers[0].port
+    finally:
+        nodes.stop()
+
+
+def _redis_time(port: int) -> float:
+    import redis
+
+    connection = redis.Redis(port=port, socket_timeout=5)
+    try:
+        seconds, microseconds = connection.time()
+    finally:
+        connection.close()
+    return seconds + microseconds / 1e6
 
 
 # ---- versions ----------------------------------------------------------------------------------

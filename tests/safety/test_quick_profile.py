@@ -161,3 +161,27 @@ def test_hostile_names_and_wrong_arguments(
     [result] = run("fuzz", Target(backend_name, backend_url), tmp_path)
     assert result.runs >= QUICK.fuzz_examples
     assert result.details["left_held"] == []
+
+
+@scenario("clock")
+def test_clock_jumps_end_leases_only_where_that_clock_judges_them(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    variants = servers.clock_variants(backend_name)
+    assert variants
+    with servers.Servers(tmp_path) as started:
+        for number, variant in enumerate(variants):
+            with started.clocked(backend_name, variant,
+                                 Target(backend_name, backend_url)) as target:
+                assert target.clock is not None
+                [result] = run("clock", target, tmp_path / str(number))
+            assert result.runs == QUICK.clock_trials
+            assert result.details["silent_overlaps"] == 0
+            assert result.stale_writes_accepted == 0
+            if target.clock.ends_leases:  # the holder was told, and its write refused
+                assert result.overlaps
+                assert result.details["victims_told_of_loss"] == QUICK.clock_trials
+                assert result.details["stale_writes_refused"] >= 1
+            else:
+                assert result.overlaps == 0
+                assert result.details["victims_told_of_loss"] == 0
