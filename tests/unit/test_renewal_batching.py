@@ -1,14 +1,17 @@
 """The watchdog's batching window: renewals due within a short window of each other share one
 ``extend_many`` round trip, and stay together afterwards; a lease that is not renewed is
-never judged lost before its end because a batch went out early."""
+never judged lost before its end because a batch went out early; a capped lease keeps its
+schedule; nothing is pulled early towards another backend, or by nothing due."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import tenure
-from tenure._sync.renewer import COALESCE_FRACTION, RENEW_FRACTION
+from tenure._sync.renewer import COALESCE_FRACTION, RENEW_FRACTION, _batch
 from tenure._types import Renewal
 from tenure.backends.memory._store import MemoryStore
 from tenure.backends.memory._sync import MemoryBackend
@@ -34,11 +37,12 @@ def test_leases_taken_a_few_milliseconds_apart_renew_in_one_round_trip() -> None
             assert lock.acquire(blocking=False)
             time.sleep(gap)
         time.sleep(ttl * 2)  # several renewal rounds
+        batches = list(backend.batches)  # before releasing: a batch may leave meanwhile
         for lock in held:
             lock.check()
             lock.release()
-    assert len(backend.batches) >= 4
-    assert set(backend.batches) == {4}, backend.batches
+    assert len(batches) >= 4
+    assert set(batches) == {4}, batches
 
 
 def test_a_lease_that_is_not_renewed_is_not_lost_early_by_a_batch() -> None:
@@ -67,3 +71,33 @@ def test_a_lease_that_is_not_renewed_is_not_lost_early_by_a_batch() -> None:
         assert lost_at, "on_lost never fired"
         assert lost_at[0] - acquired >= expiring_ttl
         renewed.release()
+
+
+def _hold(backend: object, next_due: float, *, renew: bool = True,
+          max_renewals: int | None = None, renewals: int = 0, ttl: float = 1.2) -> Any:
+    lock = SimpleNamespace(renew=renew, max_renewals=max_renewals,
+                           _client=SimpleNamespace(backend=backend))
+    return SimpleNamespace(lock=lock, next_due=next_due, ttl=ttl, renewals=renewals)
+
+
+def test_batch_pulls_only_uncapped_renewals_of_a_backend_something_is_due_on() -> None:
+    one, other = object(), object()
+    window = 1.2 * COALESCE_FRACTION
+    due = _hold(one, 10.0)
+    soon = _hold(one, 10.0 + window / 2)
+    later = _hold(one, 10.0 + window * 2)
+    capped = _hold(one, 10.0 + window / 2, max_renewals=5)
+    ending = _hold(one, 10.0 + window / 2, renew=False)  # judged at its lease's end
+    elsewhere = _hold(other, 10.0 + window / 2)
+    holds = [due, soon, later, capped, ending, elsewhere]
+    assert _batch(holds, 10.0) == [due, soon]
+    # Nothing is pulled by nothing due, nor by a lease ending without a renewal.
+    assert _batch(holds, 9.0) == []
+    ended = _hold(one, 10.0, renew=False)
+    assert _batch([ended, soon], 10.0) == [ended]
+    # A capped renewal that is due goes, and opens the window for the others.
+    capped_due = _hold(one, 10.0, max_renewals=5, renewals=1)
+    assert _batch([capped_due, soon], 10.0) == [capped_due, soon]
+    # Its cap reached, a due hold is a lease ending: it opens no window.
+    spent = _hold(one, 10.0, max_renewals=2, renewals=2)
+    assert _batch([spent, soon], 10.0) == [spent]

@@ -3,8 +3,10 @@
 It renews every watched lease at about ttl/3, batching the leases due together per backend
 into one ``extend_many`` round trip. "Together" is a window, not an instant: leases taken a
 few milliseconds apart would otherwise each cost their own round trip for as long as they
-are held, so a renewal due within ``COALESCE_FRACTION`` of its ttl joins the batch going out
-now, a little early, and from then on travels with it. Loss is an event, never hidden:
+are held, so a renewal due within ``COALESCE_FRACTION`` of its ttl joins a batch going out
+to its backend now, a little early, and from then on travels with it (``_batch``).
+
+Loss is an event, never hidden:
 - the server refuses a renewal (the lease expired or was taken): lost at once;
 - renewals fail with errors (server down, connection cut): retried until the lease's last
   known expiry, then lost, with the last error as the cause;
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from tenure._concurrency import async_io as io
@@ -44,15 +46,30 @@ def _renews(hold: Hold) -> bool:
     return hold.lock.renew and (limit is None or hold.renewals < limit)
 
 
-def _due_by(hold: Hold, now: float) -> bool:
-    """Whether ``hold`` goes out in the batch leaving at ``now``.
+def _may_go_early(hold: Hold) -> bool:
+    """Only an uncapped renewal goes early. A lease no longer renewed is judged at its end,
+    never before; and one with ``max_renewals`` keeps its own schedule, so that its cap buys
+    exactly ttl + max_renewals * ttl/3."""
+    return hold.lock.renew and hold.lock.max_renewals is None
 
-    Only a renewal may go early; a lease that is no longer renewed is judged lost at its end,
-    never before.
-    """
-    if hold.next_due <= now:
-        return True
-    return _renews(hold) and hold.next_due <= now + hold.ttl * COALESCE_FRACTION
+
+def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
+    """The holds to service at ``now``: those due, and the renewals of the same backends
+    due within ``COALESCE_FRACTION`` of their ttl, which then share the round trip that a
+    due renewal opens. Nothing goes early on its own, nor to a backend nobody renews on."""
+    due = [hold for hold in holds if hold.next_due <= now]
+    opened = {id(hold.lock._client.backend) for hold in due if _renews(hold)}
+    if not opened:
+        return due
+    early = [
+        hold
+        for hold in holds
+        if hold.next_due > now
+        and _may_go_early(hold)
+        and id(hold.lock._client.backend) in opened
+        and hold.next_due <= now + hold.ttl * COALESCE_FRACTION
+    ]
+    return due + early
 
 
 def _due_after(hold: Hold, started: float) -> float:
@@ -105,11 +122,7 @@ class AsyncRenewer:
                 wake.clear()
                 now = self._clock()
                 next_due = min(hold.next_due for hold in self._holds)
-                # Nothing goes early on its own: only when something is due does the window
-                # open, so the early ones share that round trip instead of adding one.
-                due = []
-                if next_due <= now:
-                    due = [hold for hold in self._holds if _due_by(hold, now)]
+                due = _batch(self._holds, now) if next_due <= now else []
             if not due:
                 await wake.wait(next_due - now)
                 continue
