@@ -11,6 +11,7 @@ Exit status: 0 when every result passed, 1 when any property failed, 2 on bad us
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import pathlib
@@ -19,6 +20,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import tenure
 from safety import report
@@ -199,8 +201,13 @@ def _one(key: str, backend: str, target: Target, servers: Servers, *, profile: P
     directory = workdir / backend / key
     if key in ("restart", "clock"):
         # Each variant on a server of its own: restarted in place, or on a movable clock.
-        variants, start = ((restart_variants(backend), servers.restartable) if key == "restart"
-                           else (clock_variants(backend), servers.clocked))
+        start: Callable[[str, str], contextlib.AbstractContextManager[Target]]
+        if key == "restart":
+            variants = restart_variants(backend)
+            start = servers.restartable
+        else:
+            variants = clock_variants(backend)
+            start = servers.clocked
         found = []
         for number, variant in enumerate(variants):
             try:
@@ -210,7 +217,8 @@ def _one(key: str, backend: str, target: Target, servers: Servers, *, profile: P
                 scenario = SCENARIOS[key]
                 found.append(Result(scenario.number, scenario.title, variant, backend, 0, 0,
                                     None, None, None, None,
-                                    violations=[f"the server did not start: {exc!r}"]))
+                                    violations=[f"the variant could not be set up (its "
+                                                f"server, or the clock shim): {exc!r}"]))
     else:
         found = run_scenario(key, target, profile, directory, seed)
     for result in found:

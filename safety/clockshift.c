@@ -6,7 +6,11 @@
    TENURE_CLOCK_SHIFT_FILE. The harness rewrites that file to jump the clock; the file is
    mapped shared, so the next call of every process that loaded it sees the jump. The
    monotonic clocks are left alone: an NTP step or an operator's `date -s` moves only the
-   wall clock.
+   wall clock. Not covered: waits with an absolute wall-clock deadline (a condition
+   variable on its default clock, sem_timedwait, clock_nanosleep with TIMER_ABSTIME) are
+   computed on the moved clock but waited out by the kernel on the true one, so after a
+   forward jump they wait longer where a real step would end them early; and timespec_get
+   and ftime, which go around it.
 
    Why not libfaketime: redis-server allocates with jemalloc, which reads the clock while
    libfaketime is still resolving its symbols (dlsym -> calloc -> jemalloc -> clock_gettime),
@@ -18,6 +22,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -37,7 +42,8 @@ __attribute__((constructor)) static void map_shift_file(void) {
 }
 
 static int is_wall_clock(clockid_t clock) {
-    return clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE || clock == CLOCK_TAI;
+    return clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE ||
+           clock == CLOCK_REALTIME_ALARM || clock == CLOCK_TAI;
 }
 
 static int kernel_clock(clockid_t clock, struct timespec *now) {
@@ -61,14 +67,17 @@ int clock_gettime(clockid_t clock, struct timespec *now) {
     return answer;
 }
 
+/* glibc's own: both arguments may be NULL, and a zone is zeroed (it is obsolete). */
 int gettimeofday(struct timeval *restrict now, void *restrict zone) {
-    (void)zone;
+    if (zone != NULL) memset(zone, 0, sizeof(struct timezone));
+    struct timeval *volatile out = now; /* glibc declares now nonnull; callers pass NULL */
+    if (out == NULL) return 0;
     struct timespec precise;
     int answer = kernel_clock(CLOCK_REALTIME, &precise);
     if (answer != 0) return answer;
     shift(&precise);
-    now->tv_sec = precise.tv_sec;
-    now->tv_usec = precise.tv_nsec / 1000;
+    out->tv_sec = precise.tv_sec;
+    out->tv_usec = precise.tv_nsec / 1000;
     return 0;
 }
 

@@ -20,9 +20,12 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from safety.history import History, Recorder
+
+if TYPE_CHECKING:
+    from safety.clock import WallClock
 
 __all__ = ["ROOT", "ClockJump", "Run", "ServerControl", "Target", "WorkerFailed",
            "WorkerProcess"]
@@ -67,17 +70,19 @@ class Target:
 @dataclasses.dataclass
 class ClockJump:
     """A wall clock scenario 10 moves, and whether a forward jump of it can end a lease early
-    (then the overlap is a limit the record shows; else it is a violation)."""
+    (then the overlap is a limit the record shows; else it is a violation). Every jump is
+    checked to have taken, so a clock that never moved cannot pass for one that moved
+    without harm."""
 
-    clock: Any
-    """A ``safety.clock.WallClock``."""
+    clock: WallClock
     moves: str
-    """Whose clock it is, for the report: "every server", "the clients", ..."""
+    """Whose clock it is, for the report: "server clock", "the clients", ..."""
     ends_leases: bool
-    read: Callable[[], float] | None = None
-    """The moved clock's reading, Unix seconds, where the harness can ask it directly: each
-    jump is checked to have taken, so a clock that never moved cannot pass for one that
-    moved without harm."""
+    moves_workers: bool = False
+    """The worker processes run on it (the clients' clocks; SQLite's host clock): checked by
+    the victim's own reading."""
+    read: Callable[[], list[float]] | None = None
+    """The moved servers' clocks, read directly, Unix seconds."""
 
 
 class WorkerProcess:

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
-import os
 import pathlib
 import shutil
 import sqlite3
@@ -96,30 +95,19 @@ class Servers:
         setup = CLOCK_VARIANTS[backend][variant]
         clock = WallClock()
         try:
-            if setup.moves == CLIENTS:
-                shared = shared or self.target(backend)
+            if setup.moves == CLIENTS or backend == "sqlite":
+                # The workers' clock: the clients', or SQLite's, which each process reads.
+                target = (shared or self.target(backend)) if backend != "sqlite" else Target(
+                    backend, f"sqlite:///{_fresh(self._directory(backend), 'clock-')}/locks.db")
                 yield dataclasses.replace(
-                    shared, worker_env=clock.env(), variant=variant,
-                    clock=ClockJump(clock, setup.moves, False, clock.seen_by_python))
-            elif backend == "sqlite":
-                target = Target(backend, f"sqlite:///{_fresh(self._directory(backend), 'clock-')}"
-                                "/locks.db", variant=variant, worker_env=clock.env())
+                    target, variant=variant, worker_env=clock.env(),
+                    clock=ClockJump(clock, setup.moves, setup.ends_leases, moves_workers=True))
+                return
+            with self._start(backend, False, env=clock.env(), moved=setup.nodes) as target:
                 yield dataclasses.replace(
-                    target, clock=ClockJump(clock, setup.moves, True, clock.seen_by_python))
-            elif backend == "redlock":
-                with redlock_nodes_clocked(self._directory(backend), clock,
-                                           setup.nodes) as (target, first):
-                    yield dataclasses.replace(
-                        target, variant=variant,
-                        clock=ClockJump(clock, setup.moves, setup.ends_leases,
-                                        lambda: _redis_time(first)))
-            else:
-                with contextlib.ExitStack() as stack:
-                    with _environment(clock.env()):
-                        target = stack.enter_context(self._start(backend, False))
-                    yield dataclasses.replace(
-                        target, variant=variant,
-                        clock=ClockJump(clock, setup.moves, setup.ends_leases))
+                    target, variant=variant,
+                    clock=ClockJump(clock, setup.moves, setup.ends_leases,
+                                    read=lambda: server_clocks(target, setup.nodes)))
         finally:
             clock.close()
 
@@ -136,7 +124,10 @@ class Servers:
         return self._templates[backend]
 
     @contextlib.contextmanager
-    def _start(self, backend: str, restartable: bool, variant: str = "") -> Iterator[Target]:
+    def _start(self, backend: str, restartable: bool, variant: str = "", *,
+               env: dict[str, str] | None = None, moved: int = 0) -> Iterator[Target]:
+        """``env``: added to the servers' environment (for Redlock, to the first ``moved``
+        nodes' only)."""
         reason = landed(backend)
         if reason is not None:
             raise NotReady(reason)
@@ -146,19 +137,19 @@ class Servers:
             yield Target(backend, f"sqlite:///{self._directory(backend) / 'locks.db'}")
         elif backend in ("mysql", "postgresql"):
             module = importlib.import_module(f"tests.servers.{backend}")
-            with module._server(self._template(backend, module)) as server:
+            with module._server(self._template(backend, module), env) as server:
                 yield Target(backend, server.url, server)
         elif backend == "mongodb":
-            with mongoeco(self._directory(backend), durable=restartable) as target:
+            with mongoeco(self._directory(backend), durable=restartable, env=env) as target:
                 yield target
         elif backend == "redis":
-            with redis_server(self._directory(backend), variant) as target:
+            with redis_server(self._directory(backend), variant, env) as target:
                 yield target
         elif backend == "redis_cluster":
-            with redis_cluster(self._directory(backend)) as target:
+            with redis_cluster(self._directory(backend), env) as target:
                 yield target
         elif backend == "redlock":
-            with redlock_nodes(self._directory(backend), variant) as target:
+            with redlock_nodes(self._directory(backend), variant, env, moved) as target:
                 yield target
         else:
             raise NotReady(f"the harness cannot start a {backend} server yet (no start "
@@ -166,21 +157,16 @@ class Servers:
 
 
 @contextlib.contextmanager
-def mongoeco(workdir: pathlib.Path, *, durable: bool) -> Iterator[Target]:
+def mongoeco(workdir: pathlib.Path, *, durable: bool,
+             env: dict[str, str] | None = None) -> Iterator[Target]:
     """The MongoDB stand-in. ``durable``: on its SQLite storage engine, which keeps data
     across a restart as a real mongod does; its default in-memory engine would forget every
     lock and fence, which would measure the stand-in rather than tenure."""
     from tests.servers.mongodb import MongoecoServer
 
-    previous = os.environ.get("TENURE_MONGOECO_ENGINE")
-    os.environ["TENURE_MONGOECO_ENGINE"] = "sqlite" if durable else "memory"
-    try:
-        server = MongoecoServer(workdir / ("durable" if durable else "memory"))
-    finally:
-        if previous is None:
-            os.environ.pop("TENURE_MONGOECO_ENGINE", None)
-        else:
-            os.environ["TENURE_MONGOECO_ENGINE"] = previous
+    engine = "sqlite" if durable else "memory"
+    server = MongoecoServer(workdir / engine.replace("sqlite", "durable"), engine=engine,
+                            env=env)
     server.start()
     try:
         yield Target("mongodb", server.url, server)
@@ -210,12 +196,13 @@ def _fresh(parent: pathlib.Path, prefix: str) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: pathlib.Path, variant: str) -> Iterator[Target]:
+def redis_server(workdir: pathlib.Path, variant: str,
+                 env: dict[str, str] | None = None) -> Iterator[Target]:
     from tests.servers.redis import start_redis
 
     persistence = variant.startswith("AOF")
     server = start_redis(_fresh(workdir, "server-"), unix_socket=False,
-                         persistence=persistence)
+                         persistence=persistence, env=env)
     try:
         yield Target("redis", server.url, server, variant,
                      durable=True if persistence else None)
@@ -243,10 +230,11 @@ class _WholeCluster:
 
 
 @contextlib.contextmanager
-def redis_cluster(workdir: pathlib.Path) -> Iterator[Target]:
+def redis_cluster(workdir: pathlib.Path, env: dict[str, str] | None = None
+                  ) -> Iterator[Target]:
     from tests.servers.redis import start_redis_cluster
 
-    cluster = start_redis_cluster(_fresh(workdir, "cluster-"))
+    cluster = start_redis_cluster(_fresh(workdir, "cluster-"), env=env)
     try:
         yield Target("redis_cluster", cluster.url, _WholeCluster(cluster),
                      "every node restarted, no persistence")
@@ -267,15 +255,16 @@ class _SomeNodes:
 
 
 @contextlib.contextmanager
-def redlock_nodes(workdir: pathlib.Path, variant: str = "") -> Iterator[Target]:
+def redlock_nodes(workdir: pathlib.Path, variant: str = "", env: dict[str, str] | None = None,
+                  env_nodes: int = 0) -> Iterator[Target]:
     """Independent redis-servers (no replication between them), as Redlock wants. A restart
     variant names how many restart: a minority keeps every lease on the others; a majority
-    without persistence forgets them."""
+    without persistence forgets them. ``env`` goes to the first ``env_nodes`` nodes."""
     from tests.servers.redlock import start_redlock_nodes
 
     persistence = "AOF" in variant
     nodes = start_redlock_nodes(_fresh(workdir, "nodes-"), REDLOCK_NODES,
-                                persistence=persistence)
+                                persistence=persistence, env=env, env_nodes=env_nodes)
     restarted = int(variant.split(maxsplit=1)[0]) if variant else 0
     majority = restarted > REDLOCK_NODES // 2
     try:
@@ -331,40 +320,39 @@ def clock_variants(backend: str) -> list[str]:
     return list(CLOCK_VARIANTS.get(backend, {}))
 
 
-@contextlib.contextmanager
-def _environment(extra: dict[str, str]) -> Iterator[None]:
-    """``extra`` in this process's environment while servers start (they inherit it)."""
-    saved = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def server_clocks(target: Target, moved: int = 0) -> list[float]:
+    """What the moved servers' wall clocks read now, Unix seconds (Redlock: its first
+    ``moved`` nodes; a Cluster: every node)."""
+    if target.backend in ("redis", "redis_cluster", "redlock"):
+        ports = [int(address.rpartition(":")[2]) for address in
+                 urllib.parse.urlsplit(target.url).netloc.split(",")]
+        return [_redis_time(port) for port in (ports[:moved] if moved else ports)]
+    if target.backend == "postgresql":
+        import psycopg
 
+        with psycopg.connect(target.url, connect_timeout=5) as postgres:
+            row = postgres.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        return [float(row[0])] if row else []
+    if target.backend == "mysql":
+        database = _mysql(target.url)
+        try:
+            with database.cursor() as cursor:
+                cursor.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+                row = cursor.fetchone()
+        finally:
+            database.close()
+        return [float(row[0])] if row else []
+    if target.backend == "mongodb":
+        import pymongo
 
-@contextlib.contextmanager
-def redlock_nodes_clocked(workdir: pathlib.Path, clock: WallClock,
-                          moved: int) -> Iterator[tuple[Target, int]]:
-    """Redlock's nodes, the first ``moved`` of them on ``clock``; and the port of the first."""
-    from tests.servers.redis import start_redis
-    from tests.servers.redlock import RedlockNodes
-
-    parent = _fresh(workdir, "clocked-")
-    nodes = RedlockNodes([])
-    try:
-        for index in range(REDLOCK_NODES):
-            node_dir = parent / f"node{index}"
-            node_dir.mkdir()
-            with _environment(clock.env() if index < moved else {}):
-                nodes.servers.append(start_redis(node_dir, unix_socket=False,
-                                                 name=f"redlock{index}"))
-        yield Target("redlock", nodes.url), nodes.servers[0].port
-    finally:
-        nodes.stop()
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            target.url, serverSelectionTimeoutMS=5000, tz_aware=True
+        )
+        try:
+            return [client.admin.command("hello")["localTime"].timestamp()]
+        finally:
+            client.close()
+    raise ValueError(f"no way to read {target.backend}'s server clock")
 
 
 def _redis_time(port: int) -> float:
@@ -375,7 +363,7 @@ def _redis_time(port: int) -> float:
         seconds, microseconds = connection.time()
     finally:
         connection.close()
-    return seconds + microseconds / 1e6
+    return float(seconds) + microseconds / 1e6
 
 
 # ---- versions ----------------------------------------------------------------------------------
@@ -416,15 +404,7 @@ def _server_version(target: Target) -> str:
             connection.close()
         return f"Redis {info['redis_version']}"
     if target.backend == "mysql":
-        import pymysql  # type: ignore[import-untyped]
-
-        parts = urllib.parse.urlsplit(url)
-        database = pymysql.connect(
-            host=parts.hostname, port=parts.port or 3306,
-            user=urllib.parse.unquote(parts.username or ""),
-            password=urllib.parse.unquote(parts.password or ""),
-            database=parts.path.lstrip("/"), connect_timeout=5,
-        )
+        database = _mysql(url)
         try:
             with database.cursor() as cursor:
                 cursor.execute("SELECT VERSION()")
@@ -450,6 +430,18 @@ def _server_version(target: Target) -> str:
             client.close()
         return f"MongoDB wire protocol {answer.get('version', '?')} ({_mongoeco_version()})"
     return "unknown"
+
+
+def _mysql(url: str) -> Any:
+    import pymysql  # type: ignore[import-untyped]
+
+    parts = urllib.parse.urlsplit(url)
+    return pymysql.connect(
+        host=parts.hostname, port=parts.port or 3306,
+        user=urllib.parse.unquote(parts.username or ""),
+        password=urllib.parse.unquote(parts.password or ""),
+        database=parts.path.lstrip("/"), connect_timeout=5,
+    )
 
 
 def _mongoeco_version() -> str:

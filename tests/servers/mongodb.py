@@ -76,7 +76,8 @@ class MongoecoServer(ManagedServer):
     ``workdir``, kept across restarts); default ``$TENURE_MONGOECO_ENGINE``, else memory."""
 
     def __init__(
-        self, workdir: pathlib.Path, port: int | None = None, engine: str | None = None
+        self, workdir: pathlib.Path, port: int | None = None, engine: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = port or free_port()
         engine = engine or os.environ.get("TENURE_MONGOECO_ENGINE", "memory")
@@ -85,7 +86,8 @@ class MongoecoServer(ManagedServer):
         workdir.mkdir(parents=True, exist_ok=True)
         argv = [mongoeco_python(), "-c", LAUNCHER, str(self.port), engine,
                 str(workdir / "mongoeco.db")]
-        super().__init__("mongoeco", argv, workdir, lambda: ping(self.port), start_timeout=60.0)
+        super().__init__("mongoeco", argv, workdir, lambda: ping(self.port), env=env,
+                         start_timeout=60.0)
 
     @property
     def url(self) -> str:

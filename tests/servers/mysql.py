@@ -89,8 +89,8 @@ class MariaDBServer:
         self.process.kill()
 
 
-def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = False
-                    ) -> ManagedServer:
+def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = False,
+                    env: dict[str, str] | None = None) -> ManagedServer:
     socket_path = workdir / "mysqld.sock"
 
     def ready() -> None:
@@ -133,6 +133,7 @@ def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = Fals
         ],
         workdir,
         ready,
+        env=env,
     )
 
 
@@ -170,11 +171,12 @@ def _template() -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def _server(template: pathlib.Path) -> Iterator[MariaDBServer]:
+def _server(template: pathlib.Path, env: dict[str, str] | None = None
+            ) -> Iterator[MariaDBServer]:
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-mariadb-"))
     shutil.copytree(template / "data", workdir / "data")
     port = free_port()
-    process = _server_process(workdir, port)
+    process = _server_process(workdir, port, env=env)
     try:
         process.start()
         yield MariaDBServer(process, port, workdir)

@@ -178,7 +178,8 @@ def _template() -> pathlib.Path:
     return workdir
 
 
-def _start(workdir: pathlib.Path, port: int) -> PostgresServer:
+def _start(workdir: pathlib.Path, port: int, env: dict[str, str] | None = None
+           ) -> PostgresServer:
     data = workdir / "data"
     url = f"postgresql://{USER}@127.0.0.1:{port}/postgres"
 
@@ -203,6 +204,7 @@ def _start(workdir: pathlib.Path, port: int) -> PostgresServer:
         workdir,
         ready,
         user=USER,
+        env=env,
     )
     process.start()
     return PostgresServer(process, port, workdir)
@@ -217,11 +219,12 @@ def _copy(template: pathlib.Path) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def _server(template: pathlib.Path) -> Iterator[PostgresServer]:
+def _server(template: pathlib.Path, env: dict[str, str] | None = None
+            ) -> Iterator[PostgresServer]:
     workdir = _copy(template)
     server: PostgresServer | None = None
     try:
-        server = _start(workdir, free_port())
+        server = _start(workdir, free_port(), env)
         yield server
     finally:
         if server is not None:

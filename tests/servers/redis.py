@@ -108,8 +108,10 @@ def start_redis(
     persistence: bool = False,
     extra_args: Sequence[str] = (),
     name: str = "redis",
+    env: dict[str, str] | None = None,
 ) -> RedisServer:
-    """Start a redis-server in ``workdir`` on a free loopback port (or ``port``)."""
+    """Start a redis-server in ``workdir`` on a free loopback port (or ``port``), with ``env``
+    added to its environment."""
     binary = require_binary("redis-server")
     port = port or free_port()
     socket_path = workdir / "redis.sock" if unix_socket else None
@@ -129,7 +131,7 @@ def start_redis(
     if socket_path is not None:
         argv += ["--unixsocket", str(socket_path), "--unixsocketperm", "700"]
     argv += list(extra_args)
-    process = ManagedServer(f"{name}-{port}", argv, workdir, lambda: _ping(port))
+    process = ManagedServer(f"{name}-{port}", argv, workdir, lambda: _ping(port), env=env)
     process.start()
     return RedisServer(process, port, workdir, socket_path)
 
@@ -160,7 +162,8 @@ def _free_pair(taken: set[int]) -> tuple[int, int]:
     return ports[0], ports[1]
 
 
-def start_redis_cluster(workdir: pathlib.Path, masters: int = 3) -> RedisCluster:
+def start_redis_cluster(workdir: pathlib.Path, masters: int = 3,
+                        env: dict[str, str] | None = None) -> RedisCluster:
     cli = require_binary("redis-cli")
     nodes: list[RedisServer] = []
     taken: set[int] = set()
@@ -175,6 +178,7 @@ def start_redis_cluster(workdir: pathlib.Path, masters: int = 3) -> RedisCluster
                     port=port,
                     unix_socket=False,
                     name=f"redis-cluster{index}",
+                    env=env,
                     extra_args=[
                         "--cluster-enabled", "yes",
                         "--cluster-config-file", str(node_dir / "nodes.conf"),

@@ -55,8 +55,10 @@ class RedlockNodes:
 
 
 def start_redlock_nodes(
-    workdir: pathlib.Path, count: int, *, proxied: bool = False, persistence: bool = False
+    workdir: pathlib.Path, count: int, *, proxied: bool = False, persistence: bool = False,
+    env: dict[str, str] | None = None, env_nodes: int | None = None,
 ) -> RedlockNodes:
+    """``env`` is added to the environment of the first ``env_nodes`` nodes (all: None)."""
     nodes = RedlockNodes([])
     try:
         for index in range(count):
@@ -64,7 +66,8 @@ def start_redlock_nodes(
             node_dir.mkdir()
             nodes.servers.append(
                 start_redis(node_dir, unix_socket=False, persistence=persistence,
-                            name=f"redlock{index}")
+                            name=f"redlock{index}",
+                            env=env if env_nodes is None or index < env_nodes else None)
             )
             if proxied:
                 nodes.proxies.append(Proxy(("127.0.0.1", nodes.servers[-1].port)).start())
