@@ -334,14 +334,7 @@ def server_clocks(target: Target, moved: int = 0) -> list[float]:
             row = postgres.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
         return [float(row[0])] if row else []
     if target.backend == "mysql":
-        database = _mysql(target.url)
-        try:
-            with database.cursor() as cursor:
-                cursor.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
-                row = cursor.fetchone()
-        finally:
-            database.close()
-        return [float(row[0])] if row else []
+        return [float(_mysql_value(target.url, "SELECT UNIX_TIMESTAMP(NOW(6))"))]
     if target.backend == "mongodb":
         import pymongo
 
@@ -404,14 +397,7 @@ def _server_version(target: Target) -> str:
             connection.close()
         return f"Redis {info['redis_version']}"
     if target.backend == "mysql":
-        database = _mysql(url)
-        try:
-            with database.cursor() as cursor:
-                cursor.execute("SELECT VERSION()")
-                row = cursor.fetchone()
-        finally:
-            database.close()
-        return f"MariaDB/MySQL {row[0] if row else '?'}"
+        return f"MariaDB/MySQL {_mysql_value(url, 'SELECT VERSION()')}"
     if target.backend == "postgresql":
         import psycopg
 
@@ -432,16 +418,26 @@ def _server_version(target: Target) -> str:
     return "unknown"
 
 
-def _mysql(url: str) -> Any:
+def _mysql_value(url: str, query: str) -> Any:
+    """The first column of ``query``'s first row, on a connection of its own."""
     import pymysql  # type: ignore[import-untyped]
 
     parts = urllib.parse.urlsplit(url)
-    return pymysql.connect(
+    database = pymysql.connect(
         host=parts.hostname, port=parts.port or 3306,
         user=urllib.parse.unquote(parts.username or ""),
         password=urllib.parse.unquote(parts.password or ""),
         database=parts.path.lstrip("/"), connect_timeout=5,
     )
+    try:
+        with database.cursor() as cursor:
+            cursor.execute(query)
+            row = cursor.fetchone()
+    finally:
+        database.close()
+    if not row:
+        raise RuntimeError(f"MariaDB answered no row to {query!r}")
+    return row[0]
 
 
 def _mongoeco_version() -> str:
