@@ -142,3 +142,31 @@ def test_client_options_are_checked() -> None:
         tenure.connect("memory://", default_ttl=0)
     with pytest.raises(tenure.ConfigurationError):
         tenure.connect("memory://", clock="monotonic")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:///{dir}/x.db?busy_timeout=0", "sqlite option busy_timeout must be > 0 seconds"),
+        ("sqlite:///{dir}/x.db?busy_timeout=inf", "busy_timeout must be a finite number"),
+        ("redis://127.0.0.1:1?socket_timeout=soon", "redis option socket_timeout must be a number"),
+        ("redis://127.0.0.1:1?max_connections=0", "redis option max_connections must be >= 1"),
+        ("redis://127.0.0.1:1?ssl=maybe", "redis option ssl must be true or false"),
+        ("redlock://a:1,b:2,c:3?clock_drift_rate=0.5", "clock_drift_rate must be < 0.5"),
+        ("mongodb://127.0.0.1:1/?timeout=-1", "mongodb option timeout must be > 0 seconds"),
+        ("mysql://u@127.0.0.1:1/db?timeout=3601", "mysql option timeout must be <= 3600"),
+        ("mysql://u@127.0.0.1:1/db?pool_size=1.5", "mysql option pool_size must be an integer"),
+        ("postgresql://u@127.0.0.1:1/db?timeout=nan", "postgresql option timeout must be a finite"),
+    ],
+)
+def test_numeric_options_are_checked_alike_by_every_backend(
+    url: str, message: str, tmp_path: pathlib.Path
+) -> None:
+    with pytest.raises(tenure.ConfigurationError, match=re.escape(message)):
+        tenure.connect(url.replace("{dir}", str(tmp_path)))
+
+
+@pytest.mark.parametrize("value", [True, None, [1], "1e400"])
+def test_a_number_option_refuses_what_is_not_a_finite_number(value: object) -> None:
+    with pytest.raises(tenure.ConfigurationError, match="busy_timeout"):
+        tenure.connect("sqlite:///" + str(pathlib.Path.cwd() / "x.db"), busy_timeout=value)

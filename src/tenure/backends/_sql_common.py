@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from tenure._errors import ConfigurationError
+from tenure._options import integer_option, number_option
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -77,7 +78,8 @@ class SqlOptions:
 
 
 def sql_options(
-    query: Mapping[str, Any], keywords: Mapping[str, Any], extra: Iterable[str] = ()
+    backend: str, query: Mapping[str, Any], keywords: Mapping[str, Any],
+    extra: Iterable[str] = (),
 ) -> tuple[SqlOptions, dict[str, Any]]:
     """Split tenure's options (``table``, ``timeout``, ``pool_size``) from the rest.
 
@@ -88,21 +90,11 @@ def sql_options(
     if unknown:
         raise ConfigurationError(f"unknown option(s): {sorted(unknown)}")
     table = validate_table_name(settings.pop("table", DEFAULT_TABLE))
-    try:
-        timeout = float(settings.pop("timeout", DEFAULT_TIMEOUT))
-    except (TypeError, ValueError):
-        raise ConfigurationError("timeout must be a number of seconds") from None
-    if not 0 < timeout <= 3600:
-        raise ConfigurationError(f"timeout must be > 0 and at most 3600 seconds, not {timeout}")
-    raw_size = settings.pop("pool_size", DEFAULT_POOL_SIZE)
-    try:
-        if isinstance(raw_size, bool | float):
-            raise ValueError
-        pool_size = int(raw_size)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"pool_size must be an integer, not {raw_size!r}") from None
-    if not 0 <= pool_size <= 1000:
-        raise ConfigurationError(f"pool_size must be between 0 and 1000, not {pool_size}")
+    timeout = number_option(backend, "timeout", settings.pop("timeout", DEFAULT_TIMEOUT),
+                             unit=" seconds", above=0, at_most=3600)
+    pool_size = integer_option(backend, "pool_size",
+                                settings.pop("pool_size", DEFAULT_POOL_SIZE),
+                                at_least=0, at_most=1000)
     return SqlOptions(table, timeout, pool_size), settings
 
 

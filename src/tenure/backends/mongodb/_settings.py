@@ -21,7 +21,6 @@ Every other option is PyMongo's (``replicaSet``, ``tls``, ``maxPoolSize``...), v
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import urllib.parse
 from typing import Any
@@ -32,6 +31,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from tenure._errors import ConfigurationError
+from tenure._options import number_option
 from tenure._urls import redact
 from tenure.backends._waiters import Waiters
 
@@ -162,15 +162,7 @@ def _validate_url(client_url: str, scheme: str, driver_options: dict[str, Any]) 
 
 
 def _seconds(value: object, what: str) -> float:
-    try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"mongodb {what} must be a number of seconds, not {value!r}"
-        ) from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigurationError(f"mongodb {what} must be > 0 seconds, not {value!r}")
-    return seconds
+    return number_option("mongodb", what, value, unit=" seconds", above=0)
 
 
 def _name(value: object, what: str) -> str:

@@ -69,7 +69,7 @@ class MySQLBackend(BlockingStoreBackend[MySQLStore]):
                 f"not {display!r}"
             )
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-        settings, extra = sql_options(query, options, (*URL_OPTIONS, *KEYWORD_OPTIONS))
+        settings, extra = sql_options("mysql", query, options, (*URL_OPTIONS, *KEYWORD_OPTIONS))
         keyword_in_url = set(query) & set(KEYWORD_OPTIONS)
         if keyword_in_url:
             raise ConfigurationError(f"{sorted(keyword_in_url)} can only be keyword options")

@@ -105,7 +105,7 @@ class AsyncPostgreSQLBackend(AsyncBackend):
             raise ConfigurationError(f"not a PostgreSQL URL: {redact(url)!r}")
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         ours = {key: value for key, value in query if key in OPTIONS}
-        settings, _ = sql_options(ours, options)
+        settings, _ = sql_options("postgresql", ours, options)
         libpq_query = urllib.parse.urlencode([(k, v) for k, v in query if k not in OPTIONS])
         conninfo = urllib.parse.urlunsplit(parts._replace(query=libpq_query))
         try:

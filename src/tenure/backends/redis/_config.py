@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._options import flag_option, integer_option, number_option
 from tenure._urls import redact
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSettings", "parse"]
@@ -36,63 +37,19 @@ NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 def _float(what: str, minimum: float = 0.0) -> Callable[[object], float]:
-    def parse(value: object) -> float:
-        if isinstance(value, bool):
-            raise ConfigurationError(f"redis option {what} must be a number, not {value!r}")
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ConfigurationError(
-                f"redis option {what} must be a number, not {value!r}"
-            ) from None
-        if not number >= minimum or number == float("inf"):
-            raise ConfigurationError(f"redis option {what} must be a finite number >= {minimum}")
-        return number
-
-    return parse
+    return lambda value: number_option("redis", what, value, at_least=minimum)
 
 
 def _positive(what: str) -> Callable[[object], float]:
-    check = _float(what)
-
-    def parse(value: object) -> float:
-        number = check(value)
-        if number <= 0:
-            raise ConfigurationError(f"redis option {what} must be > 0 seconds")
-        return number
-
-    return parse
+    return lambda value: number_option("redis", what, value, unit=" seconds", above=0)
 
 
 def _int(what: str, minimum: int = 0) -> Callable[[object], int]:
-    def parse(value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise ConfigurationError(f"redis option {what} must be an integer, not {value!r}")
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"redis option {what} must be an integer, not {value!r}"
-            ) from None
-        if number < minimum:
-            raise ConfigurationError(f"redis option {what} must be >= {minimum}")
-        return number
-
-    return parse
+    return lambda value: integer_option("redis", what, value, at_least=minimum)
 
 
 def _bool(what: str) -> Callable[[object], bool]:
-    def parse(value: object) -> bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ConfigurationError(f"redis option {what} must be true or false, not {value!r}")
-
-    return parse
+    return lambda value: flag_option("redis", what, value)
 
 
 def _text(what: str) -> Callable[[object], str]:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._options import number_option
 from tenure._urls import redact
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._config import parse as parse_redis
@@ -51,18 +52,6 @@ class RedlockSettings:
     drift_margin: float
     display: str
     """The URL (or the nodes' URLs) without passwords."""
-
-
-def _number(name: str, value: object, low: float, high: float) -> float:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"redlock option {name} must be a number, not {value!r}") from None
-    if not low <= number < high:
-        raise ConfigurationError(f"redlock option {name} must be in [{low}, {high})")
-    return number
 
 
 def _query(query: str, display: str) -> dict[str, Any]:
@@ -114,12 +103,11 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
     options = dict(options)
     nodes_option = options.pop("nodes", None)
     common.update(options)
-    drift_rate = _number(
-        "clock_drift_rate", common.pop("clock_drift_rate", DRIFT_RATE), 0.0, 0.5
-    )
-    drift_margin = _number(
-        "clock_drift_margin", common.pop("clock_drift_margin", DRIFT_MARGIN), 0.0, 60.0
-    )
+    drift_rate = number_option("redlock", "clock_drift_rate",
+                                common.pop("clock_drift_rate", DRIFT_RATE), at_least=0, below=0.5)
+    drift_margin = number_option("redlock", "clock_drift_margin",
+                                  common.pop("clock_drift_margin", DRIFT_MARGIN),
+                                  unit=" seconds", at_least=0, below=60)
     for name in IGNORED_REDIS_OPTIONS:
         if name in common:
             raise ConfigurationError(f"redlock does not use the redis option {name}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingStoreBackend
 from tenure._errors import ConfigurationError
+from tenure._options import number_option
 from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite._store import SQLiteStore
@@ -50,12 +51,9 @@ class AsyncSQLiteBackend(AsyncBlockingStoreBackend[SQLiteStore]):
         unknown = set(settings) - {"busy_timeout", "synchronous"}
         if unknown:
             raise ConfigurationError(f"unknown sqlite option(s): {sorted(unknown)}")
-        try:
-            busy_timeout = float(settings.get("busy_timeout", 10.0))
-        except (TypeError, ValueError):
-            raise ConfigurationError("sqlite busy_timeout must be a number of seconds") from None
-        if not busy_timeout > 0:
-            raise ConfigurationError("sqlite busy_timeout must be > 0")
+        busy_timeout = number_option("sqlite", "busy_timeout",
+                                      settings.get("busy_timeout", 10.0), unit=" seconds",
+                                      above=0)
         synchronous = str(settings.get("synchronous", "normal")).lower()
         if synchronous not in SYNCHRONOUS:
             raise ConfigurationError(f"sqlite synchronous must be one of {SYNCHRONOUS}")

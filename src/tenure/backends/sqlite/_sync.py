@@ -10,6 +10,7 @@ import urllib.parse
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingStoreBackend
+from tenure._options import number_option
 from tenure._errors import ConfigurationError
 from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
@@ -52,12 +53,9 @@ class SQLiteBackend(BlockingStoreBackend[SQLiteStore]):
         unknown = set(settings) - {"busy_timeout", "synchronous"}
         if unknown:
             raise ConfigurationError(f"unknown sqlite option(s): {sorted(unknown)}")
-        try:
-            busy_timeout = float(settings.get("busy_timeout", 10.0))
-        except (TypeError, ValueError):
-            raise ConfigurationError("sqlite busy_timeout must be a number of seconds") from None
-        if not busy_timeout > 0:
-            raise ConfigurationError("sqlite busy_timeout must be > 0")
+        busy_timeout = number_option("sqlite", "busy_timeout",
+                                      settings.get("busy_timeout", 10.0), unit=" seconds",
+                                      above=0)
         synchronous = str(settings.get("synchronous", "normal")).lower()
         if synchronous not in SYNCHRONOUS:
             raise ConfigurationError(f"sqlite synchronous must be one of {SYNCHRONOUS}")

@@ -1,0 +1,81 @@
+"""Numeric and yes/no backend options, parsed one way by every backend.
+
+An option arrives as a Python value (a ``connect()`` keyword) or as text (a URL's query
+string), so both are accepted; anything else, ``bool`` for a number included (``True`` is
+an ``int`` to Python, never a timeout to a user), is a ConfigurationError naming the backend,
+the option and the value. Numbers must be finite: an infinite timeout is spelled by the
+API's ``timeout=None``, never by an option.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from tenure._errors import ConfigurationError
+
+__all__ = ["flag_option", "integer_option", "number_option"]
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _refuse(owner: str, name: str, rule: str, value: object) -> ConfigurationError:
+    return ConfigurationError(f"{owner} option {name} must be {rule}, not {value!r}")
+
+
+def _bounded(owner: str, name: str, found: float, value: object, unit: str, *,
+             above: float | None, at_least: float | None, below: float | None,
+             at_most: float | None) -> None:
+    for bound, relation, holds in (
+        (above, ">", operator.gt),
+        (at_least, ">=", operator.ge),
+        (below, "<", operator.lt),
+        (at_most, "<=", operator.le),
+    ):
+        if bound is not None and not holds(found, bound):
+            raise _refuse(owner, name, f"{relation} {bound:g}{unit}", value)
+
+
+def number_option(owner: str, name: str, value: object, *, unit: str = "",
+           above: float | None = None, at_least: float | None = None,
+           below: float | None = None, at_most: float | None = None) -> float:
+    """A finite number within the given bounds. ``unit`` (" seconds") is for the message."""
+    kind = f"a number{' of' + unit if unit else ''}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _refuse(owner, name, kind, value)
+    try:
+        found = float(value)
+    except ValueError:
+        raise _refuse(owner, name, kind, value) from None
+    if not math.isfinite(found):
+        raise _refuse(owner, name, f"a finite number{' of' + unit if unit else ''}", value)
+    _bounded(owner, name, found, value, unit, above=above, at_least=at_least, below=below,
+             at_most=at_most)
+    return found
+
+
+def integer_option(owner: str, name: str, value: object, *, at_least: int | None = None,
+            at_most: int | None = None) -> int:
+    """A whole number (an int, or its decimal text) within the given bounds."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _refuse(owner, name, "an integer", value)
+    try:
+        found = int(value)
+    except ValueError:
+        raise _refuse(owner, name, "an integer", value) from None
+    _bounded(owner, name, found, value, "", above=None, at_least=at_least, below=None,
+             at_most=at_most)
+    return found
+
+
+def flag_option(owner: str, name: str, value: object) -> bool:
+    """A bool, or its text: 1/0, true/false, yes/no, on/off (any case)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _refuse(owner, name, "true or false", value)
