@@ -10,8 +10,8 @@ import urllib.parse
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingStoreBackend
-from tenure._options import number_option
 from tenure._errors import ConfigurationError
+from tenure._options import number_option
 from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite._store import SQLiteStore
