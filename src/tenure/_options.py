@@ -38,8 +38,8 @@ def _bounded(owner: str, name: str, found: float, value: object, unit: str, *,
 
 
 def number_option(owner: str, name: str, value: object, *, unit: str = "",
-           above: float | None = None, at_least: float | None = None,
-           below: float | None = None, at_most: float | None = None) -> float:
+                  above: float | None = None, at_least: float | None = None,
+                  below: float | None = None, at_most: float | None = None) -> float:
     """A finite number within the given bounds. ``unit`` (" seconds") is for the message."""
     kind = f"a number{' of' + unit if unit else ''}"
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -56,7 +56,7 @@ def number_option(owner: str, name: str, value: object, *, unit: str = "",
 
 
 def integer_option(owner: str, name: str, value: object, *, at_least: int | None = None,
-            at_most: int | None = None) -> int:
+                   at_most: int | None = None) -> int:
     """A whole number (an int, or its decimal text) within the given bounds."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise _refuse(owner, name, "an integer", value)

@@ -91,10 +91,10 @@ def sql_options(
         raise ConfigurationError(f"unknown option(s): {sorted(unknown)}")
     table = validate_table_name(settings.pop("table", DEFAULT_TABLE))
     timeout = number_option(backend, "timeout", settings.pop("timeout", DEFAULT_TIMEOUT),
-                             unit=" seconds", above=0, at_most=3600)
+                            unit=" seconds", above=0, at_most=3600)
     pool_size = integer_option(backend, "pool_size",
-                                settings.pop("pool_size", DEFAULT_POOL_SIZE),
-                                at_least=0, at_most=1000)
+                               settings.pop("pool_size", DEFAULT_POOL_SIZE),
+                               at_least=0, at_most=1000)
     return SqlOptions(table, timeout, pool_size), settings
 
 

@@ -104,10 +104,10 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
     nodes_option = options.pop("nodes", None)
     common.update(options)
     drift_rate = number_option("redlock", "clock_drift_rate",
-                                common.pop("clock_drift_rate", DRIFT_RATE), at_least=0, below=0.5)
+                               common.pop("clock_drift_rate", DRIFT_RATE), at_least=0, below=0.5)
     drift_margin = number_option("redlock", "clock_drift_margin",
-                                  common.pop("clock_drift_margin", DRIFT_MARGIN),
-                                  unit=" seconds", at_least=0, below=60)
+                                 common.pop("clock_drift_margin", DRIFT_MARGIN),
+                                 unit=" seconds", at_least=0, below=60)
     for name in IGNORED_REDIS_OPTIONS:
         if name in common:
             raise ConfigurationError(f"redlock does not use the redis option {name}")

@@ -54,8 +54,8 @@ class SQLiteBackend(BlockingStoreBackend[SQLiteStore]):
         if unknown:
             raise ConfigurationError(f"unknown sqlite option(s): {sorted(unknown)}")
         busy_timeout = number_option("sqlite", "busy_timeout",
-                                      settings.get("busy_timeout", 10.0), unit=" seconds",
-                                      above=0)
+                                     settings.get("busy_timeout", 10.0), unit=" seconds",
+                                     above=0)
         synchronous = str(settings.get("synchronous", "normal")).lower()
         if synchronous not in SYNCHRONOUS:
             raise ConfigurationError(f"sqlite synchronous must be one of {SYNCHRONOUS}")
