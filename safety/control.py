@@ -27,7 +27,7 @@ from safety.history import History, Recorder
 if TYPE_CHECKING:
     from safety.clock import WallClock
 
-__all__ = ["ROOT", "ClockJump", "Run", "ServerControl", "Target", "WorkerFailed",
+__all__ = ["ROOT", "ClockJump", "ClockSetup", "Run", "ServerControl", "Target", "WorkerFailed",
            "WorkerProcess"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -67,22 +67,31 @@ class Target:
     """Environment every worker process of a run on this target starts with."""
 
 
-@dataclasses.dataclass
-class ClockJump:
-    """A wall clock scenario 10 moves, and whether a forward jump of it can end a lease early
-    (then the overlap is a limit the record shows; else it is a violation). Every jump is
-    checked to have taken, so a clock that never moved cannot pass for one that moved
-    without harm."""
+@dataclasses.dataclass(frozen=True)
+class ClockSetup:
+    """Whose wall clock scenario 10 jumps, and whether a forward jump of it can end a lease
+    early (then the overlap is a limit the record shows; else it is a violation)."""
 
-    clock: WallClock
     moves: str
     """Whose clock it is, for the report: "server clock", "the clients", ..."""
     ends_leases: bool
+    """Whether expiry is judged by that clock."""
     moves_workers: bool = False
     """The worker processes run on it (the clients' clocks; SQLite's host clock): checked by
-    the victim's own reading."""
+    the victim's own reading. Otherwise the servers run on it."""
+    nodes: int = 0
+    """Redlock: how many of its nodes run on the moved clock."""
+
+
+@dataclasses.dataclass
+class ClockJump:
+    """A clock of a ``ClockSetup``, ready to move. Every jump is checked to have taken, so a
+    clock that never moved cannot pass for one that moved without harm."""
+
+    clock: WallClock
+    setup: ClockSetup
     read: Callable[[], list[float]] | None = None
-    """The moved servers' clocks, read directly, Unix seconds."""
+    """The moved servers' clocks, read directly, Unix seconds (None: the workers' clock)."""
 
 
 class WorkerProcess:

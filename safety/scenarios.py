@@ -757,21 +757,22 @@ CLOCK_SLACK = 0.25
 
 
 def clock_jumped(run: Run, profile: Profile) -> list[Result]:
-    setup = run.target.clock
-    if setup is None:
+    jumping = run.target.clock
+    if jumping is None:
         raise RuntimeError("scenario 10 needs a target whose wall clock the harness moves "
                            "(Servers.clocked)")
+    setup = jumping.setup
     ttl = profile.clock_ttl
     jump = CLOCK_JUMP * ttl
     astray: list[float] = []  # how far a moved clock read from where it should be
 
     def jump_clock(victim: WorkerProcess) -> None:
-        setup.clock.jump(jump)
+        jumping.clock.jump(jump)
         run.recorder.event("clock-jump", seconds=jump, moves=setup.moves)
-        if setup.read is not None:
-            before = time.time() + setup.clock.offset
-            readings = setup.read()
-            after = time.time() + setup.clock.offset
+        if jumping.read is not None:
+            before = time.time() + jumping.clock.offset
+            readings = jumping.read()
+            after = time.time() + jumping.clock.offset
             astray.extend(max(before - r, r - after, 0.0) for r in readings)
         # Long enough for the victim's renewals (every ttl/3) to meet the moved clock, and
         # for a contender told "busy for up to ttl" to try again.
@@ -785,7 +786,7 @@ def clock_jumped(run: Run, profile: Profile) -> list[Result]:
         # clock started true and moved by ``jump`` each trial.
         astray.extend(abs(done["wall"] - (done["received"] + jump * trial))
                       for trial, done in enumerate(found.reports, start=1))
-    if setup.read is None and not setup.moves_workers:
+    if jumping.read is None and not setup.moves_workers:
         violations.append("nothing reads the moved clock: a jump that did not take would "
                           "pass unseen")
     unmoved = [error for error in astray if error > CLOCK_SLACK]

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from safety.clock import WallClock
-from safety.control import ROOT, ClockJump, Target
+from safety.control import ROOT, ClockJump, ClockSetup, Target
 
 __all__ = [
     "CLOCK_VARIANTS",
@@ -95,19 +95,17 @@ class Servers:
         setup = CLOCK_VARIANTS[backend][variant]
         clock = WallClock()
         try:
-            if setup.moves == CLIENTS or backend == "sqlite":
+            if setup.moves_workers:
                 # The workers' clock: the clients', or SQLite's, which each process reads.
                 target = (shared or self.target(backend)) if backend != "sqlite" else Target(
                     backend, f"sqlite:///{_fresh(self._directory(backend), 'clock-')}/locks.db")
-                yield dataclasses.replace(
-                    target, variant=variant, worker_env=clock.env(),
-                    clock=ClockJump(clock, setup.moves, setup.ends_leases, moves_workers=True))
+                yield dataclasses.replace(target, variant=variant, worker_env=clock.env(),
+                                          clock=ClockJump(clock, setup))
                 return
             with self._start(backend, False, env=clock.env(), moved=setup.nodes) as target:
                 yield dataclasses.replace(
                     target, variant=variant,
-                    clock=ClockJump(clock, setup.moves, setup.ends_leases,
-                                    read=lambda: server_clocks(target, setup.nodes)))
+                    clock=ClockJump(clock, setup, lambda: server_clocks(target, setup.nodes)))
         finally:
             clock.close()
 
@@ -165,7 +163,7 @@ def mongoeco(workdir: pathlib.Path, *, durable: bool,
     from tests.servers.mongodb import MongoecoServer
 
     engine = "sqlite" if durable else "memory"
-    server = MongoecoServer(workdir / engine.replace("sqlite", "durable"), engine=engine,
+    server = MongoecoServer(workdir / ("durable" if durable else "memory"), engine=engine,
                             env=env)
     server.start()
     try:
@@ -280,25 +278,16 @@ def redlock_nodes(workdir: pathlib.Path, variant: str = "", env: dict[str, str] 
 
 # ---- clocks (scenario 10) ---------------------------------------------------------------------
 
-CLIENTS = "the clients (every worker process)"
-
-
-@dataclasses.dataclass(frozen=True)
-class ClockSetup:
-    moves: str
-    """Whose wall clock jumps."""
-    ends_leases: bool
-    """Whether a forward jump of that clock can end a lease early (expiry is judged by it)."""
-    nodes: int = 0
-    """Redlock: how many of its nodes run on the moved clock."""
+CLIENTS = ClockSetup("the clients (every worker process)", False, moves_workers=True)
 
 
 def _server_clock(whose: str) -> dict[str, ClockSetup]:
-    return {whose: ClockSetup(whose, True), "clients' clocks": ClockSetup(CLIENTS, False)}
+    return {whose: ClockSetup(whose, True), "clients' clocks": CLIENTS}
 
 
 CLOCK_VARIANTS: dict[str, dict[str, ClockSetup]] = {
-    "sqlite": {"host clock": ClockSetup("the host (SQLite's clock is every process's)", True)},
+    "sqlite": {"host clock": ClockSetup("the host (SQLite's clock is every process's)", True,
+                                        moves_workers=True)},
     "redis": _server_clock("server clock"),
     "redis_cluster": _server_clock("every node's clock"),
     "redlock": {
@@ -306,7 +295,7 @@ CLOCK_VARIANTS: dict[str, dict[str, ClockSetup]] = {
             f"1 of {REDLOCK_NODES} nodes", False, nodes=1),
         f"2 of {REDLOCK_NODES} nodes' clocks": ClockSetup(
             f"2 of {REDLOCK_NODES} nodes", True, nodes=2),
-        "clients' clocks": ClockSetup(CLIENTS, False),
+        "clients' clocks": CLIENTS,
     },
     "mongodb": _server_clock("server clock"),
     "mysql": _server_clock("server clock"),
