@@ -36,6 +36,29 @@ BACKENDS: dict[str, str] = {
 }
 
 
+# marker / id -> a URL scheme it serves, to ask its backend class what it offers
+SCHEMES: dict[str, str] = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "mongodb": "mongodb",
+    "mysql": "mysql",
+    "postgresql": "postgresql",
+    "redis": "redis",
+    "redis_cluster": "redis+cluster",
+    "redlock": "redlock",
+}
+
+
+def offers(backend: str, primitive: str) -> bool:
+    """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE)."""
+    from tenure._async.capabilities import AsyncSemaphoreSupport
+    from tenure._urls import load_backend_module
+
+    interface = {"semaphore": AsyncSemaphoreSupport}[primitive]
+    backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
+    return issubclass(backend_class, interface)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backends",
@@ -57,11 +80,13 @@ def selected_backends(config: pytest.Config) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_url" in metafunc.fixturenames:
-        wanted = getattr(metafunc.function, "backends", None)
+        # A module about one primitive (PRIMITIVE = "semaphore") runs on every backend that
+        # implements it; test_capabilities checks that the others refuse it with a reason.
+        primitive = getattr(metafunc.module, "PRIMITIVE", None)
         params = [
             pytest.param(name, id=name, marks=getattr(pytest.mark, name))
             for name in selected_backends(metafunc.config)
-            if wanted is None or name in wanted
+            if primitive is None or offers(name, primitive)
         ]
         metafunc.parametrize("backend_url", params, indirect=True)
 

@@ -11,6 +11,7 @@
 
 from tenure._async.client import AsyncLocks, connect_async
 from tenure._async.lock import AsyncLock
+from tenure._async.semaphore import AsyncSemaphore
 from tenure._errors import (
     BackendError,
     ConfigurationError,
@@ -25,13 +26,15 @@ from tenure._errors import (
 from tenure._fencing import FenceGuard, StaleFence
 from tenure._sync.client import Locks, connect
 from tenure._sync.lock import Lock
-from tenure._types import Capabilities, Holder, LockInfo
+from tenure._sync.semaphore import Semaphore
+from tenure._types import Capabilities, Holder, LeaseInfo, LockInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncLock",
     "AsyncLocks",
+    "AsyncSemaphore",
     "BackendError",
     "Capabilities",
     "ConfigurationError",
@@ -39,6 +42,7 @@ __all__ = [
     "Holder",
     "InvalidArgument",
     "InvalidArgumentType",
+    "LeaseInfo",
     "Lock",
     "LockError",
     "LockInfo",
@@ -46,6 +50,7 @@ __all__ = [
     "LockTimeout",
     "Locks",
     "NotOwned",
+    "Semaphore",
     "StaleFence",
     "TenureError",
     "__version__",

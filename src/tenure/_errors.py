@@ -27,6 +27,7 @@ __all__ = [
     "LockTimeout",
     "NotOwned",
     "TenureError",
+    "limit_mismatch",
 ]
 
 
@@ -79,3 +80,12 @@ class InvalidArgument(TenureError, ValueError):
 
 class InvalidArgumentType(TenureError, TypeError):
     """An argument has the wrong type (a name that is not a str, ...)."""
+
+
+def limit_mismatch(name: str, stored: int, requested: int) -> ConfigurationError:
+    """The error a semaphore acquire raises when live permits were taken with another limit."""
+    return ConfigurationError(
+        f"semaphore {name!r} has live permits taken with limit={stored}; this handle asks for "
+        f"limit={requested} (every holder of a name must use one limit; a new limit applies "
+        "once no permit is live)"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-__all__ = ["Busy", "Capabilities", "Grant", "Holder", "LockInfo", "Renewal"]
+__all__ = ["Busy", "Capabilities", "Grant", "Holder", "LeaseInfo", "LockInfo", "Renewal"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -19,8 +19,25 @@ class Holder:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """One live lease on a name: a semaphore's permit (a lock's holder is one too)."""
+
+    holder: Holder
+    acquired_at: datetime.datetime | None
+    """When this lease was granted, by the server's clock (UTC)."""
+    ttl_left: float
+    """Seconds until this lease runs out, by the server's clock."""
+    fence: int | None = None
+    """The fence this lease was granted with, where the backend keeps it per lease."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LockInfo:
-    """What a backend knows about one lock name, read in one atomic step."""
+    """What a backend knows about one name of one primitive, read in one atomic step.
+
+    A lock has at most one live lease (``holder``, ``acquired_at``, ``ttl_left`` describe
+    it); a semaphore has up to ``limit`` (``leases``, each with its own holder and expiry).
+    """
 
     name: str
     fence: int
@@ -31,10 +48,24 @@ class LockInfo:
     """When the current holder acquired it, by the server's clock (UTC)."""
     ttl_left: float | None
     """Seconds until the current lease runs out, by the server's clock."""
+    kind: str = "lock"
+    """Which primitive this name belongs to: "lock" or "semaphore"."""
+    limit: int | None = None
+    """A semaphore's limit, as stored with its live permits (None for a lock)."""
+    leases: tuple[LeaseInfo, ...] = ()
+    """A semaphore's live permits, oldest first (empty for a lock: see ``holder``)."""
 
     @property
     def held(self) -> bool:
-        return self.holder is not None
+        """Somebody holds a live lease on this name (a lock's holder, any permit)."""
+        return self.holder is not None or bool(self.leases)
+
+    @property
+    def holders(self) -> tuple[LeaseInfo, ...]:
+        """Every live lease, whatever the primitive."""
+        if self.leases or self.holder is None:
+            return self.leases
+        return (LeaseInfo(self.holder, self.acquired_at, self.ttl_left or 0.0, self.fence),)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,6 +95,8 @@ class Renewal:
     name: str
     token: str
     ttl: float
+    kind: str = "lock"
+    """Which primitive's lease: "lock" or "semaphore" (their records are kept apart)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -9,10 +9,12 @@ from typing import Any
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
 __all__ = [
+    "MAX_LIMIT",
     "MAX_NAME_BYTES",
     "MAX_TTL",
     "MIN_TTL",
     "validate_callback",
+    "validate_limit",
     "validate_max_renewals",
     "validate_name",
     "validate_timeout",
@@ -98,3 +100,16 @@ def validate_callback(callback: object, what: str) -> Callable[..., Any] | None:
     if callback is not None and not callable(callback):
         raise InvalidArgumentType(f"{what} must be callable or None, not {type(callback).__name__}")
     return callback
+
+
+MAX_LIMIT = 2**31 - 1
+"""A semaphore's largest limit: what every backend's integer column holds."""
+
+
+def validate_limit(limit: object) -> int:
+    """A semaphore's limit: an int from 1 to ``MAX_LIMIT``."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArgumentType(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    return limit

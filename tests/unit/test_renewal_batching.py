@@ -75,9 +75,8 @@ def test_a_lease_that_is_not_renewed_is_not_lost_early_by_a_batch() -> None:
 
 def _hold(backend: object, next_due: float, *, renew: bool = True,
           max_renewals: int | None = None, renewals: int = 0, ttl: float = 1.2) -> Any:
-    lock = SimpleNamespace(renew=renew, max_renewals=max_renewals,
-                           _client=SimpleNamespace(backend=backend))
-    return SimpleNamespace(lock=lock, next_due=next_due, ttl=ttl, renewals=renewals)
+    lease = SimpleNamespace(renew=renew, max_renewals=max_renewals, backend=backend)
+    return SimpleNamespace(lease=lease, next_due=next_due, ttl=ttl, renewals=renewals)
 
 
 def test_batch_pulls_only_uncapped_renewals_of_a_backend_something_is_due_on() -> None:

@@ -13,7 +13,7 @@ returns within the backend's own operation timeout: a dead server is an error, n
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tenure._concurrency import async_io as io
@@ -26,6 +26,10 @@ class AsyncBackend(abc.ABC):
     schemes: ClassVar[tuple[str, ...]]
     """The URL schemes this backend serves."""
     capabilities: ClassVar[Capabilities]
+    refusals: ClassVar[Mapping[str, str]] = {}
+    """Primitives this backend refuses, each with the reason (``{"semaphore": "..."}``). A
+    primitive the backend neither implements (``tenure._async.capabilities``) nor refuses
+    here is simply not built yet; either way the client raises ConfigurationError."""
     max_backoff: ClassVar[float] = 0.05
     """Longest pause between two acquire attempts when no notification arrives (seconds)."""
     notifies: ClassVar[bool] = False

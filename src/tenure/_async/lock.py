@@ -1,75 +1,65 @@
-"""The lock handle: acquire, release, extend, fencing, re-entrancy and loss, once for every
-backend. Written for asyncio; ``scripts/unasync.py`` generates the threads flavour.
-
-What happens on failure, up front:
-- A lease is a promise with an expiry. If the holder stalls longer than the lease (a GC pause,
-  SIGSTOP, a swapped-out VM), another owner may get the lock while the first still runs. The
-  holder learns this (``lost`` is set, ``on_lost`` runs, ``check()`` and ``release()`` raise
-  ``LockLost``) but cannot be stopped mid-instruction; only a fence check by the protected
-  resource rejects its late writes. See ``tenure.FenceGuard``.
-- A failed or cancelled acquire undoes itself: it releases whatever the server may have
-  granted under its token, and starts no renewal. If the server is unreachable for that undo,
-  the lease's TTL removes it.
+"""The mutex: a name with at most one live lease. Its atomic steps are the backend's core
+ones (``AsyncBackend.acquire`` / ``release`` / ``extend_many`` / ``owned``); everything else
+is the shared lease logic of ``lease.py``. Written for asyncio; ``scripts/unasync.py``
+generates the threads flavour.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import os
-import secrets
-import socket
-from collections.abc import Callable
-from types import TracebackType
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tenure import _forks
-from tenure._async.renewer import AsyncRenewer, renewer_for
-from tenure._backoff import Backoff
-from tenure._concurrency import async_io as io
-from tenure._errors import InvalidArgument, InvalidArgumentType, LockLost, LockTimeout, NotOwned
-from tenure._types import Busy, Grant, Holder
-from tenure._validation import validate_timeout, validate_ttl
+from tenure._async.lease import DEFAULT, AsyncLease, AsyncLeaseKind, Hold
+from tenure._types import Busy, Grant, Holder, Renewal
 
 if TYPE_CHECKING:
+    from tenure._async.backend import AsyncBackend
     from tenure._async.client import AsyncLocks
 
-__all__ = ["DEFAULT", "AsyncLock", "Hold"]
-
-HOST = socket.gethostname()
+__all__ = ["DEFAULT", "AsyncLock", "AsyncMutexKind", "Hold"]
 
 
-class _Default(enum.Enum):
-    TIMEOUT = "the lock's own timeout"
+class AsyncMutexKind(AsyncLeaseKind):
+    """A lock's leases: the backend's core steps, capacity one."""
+
+    kind = "lock"
+
+    def __init__(self, backend: AsyncBackend) -> None:
+        self._backend = backend
+
+    @property
+    def backend(self) -> AsyncBackend:
+        return self._backend
+
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
+    ) -> Grant | Busy:
+        return await self._backend.acquire(name, token, ttl, holder, waited)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await self._backend.release(name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        return await self._backend.extend(name, token, ttl)
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._backend.extend_many(renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await self._backend.owned(name, token)
+
+    async def locked(self, name: str) -> bool:
+        info = await self._backend.inspect(name)
+        return info is not None and info.held
+
+    async def wait(self, name: str, timeout: float, busy: Busy) -> None:
+        await self._backend.wait_for_release(name, timeout, busy)
 
 
-DEFAULT = _Default.TIMEOUT
-"""acquire()'s timeout when not given: the ``timeout`` the lock was created with."""
-
-
-@dataclasses.dataclass(eq=False)
-class Hold:
-    """One owner's live acquisition: the server-side token and what we know of its lease."""
-
-    lock: AsyncLock
-    token: str
-    fence: int
-    ttl: float
-    lease_deadline: float
-    """Client clock time by which the server's lease has surely run out, unless renewed. It is
-    measured from *before* the request that set it, so it errs on the early side."""
-    count: int = 1
-    renewals: int = 0
-    next_due: float = 0.0
-    lost: bool = False
-    reason: str = ""
-    error: BaseException | None = None
-    renewer: AsyncRenewer | None = None
-    """The scheduler watching this hold, if any."""
-
-
-class AsyncLock:
+class AsyncLock(AsyncLease):
     """A handle on one named lock. Creating it sends nothing; see ``AsyncLocks.lock``."""
+
+    noun = "lock"
 
     def __init__(
         self,
@@ -84,248 +74,15 @@ class AsyncLock:
         on_lost: Callable[[AsyncLock], Any] | None,
         reentrant: bool,
     ) -> None:
-        self._client = client
-        self.name = name
-        self.ttl = ttl
-        self.timeout = timeout
-        self.blocking = blocking
-        self.renew = renew
-        self.max_renewals = max_renewals
-        self.on_lost = on_lost
-        self.reentrant = reentrant
-        self.lost = io.Event()
-        """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
-        self._holds: dict[object, Hold] = {}
-        self._mutex = io.Mutex()
-
-    def __repr__(self) -> str:
-        hold = self._holds.get(self._owner())
-        state = f"held fence={hold.fence}" if hold and not hold.lost else "not held"
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} {state}>"
-
-    # ---- acquiring ---------------------------------------------------------------------
-
-    async def acquire(
-        self, blocking: bool = True, timeout: float | _Default | None = DEFAULT
-    ) -> bool:
-        """Take the lock; True if taken.
-
-        ``blocking=False`` tries once. Otherwise waits up to ``timeout`` seconds (None: forever;
-        not given: the lock's own ``timeout``), woken by releases where the backend announces
-        them, else retrying with jittered back-off bounded by the holder's remaining lease.
-
-        Raises BackendError if the server fails; the attempt is then undone.
-        """
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentType(f"blocking must be a bool, not {type(blocking).__name__}")
-        if timeout is DEFAULT:
-            wait = self.timeout
-        else:
-            if not blocking and timeout is not None:
-                raise InvalidArgument("a non-blocking acquire takes no timeout")
-            wait = validate_timeout(timeout)
-
-        owner = self._owner()
-        held = self._holds.get(owner)
-        if held is not None and self.reentrant:
-            if held.lost:
-                raise LockLost(self.name, f"re-entry refused: {held.reason}") from held.error
-            held.count += 1
-            return True
-
-        backend = self._client.backend
-        clock = self._client.clock
-        token = secrets.token_hex(16)
-        holder = Holder(HOST, os.getpid(), io.current_owner_name())
-        deadline = None if wait is None else clock() + wait
-        backoff = Backoff(
-            maximum=backend.max_backoff,
-            initial=backend.max_backoff if backend.notifies else 0.001,
+        super().__init__(
+            client,
+            AsyncMutexKind(client.backend),
+            name,
+            ttl,
+            timeout=timeout,
+            blocking=blocking,
+            renew=renew,
+            max_renewals=max_renewals,
+            on_lost=on_lost,
+            reentrant=reentrant,
         )
-        waited: Busy | None = None
-        while True:
-            started = clock()
-            try:
-                outcome = await io.complete(
-                    backend.acquire(self.name, token, self.ttl, holder, waited)
-                )
-            except BaseException:
-                # The grant may have landed before the failure reached us: undo it.
-                await io.run_cleanup(self._undo, token, started + self.ttl)
-                raise
-            if isinstance(outcome, Grant):
-                self._begin(owner, token, outcome.fence, started)
-                return True
-            if not blocking:
-                return False
-            now = clock()
-            if deadline is not None and now >= deadline:
-                return False
-            pause = backoff.next_pause(outcome.ttl_left)
-            if deadline is not None:
-                pause = min(pause, deadline - now)
-            await backend.wait_for_release(self.name, pause, outcome)
-            waited = outcome
-
-    def _begin(self, owner: object, token: str, fence: int, started: float) -> None:
-        hold = Hold(self, token, fence, self.ttl, lease_deadline=started + self.ttl)
-        with self._mutex:
-            replaced = self._holds.get(owner)
-            self._holds[owner] = hold
-        if replaced is not None:
-            # Only possible when the old lease had expired (the server granted a new one).
-            self._mark_lost(replaced, "replaced by a new acquisition after it expired")
-        self.lost.clear()
-        if self.renew or self.on_lost is not None:
-            hold.renewer = renewer_for(self._client.clock)
-            hold.renewer.watch(hold)
-        _forks.track(self)
-
-    # ---- releasing, extending ----------------------------------------------------------
-
-    async def release(self) -> None:
-        """Give the lock up.
-
-        Raises NotOwned if this handle (this thread / task, when re-entrant) holds nothing,
-        LockLost if the lease was gone before the release reached the server, BackendError
-        if the server failed (the lease then runs out on its own).
-        """
-        owner = self._owner()
-        hold = self._hold_for(owner, "release")
-        if hold.count > 1:
-            hold.count -= 1
-            return
-        with self._mutex:
-            self._holds.pop(owner, None)
-        if hold.renewer is not None:
-            hold.renewer.unwatch(hold)
-        if hold.lost:
-            # Known lost: the answer is LockLost whatever the server says. The release is
-            # still sent, in case a renewal error hid a lease the server kept.
-            await io.run_cleanup(self._client.backend.release, self.name, hold.token)
-            raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
-        released = await self._client.backend.release(self.name, hold.token)
-        if not released:
-            self._mark_lost(hold, "the lease had expired or been taken before release")
-            raise LockLost(self.name, hold.reason)
-
-    async def extend(self, ttl: float | None = None) -> None:
-        """Restart the lease: ``ttl`` seconds (default: the lock's ttl) from now, by the
-        server's clock. Later renewals keep the new ttl.
-
-        Raises NotOwned if not held, LockLost if the lease is already gone.
-        """
-        hold = self._hold_for(self._owner(), "extend")
-        new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
-        if hold.lost:
-            raise LockLost(self.name, hold.reason) from hold.error
-        started = self._client.clock()
-        if await self._client.backend.extend(self.name, hold.token, new_ttl):
-            hold.ttl = new_ttl
-            hold.lease_deadline = started + new_ttl
-            if hold.renewer is not None:
-                hold.renewer.reschedule(hold, started)
-            return
-        self._mark_lost(hold, "the lease had expired or been taken before extend")
-        raise LockLost(self.name, hold.reason)
-
-    # ---- asking ------------------------------------------------------------------------
-
-    @property
-    def fence(self) -> int | None:
-        """This acquisition's fencing token (None when not held by this handle / owner)."""
-        hold = self._holds.get(self._owner())
-        return None if hold is None else hold.fence
-
-    async def owned(self) -> bool:
-        """Whether this handle (this owner, when re-entrant) holds a live lease: asks the
-        server. A False answer for a lock we believed held marks it lost."""
-        hold = self._holds.get(self._owner())
-        if hold is None or hold.lost:
-            return False
-        if await self._client.backend.owned(self.name, hold.token):
-            return True
-        self._mark_lost(hold, "the server no longer has this lease")
-        return False
-
-    async def locked(self) -> bool:
-        """Whether anybody holds a live lease on this name: asks the server."""
-        info = await self._client.backend.inspect(self.name)
-        return info is not None and info.held
-
-    def check(self) -> None:
-        """Raise LockLost if the lease is gone (local knowledge only, sends nothing).
-
-        Call it before each irreversible step of a long critical section. The lease counts
-        as gone once it was reported lost, or once its last known expiry (measured from
-        before the request that set it) has passed without a renewal.
-        """
-        hold = self._hold_for(self._owner(), "check")
-        if not hold.lost and self._client.clock() >= hold.lease_deadline:
-            self._mark_lost(hold, f"the lease ran out ({hold.ttl} s without renewal)")
-        if hold.lost:
-            raise LockLost(self.name, hold.reason) from hold.error
-
-    # ---- context manager ---------------------------------------------------------------
-
-    async def __aenter__(self) -> AsyncLock:
-        if not await self.acquire(self.blocking):
-            raise LockTimeout(self.name, self.timeout if self.blocking else 0.0)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.release()
-
-    # ---- internals ---------------------------------------------------------------------
-
-    async def _undo(self, token: str, lease_end: float) -> None:
-        """Release whatever a failed acquire may have been granted under ``token``, retrying
-        while the server can't be reached and such a lease could still be alive."""
-        clock = self._client.clock
-        pause = 0.05
-        while True:
-            try:
-                await self._client.backend.release(self.name, token)
-                return
-            except Exception:
-                if clock() + pause >= lease_end:
-                    raise
-            await io.sleep(pause)
-            pause = min(pause * 2, 1.0)
-
-    def _owner(self) -> object:
-        # A non-reentrant lock behaves like threading.Lock: the handle is the owner, so any
-        # thread may release it. A re-entrant one counts per thread / asyncio task.
-        return io.current_owner() if self.reentrant else self
-
-    def _hold_for(self, owner: object, action: str) -> Hold:
-        hold = self._holds.get(owner)
-        if hold is None:
-            who = "this thread / task" if self.reentrant else "this handle"
-            raise NotOwned(self.name, f"cannot {action}: {who} does not hold the lock")
-        return hold
-
-    def _mark_lost(
-        self, hold: Hold, reason: str, error: BaseException | None = None
-    ) -> None:
-        """Record the loss once: set ``lost``, stop renewing, call ``on_lost`` exactly once."""
-        with self._mutex:
-            if hold.lost:
-                return
-            hold.lost = True
-            hold.reason = reason
-            hold.error = error
-        if hold.renewer is not None:
-            hold.renewer.unwatch(hold)
-        self.lost.set()
-        if self.on_lost is not None:
-            io.invoke_callback(self.on_lost, self)
-
-    def _forget_after_fork(self) -> None:
-        self._holds = {}
-        self._mutex = io.Mutex()

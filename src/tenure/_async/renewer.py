@@ -24,11 +24,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from tenure._concurrency import async_io as io
-from tenure._types import Renewal
 
 if TYPE_CHECKING:
-    from tenure._async.backend import AsyncBackend
-    from tenure._async.lock import Hold
+    from tenure._async.lease import AsyncLeaseKind, Hold
 
 __all__ = ["AsyncRenewer", "renewer_for"]
 
@@ -42,15 +40,15 @@ COALESCE_FRACTION = 1 / 12
 
 
 def _renews(hold: Hold) -> bool:
-    limit = hold.lock.max_renewals
-    return hold.lock.renew and (limit is None or hold.renewals < limit)
+    limit = hold.lease.max_renewals
+    return hold.lease.renew and (limit is None or hold.renewals < limit)
 
 
 def _may_go_early(hold: Hold) -> bool:
     """Only an uncapped renewal goes early. A lease no longer renewed is judged at its end,
     never before; and one with ``max_renewals`` keeps its own schedule, so that its cap buys
     exactly ttl + max_renewals * ttl/3."""
-    return hold.lock.renew and hold.lock.max_renewals is None
+    return hold.lease.renew and hold.lease.max_renewals is None
 
 
 def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
@@ -58,7 +56,7 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
     due within ``COALESCE_FRACTION`` of their ttl, which then share the round trip that a
     due renewal opens. Nothing goes early on its own, nor to a backend nobody renews on."""
     due = [hold for hold in holds if hold.next_due <= now]
-    opened = {id(hold.lock._client.backend) for hold in due if _renews(hold)}
+    opened = {id(hold.lease.backend) for hold in due if _renews(hold)}
     if not opened:
         return due
     early = [
@@ -66,7 +64,7 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
         for hold in holds
         if hold.next_due > now
         and _may_go_early(hold)
-        and id(hold.lock._client.backend) in opened
+        and id(hold.lease.backend) in opened
         and hold.next_due <= now + hold.ttl * COALESCE_FRACTION
     ]
     return due + early
@@ -131,29 +129,31 @@ class AsyncRenewer:
             except Exception as exc:  # a bug here must not end every lease's renewals
                 logger.exception("tenure: renewal scheduler error")
                 for hold in due:
-                    hold.lock._mark_lost(hold, "renewal scheduler error", exc)
+                    hold.mark_lost("renewal scheduler error", exc)
 
     async def _service(self, due: list[Hold]) -> None:
-        by_backend: dict[int, tuple[AsyncBackend, list[Hold]]] = {}
+        by_kind: dict[tuple[int, str], tuple[AsyncLeaseKind, list[Hold]]] = {}
         for hold in due:
             if not _renews(hold):
                 why = (
-                    f"the lease ran out after max_renewals={hold.lock.max_renewals}"
-                    if hold.lock.renew
+                    f"the lease ran out after max_renewals={hold.lease.max_renewals}"
+                    if hold.lease.renew
                     else f"the lease ran out ({hold.ttl} s, renew=False)"
                 )
-                hold.lock._mark_lost(hold, why)
+                hold.mark_lost(why)
                 continue
-            backend = hold.lock._client.backend
-            by_backend.setdefault(id(backend), (backend, []))[1].append(hold)
-        for backend, holds in by_backend.values():
-            await self._renew_batch(backend, holds)
+            # One round trip per backend and primitive: their records are kept apart.
+            kind = hold.lease.kind
+            key = (id(hold.lease.backend), kind.kind)
+            by_kind.setdefault(key, (kind, []))[1].append(hold)
+        for kind, holds in by_kind.values():
+            await self._renew_batch(kind, holds)
 
-    async def _renew_batch(self, backend: AsyncBackend, holds: list[Hold]) -> None:
+    async def _renew_batch(self, kind: AsyncLeaseKind, holds: list[Hold]) -> None:
         started = self._clock()
-        batch = [Renewal(hold.lock.name, hold.token, hold.ttl) for hold in holds]
+        batch = [hold.renewal for hold in holds]
         try:
-            results = await backend.extend_many(batch)
+            results = await kind.extend_many(batch)
         except Exception as exc:
             for hold in holds:
                 self._after_error(hold, exc)
@@ -169,12 +169,12 @@ class AsyncRenewer:
                 with self._mutex:
                     hold.next_due = _due_after(hold, started)
             else:
-                hold.lock._mark_lost(hold, "renewal refused: the server no longer has this lease")
+                hold.mark_lost("renewal refused: the server no longer has this lease")
 
     def _after_error(self, hold: Hold, error: Exception) -> None:
         now = self._clock()
         if now >= hold.lease_deadline:
-            hold.lock._mark_lost(hold, f"renewals failed until the lease ran out: {error}", error)
+            hold.mark_lost(f"renewals failed until the lease ran out: {error}", error)
             return
         hold.error = error
         # Retry soon, but not in a tight loop, and once more right at the lease's end.

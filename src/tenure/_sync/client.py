@@ -14,25 +14,30 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.lock import Lock
+from tenure._sync.semaphore import Semaphore
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, LockInfo
 from tenure._urls import load_backend_module, resolve_url
 from tenure._validation import (
     validate_callback,
+    validate_limit,
     validate_max_renewals,
     validate_name,
     validate_timeout,
     validate_ttl,
 )
 
-__all__ = ["Locks", "connect"]
+__all__ = ["KINDS", "Locks", "connect"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_TTL = 30.0
+KINDS = ("lock", "semaphore")
+"""The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read."""
 CLEANUP_GRACE = 2.0
 """How long closing a client waits for pending undo steps (seconds)."""
 
@@ -109,11 +114,7 @@ class Locks:
         """
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
             raise InvalidArgumentType("renew and reentrant must be bools")
-        if not isinstance(blocking, bool):
-            raise InvalidArgumentType(f"blocking must be a bool, not {type(blocking).__name__}")
-        limit = validate_max_renewals(max_renewals)
-        if limit is not None and not renew:
-            raise InvalidArgument("max_renewals needs renew=True")
+        renew, blocking, limit = self._lease_options(renew, blocking, max_renewals)
         return Lock(
             self,
             validate_name(name),
@@ -125,6 +126,75 @@ class Locks:
             on_lost=validate_callback(on_lost, "on_lost"),
             reentrant=reentrant,
         )
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float | None = None,
+        *,
+        timeout: float | None = None,
+        blocking: bool = True,
+        renew: bool = False,
+        max_renewals: int | None = None,
+        on_lost: Callable[[Semaphore], Any] | None = None,
+    ) -> Semaphore:
+        """A handle on ONE permit of the counting semaphore ``name``: at most ``limit``
+        permits are live at once, across every process using the backend. Nothing is sent
+        until acquire.
+
+        Each permit is a lease of its own (token, server-clock expiry, fence strictly
+        increasing per name), with the options of ``lock()``: a holder that stops renewing
+        loses its permit after ``ttl`` and the permit is free again. Every holder of a name
+        must use the same ``limit``: an acquire with another limit while permits are live
+        raises ConfigurationError naming both; once none is live, a new limit applies.
+
+        Raises ConfigurationError on a backend without semaphores, saying why.
+        """
+        permits = self._semaphores()
+        renew, blocking, max_renewals = self._lease_options(renew, blocking, max_renewals)
+        return Semaphore(
+            self,
+            permits,
+            validate_name(name),
+            validate_limit(limit),
+            self.default_ttl if ttl is None else validate_ttl(ttl),
+            timeout=validate_timeout(timeout),
+            blocking=blocking,
+            renew=renew,
+            max_renewals=max_renewals,
+            on_lost=validate_callback(on_lost, "on_lost"),
+        )
+
+    def supports(self, primitive: str) -> bool:
+        """Whether this backend offers ``primitive`` ("lock", "semaphore")."""
+        if primitive == "lock":
+            return True
+        if primitive == "semaphore":
+            return isinstance(self.backend, SemaphoreSupport)
+        raise InvalidArgument(f"unknown primitive {primitive!r}; tenure knows {list(KINDS)}")
+
+    def _semaphores(self) -> SemaphoreSupport:
+        if isinstance(self.backend, SemaphoreSupport):
+            return self.backend
+        raise self._refused("semaphore")
+
+    def _refused(self, primitive: str) -> ConfigurationError:
+        reason = self.backend.refusals.get(primitive, "it is not implemented for this backend")
+        return ConfigurationError(f"{self.backend.describe()} has no {primitive}s: {reason}")
+
+    @staticmethod
+    def _lease_options(
+        renew: object, blocking: object, max_renewals: object
+    ) -> tuple[bool, bool, int | None]:
+        if not isinstance(renew, bool):
+            raise InvalidArgumentType(f"renew must be a bool, not {type(renew).__name__}")
+        if not isinstance(blocking, bool):
+            raise InvalidArgumentType(f"blocking must be a bool, not {type(blocking).__name__}")
+        limit = validate_max_renewals(max_renewals)
+        if limit is not None and not renew:
+            raise InvalidArgument("max_renewals needs renew=True")
+        return renew, blocking, limit
 
     def locked(
         self, name_template: str, ttl: float | None = None, **lock_options: Any
@@ -163,20 +233,42 @@ class Locks:
 
         return decorate
 
-    def inspect(self, name: str) -> LockInfo | None:
-        """Who holds ``name`` (host, pid, thread, since, fence, ttl left); None if unknown."""
-        return self.backend.inspect(validate_name(name))
+    def inspect(self, name: str, kind: str = "lock") -> LockInfo | None:
+        """Who holds the ``kind`` primitive ``name`` (host, pid, thread, since, fence, ttl
+        left; a semaphore's limit and every permit); None if unknown."""
+        name = validate_name(name)
+        if self._has_records(kind) == "semaphore":
+            return self._semaphores().inspect_semaphore(
+                name
+            )
+        return self.backend.inspect(name)
 
     def list_locks(self, prefix: str = "") -> list[LockInfo]:
-        """Every known lock whose name starts with ``prefix``, held or not, by name."""
+        """Every known lock and semaphore whose name starts with ``prefix``, held or not,
+        by name (``LockInfo.kind`` tells them apart)."""
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, not {type(prefix).__name__}")
-        return self.backend.list_locks(prefix)
+        found = self.backend.list_locks(prefix)
+        if isinstance(self.backend, SemaphoreSupport):
+            found += self.backend.list_semaphores(prefix)
+        return sorted(found, key=lambda info: (info.name, info.kind))
 
-    def break_lock(self, name: str) -> bool:
-        """Force-release ``name`` whoever holds it (operators only): the holder finds out at
-        its next renewal, release or check. True if a live lease was broken."""
-        return self.backend.break_lock(validate_name(name))
+    def break_lock(self, name: str, kind: str = "lock") -> bool:
+        """Force-release the ``kind`` primitive ``name`` whoever holds it (operators only;
+        every permit of a semaphore): holders find out at their next renewal, release or
+        check. True if a live lease was broken."""
+        name = validate_name(name)
+        if self._has_records(kind) == "semaphore":
+            return self._semaphores().break_semaphore(
+                name
+            )
+        return self.backend.break_lock(name)
+
+    @staticmethod
+    def _has_records(kind: object) -> str:
+        if kind not in KINDS:
+            raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
+        return str(kind)
 
     def close(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo
-from tenure.backends.memory._store import MemoryStore, store_named
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure.backends.memory._store import SEMAPHORE_WAKE_PREFIX, MemoryStore, store_named
 
 __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
 
-class AsyncMemoryBackend(AsyncBackend):
+class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport):
     schemes = ("memory",)
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
@@ -70,6 +72,42 @@ class AsyncMemoryBackend(AsyncBackend):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         await wait_for_notice(self.store.waiters, name, timeout)
+
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire_permit(name, token, ttl, holder, limit)
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        return self.store.release_permit(name, token)
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return [self.store.extend_permit(r.name, r.token, r.ttl) for r in renewals]
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        return self.store.permit_owned(name, token)
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return self.store.inspect_semaphore(name)
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return self.store.list_semaphores(prefix)
+
+    async def break_semaphore(self, name: str) -> bool:
+        return self.store.break_semaphore(name)
+
+    async def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        await wait_for_notice(self.store.waiters, SEMAPHORE_WAKE_PREFIX + name, timeout)
 
 
 BACKEND = AsyncMemoryBackend

@@ -5,18 +5,20 @@
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo
-from tenure.backends.memory._store import MemoryStore, store_named
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure.backends.memory._store import SEMAPHORE_WAKE_PREFIX, MemoryStore, store_named
 
 __all__ = ["BACKEND", "MemoryBackend"]
 
 
-class MemoryBackend(Backend):
+class MemoryBackend(Backend, SemaphoreSupport):
     schemes = ("memory",)
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
@@ -72,6 +74,42 @@ class MemoryBackend(Backend):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         wait_for_notice(self.store.waiters, name, timeout)
+
+
+    def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire_permit(name, token, ttl, holder, limit)
+
+    def release_permit(self, name: str, token: str) -> bool:
+        return self.store.release_permit(name, token)
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return [self.store.extend_permit(r.name, r.token, r.ttl) for r in renewals]
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        return self.store.permit_owned(name, token)
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return self.store.inspect_semaphore(name)
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return self.store.list_semaphores(prefix)
+
+    def break_semaphore(self, name: str) -> bool:
+        return self.store.break_semaphore(name)
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        wait_for_notice(self.store.waiters, SEMAPHORE_WAKE_PREFIX + name, timeout)
 
 
 BACKEND = MemoryBackend
