@@ -12,12 +12,18 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import Waiters
+from tenure.backends._waiters import Waiters, permit_key
 
-__all__ = ["AsyncBlockingStoreBackend", "BlockingStore"]
+__all__ = [
+    "AsyncBlockingSemaphoreBackend",
+    "AsyncBlockingStoreBackend",
+    "BlockingSemaphoreStore",
+    "BlockingStore",
+]
 
 
 class BlockingStore(Protocol):
@@ -37,7 +43,23 @@ class BlockingStore(Protocol):
     def close(self) -> None: ...
 
 
+class BlockingSemaphoreStore(BlockingStore, Protocol):
+    """A store that also keeps semaphores (see ``AsyncSemaphoreSupport`` for each step's
+    contract); its releases notify ``permit_key(name)``."""
+
+    def acquire_permit(
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+    ) -> Grant | Busy: ...
+    def release_permit(self, name: str, token: str) -> bool: ...
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]: ...
+    def permit_owned(self, name: str, token: str) -> bool: ...
+    def inspect_semaphore(self, name: str) -> LockInfo | None: ...
+    def list_semaphores(self, prefix: str) -> list[LockInfo]: ...
+    def break_semaphore(self, name: str) -> bool: ...
+
+
 StoreT = TypeVar("StoreT", bound=BlockingStore)
+SemaphoreStoreT = TypeVar("SemaphoreStoreT", bound=BlockingSemaphoreStore)
 
 
 class AsyncBlockingStoreBackend(AsyncBackend, Generic[StoreT]):
@@ -77,3 +99,44 @@ class AsyncBlockingStoreBackend(AsyncBackend, Generic[StoreT]):
 
     async def aclose(self) -> None:
         self.store.close()
+
+
+class AsyncBlockingSemaphoreBackend(
+    AsyncBlockingStoreBackend[SemaphoreStoreT], AsyncSemaphoreSupport
+):
+    """The shell for a store that keeps semaphores too."""
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await io.run_blocking(self.store.acquire_permit, name, token, ttl, holder, limit)
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release_permit, name, token)
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_permits, renewals)
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.permit_owned, name, token)
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect_semaphore, name)
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_semaphores, prefix)
+
+    async def break_semaphore(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_semaphore, name)
+
+    async def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        await wait_for_notice(self.store.waiters, permit_key(name), timeout)

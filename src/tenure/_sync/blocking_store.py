@@ -14,12 +14,18 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import Waiters
+from tenure.backends._waiters import Waiters, permit_key
 
-__all__ = ["BlockingStoreBackend", "BlockingStore"]
+__all__ = [
+    "BlockingSemaphoreBackend",
+    "BlockingStoreBackend",
+    "BlockingSemaphoreStore",
+    "BlockingStore",
+]
 
 
 class BlockingStore(Protocol):
@@ -39,7 +45,23 @@ class BlockingStore(Protocol):
     def close(self) -> None: ...
 
 
+class BlockingSemaphoreStore(BlockingStore, Protocol):
+    """A store that also keeps semaphores (see ``SemaphoreSupport`` for each step's
+    contract); its releases notify ``permit_key(name)``."""
+
+    def acquire_permit(
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+    ) -> Grant | Busy: ...
+    def release_permit(self, name: str, token: str) -> bool: ...
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]: ...
+    def permit_owned(self, name: str, token: str) -> bool: ...
+    def inspect_semaphore(self, name: str) -> LockInfo | None: ...
+    def list_semaphores(self, prefix: str) -> list[LockInfo]: ...
+    def break_semaphore(self, name: str) -> bool: ...
+
+
 StoreT = TypeVar("StoreT", bound=BlockingStore)
+SemaphoreStoreT = TypeVar("SemaphoreStoreT", bound=BlockingSemaphoreStore)
 
 
 class BlockingStoreBackend(Backend, Generic[StoreT]):
@@ -79,3 +101,44 @@ class BlockingStoreBackend(Backend, Generic[StoreT]):
 
     def close(self) -> None:
         self.store.close()
+
+
+class BlockingSemaphoreBackend(
+    BlockingStoreBackend[SemaphoreStoreT], SemaphoreSupport
+):
+    """The shell for a store that keeps semaphores too."""
+
+    def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return io.run_blocking(self.store.acquire_permit, name, token, ttl, holder, limit)
+
+    def release_permit(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.release_permit, name, token)
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return io.run_blocking(self.store.extend_permits, renewals)
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.permit_owned, name, token)
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return io.run_blocking(self.store.inspect_semaphore, name)
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return io.run_blocking(self.store.list_semaphores, prefix)
+
+    def break_semaphore(self, name: str) -> bool:
+        return io.run_blocking(self.store.break_semaphore, name)
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        wait_for_notice(self.store.waiters, permit_key(name), timeout)

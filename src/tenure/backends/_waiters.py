@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["Settable", "Waiters"]
+__all__ = ["Settable", "Waiters", "permit_key"]
 
 
 class Settable(Protocol):
@@ -42,3 +42,8 @@ class Waiters:
             signals = list(self._by_name.get(name, ()))
         for signal in signals:
             signal.set()
+
+
+def permit_key(name: str) -> str:
+    """The key a semaphore's waiters wait under: apart from a lock of the same name."""
+    return "semaphore\0" + name

@@ -11,7 +11,8 @@ from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure.backends.memory._store import SEMAPHORE_WAKE_PREFIX, MemoryStore, store_named
+from tenure.backends._waiters import permit_key
+from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
@@ -107,7 +108,7 @@ class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport):
     async def wait_for_permit(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
-        await wait_for_notice(self.store.waiters, SEMAPHORE_WAKE_PREFIX + name, timeout)
+        await wait_for_notice(self.store.waiters, permit_key(name), timeout)
 
 
 BACKEND = AsyncMemoryBackend

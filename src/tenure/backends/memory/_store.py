@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo
-from tenure.backends._waiters import Waiters
+from tenure.backends._waiters import Waiters, permit_key
 
 __all__ = ["MemoryStore", "store_named"]
 
@@ -46,10 +46,6 @@ class _Semaphore:
     def drop_expired(self, now: float) -> None:
         for token in [t for t, permit in self.permits.items() if permit.expires_at <= now]:
             del self.permits[token]
-
-
-SEMAPHORE_WAKE_PREFIX = "semaphore\0"
-"""In-process wake-ups of a semaphore's waiters are keyed apart from a lock's of one name."""
 
 
 class MemoryStore:
@@ -168,7 +164,7 @@ class MemoryStore:
             permit = None if entry is None else entry.permits.pop(token, None)
             live = permit is not None and permit.expires_at > self.clock()
         if permit is not None:
-            self.waiters.notify(SEMAPHORE_WAKE_PREFIX + name)
+            self.waiters.notify(permit_key(name))
         return live
 
     def extend_permit(self, name: str, token: str, ttl: float) -> bool:
@@ -210,7 +206,7 @@ class MemoryStore:
             broken = bool(entry.permits)
             entry.permits.clear()
         if broken:
-            self.waiters.notify(SEMAPHORE_WAKE_PREFIX + name)
+            self.waiters.notify(permit_key(name))
         return broken
 
 

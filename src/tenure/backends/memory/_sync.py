@@ -13,7 +13,8 @@ from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure.backends.memory._store import SEMAPHORE_WAKE_PREFIX, MemoryStore, store_named
+from tenure.backends._waiters import permit_key
+from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "MemoryBackend"]
 
@@ -109,7 +110,7 @@ class MemoryBackend(Backend, SemaphoreSupport):
     def wait_for_permit(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
-        wait_for_notice(self.store.waiters, SEMAPHORE_WAKE_PREFIX + name, timeout)
+        wait_for_notice(self.store.waiters, permit_key(name), timeout)
 
 
 BACKEND = MemoryBackend

@@ -7,7 +7,7 @@ import pathlib
 import urllib.parse
 from typing import Any
 
-from tenure._async.blocking_store import AsyncBlockingStoreBackend
+from tenure._async.blocking_store import AsyncBlockingSemaphoreBackend
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
 from tenure._types import Capabilities
@@ -19,7 +19,7 @@ __all__ = ["BACKEND", "AsyncSQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class AsyncSQLiteBackend(AsyncBlockingStoreBackend[SQLiteStore]):
+class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore]):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""

@@ -20,16 +20,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tenure._errors import BackendError, ConfigurationError
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import Waiters
+from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends._waiters import Waiters, permit_key
+from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
+from tenure.backends.sqlite._clock import NOW
 
 __all__ = ["SQLiteStore"]
 
 SCHEMA_VERSION = 1
 
-# Unix seconds by SQLite's clock; one value throughout a statement.
-NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS tenure_locks (
@@ -129,6 +129,8 @@ class SQLiteStore:
                 )
             with self._transaction(connection):
                 connection.execute(CREATE_TABLE)
+                for statement in semaphore_sql.CREATE_TABLES:
+                    connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
             raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
@@ -231,6 +233,103 @@ class SQLiteStore:
         if broken:
             self.waiters.notify(name)
         return broken
+
+    # ---- semaphores: a set of permits per name (SQL in ``_semaphore_sql``) ----------------
+
+    def acquire_permit(
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+    ) -> Grant | Busy:
+        sql = semaphore_sql
+        with self._errors() as connection, self._transaction(connection):
+            connection.execute(sql.DROP_EXPIRED, {"name": name})
+            mine = connection.execute(
+                sql.RENEW_OWN, {"name": name, "token": token, "ttl": ttl}
+            ).fetchone()
+            if mine is not None:
+                return Grant(int(mine[0]))
+            live, soonest, stored = connection.execute(
+                sql.ACQUIRE_COUNT, {"name": name}
+            ).fetchone()
+            if live and stored != limit:
+                # Raised inside the transaction: it rolls back, nothing is written.
+                raise limit_mismatch(name, int(stored), limit)
+            if live >= limit:
+                return Busy(float(soonest))
+            (fence,) = connection.execute(
+                sql.GRANT_FENCE, {"name": name, "limit": limit}
+            ).fetchone()
+            connection.execute(sql.INSERT_PERMIT, {
+                "name": name, "token": token, "fence": fence, "ttl": ttl,
+                "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+            })
+        return Grant(int(fence))
+
+    def release_permit(self, name: str, token: str) -> bool:
+        with self._errors() as connection:
+            row = connection.execute(
+                semaphore_sql.RELEASE, {"name": name, "token": token}
+            ).fetchone()
+        if row is not None:
+            self.waiters.notify(permit_key(name))
+        return row is not None and bool(row[0])
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        with self._errors() as connection, self._transaction(connection):
+            return [
+                connection.execute(
+                    semaphore_sql.EXTEND, {"name": r.name, "token": r.token, "ttl": r.ttl}
+                ).rowcount == 1
+                for r in renewals
+            ]
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        with self._errors() as connection:
+            params = {"name": name, "token": token}
+            return connection.execute(semaphore_sql.OWNED, params).fetchone() is not None
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        with self._errors() as connection, self._snapshot(connection):
+            row = connection.execute(semaphore_sql.SEMAPHORE, {"name": name}).fetchone()
+            return None if row is None else self._semaphore_info(connection, row)
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        with self._errors() as connection, self._snapshot(connection):
+            rows = connection.execute(semaphore_sql.LIST, {"prefix": prefix}).fetchall()
+            return [self._semaphore_info(connection, row) for row in rows]
+
+    def break_semaphore(self, name: str) -> bool:
+        with self._errors() as connection:
+            rows = connection.execute(semaphore_sql.BREAK, {"name": name}).fetchall()
+        if rows:
+            self.waiters.notify(permit_key(name))
+        return any(live for (live,) in rows)
+
+    @contextlib.contextmanager
+    def _snapshot(self, connection: sqlite3.Connection) -> Iterator[None]:
+        """Several reads as one view of the file (a WAL read transaction)."""
+        connection.execute("BEGIN")
+        try:
+            yield
+        finally:
+            connection.execute("COMMIT")
+
+    @staticmethod
+    def _semaphore_info(connection: sqlite3.Connection, row: tuple[Any, ...]) -> LockInfo:
+        name, fence, limit = row
+        leases = tuple(
+            LeaseInfo(
+                Holder(host, int(pid), thread),
+                datetime.datetime.fromtimestamp(acquired_at, datetime.UTC),
+                float(ttl_left),
+                int(permit_fence),
+            )
+            for host, pid, thread, acquired_at, ttl_left, permit_fence in connection.execute(
+                semaphore_sql.PERMITS, {"name": name}
+            )
+        )
+        return LockInfo(
+            name, int(fence), None, None, None, kind="semaphore", limit=int(limit), leases=leases
+        )
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:

@@ -9,7 +9,7 @@ import pathlib
 import urllib.parse
 from typing import Any
 
-from tenure._sync.blocking_store import BlockingStoreBackend
+from tenure._sync.blocking_store import BlockingSemaphoreBackend
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
 from tenure._types import Capabilities
@@ -21,7 +21,7 @@ __all__ = ["BACKEND", "SQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class SQLiteBackend(BlockingStoreBackend[SQLiteStore]):
+class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore]):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
