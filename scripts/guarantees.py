@@ -27,12 +27,23 @@ def yes(flag: bool) -> str:
     return "yes" if flag else "**no**"
 
 
+def primitives(backend: type) -> str:
+    """The primitives beyond the mutex this backend offers, or refuses (with a note)."""
+    from tenure._async.capabilities import AsyncSemaphoreSupport
+
+    if issubclass(backend, AsyncSemaphoreSupport):
+        return "yes"
+    return "**no** (see below)" if "semaphore" in backend.refusals else "not yet"
+
+
 def table() -> str:
     rows = [
         "| backend | URLs | fencing | fences survive a server restart | leases survive a "
-        "server restart | waiters woken by | across hosts | survives losing one server |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "server restart | waiters woken by | across hosts | survives losing one server "
+        "| semaphores |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    refused = []
     for package, urls in BACKENDS:
         try:
             module = importlib.import_module(f"tenure.backends.{package}._async")
@@ -44,9 +55,13 @@ def table() -> str:
         rows.append(
             f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "
             f"{yes(caps.leases_survive_restart)} | {caps.wakeups} | {yes(caps.multi_host)} | "
-            f"{yes(caps.fault_tolerant)} |"
+            f"{yes(caps.fault_tolerant)} | {primitives(module.BACKEND)} |"
         )
-    return "\n".join(rows)
+        refused += [
+            f"- **{package}** has no {primitive}s: {reason}."
+            for primitive, reason in module.BACKEND.refusals.items()
+        ]
+    return "\n".join(rows + ([""] + refused if refused else []))
 
 
 def render(text: str) -> str:

@@ -87,6 +87,14 @@ class RedlockBackend(Backend):
         multi_host=True,
         fault_tolerant=True,
     )
+    refusals = {
+        "semaphore": (
+            "counting permits on each independent node and taking a majority is not safe "
+            "(3 nodes, limit 2: holders granted on nodes {1,2}, {2,3} and {1,3} all win, three "
+            "permits of two), and one Redlock per permit slot would give fences that do not "
+            "increase per name; use redis://, a SQL backend or MongoDB for semaphores"
+        ),
+    }
     max_backoff = 0.1
     """No notifications across independent nodes: waiters retry with jittered, doubling
     pauses up to this long (and never past the majority holder's remaining lease)."""

@@ -1,0 +1,48 @@
+"""Every built-in backend either offers each primitive or refuses it with a reason, and the
+refusal reaches the caller as a ConfigurationError naming the backend and the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+import tenure
+from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._urls import BUILTIN_BACKENDS, load_backend_module
+
+PACKAGES = sorted({entry.package for entry in BUILTIN_BACKENDS.values()})
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_backend_offers_or_refuses_semaphores(package: str) -> None:
+    scheme = next(s for s, entry in BUILTIN_BACKENDS.items() if entry.package == package)
+    backend = load_backend_module(f"{scheme}://", "_async").BACKEND
+    offered = issubclass(backend, AsyncSemaphoreSupport)
+    refused = "semaphore" in backend.refusals
+    assert offered != refused, (package, offered, refused)
+    if refused:
+        assert len(backend.refusals["semaphore"]) > 40  # a reason, not a word
+
+
+def test_redlock_refuses_semaphores_saying_why() -> None:
+    # Connecting is lazy: no server is needed to be refused.
+    with tenure.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3") as locks:
+        assert locks.supports("semaphore") is False
+        with pytest.raises(tenure.ConfigurationError) as raised:
+            locks.semaphore("exports", limit=2)
+        message = str(raised.value)
+        assert "redlock://" in message and "majority" in message
+
+
+def test_semaphore_arguments_are_checked() -> None:
+    with tenure.connect("memory://") as locks:
+        for bad in (0, -1, 2**31):
+            with pytest.raises(tenure.InvalidArgument):
+                locks.semaphore("s", limit=bad)
+        for wrong in (1.5, "3", True, None):
+            with pytest.raises(tenure.InvalidArgumentType):
+                locks.semaphore("s", limit=wrong)  # type: ignore[arg-type]
+        with pytest.raises(tenure.InvalidArgument):
+            locks.semaphore("s", limit=2, max_renewals=3)
+        with pytest.raises(tenure.InvalidArgument):
+            locks.inspect("s", kind="barrier")
+        assert locks.supports("semaphore") is True
