@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from tenure import _forks
+from tenure import _forks, _observe
 from tenure._async.renewer import AsyncRenewer, renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import async_io as io
@@ -108,13 +108,17 @@ class Hold:
     error: BaseException | None = None
     renewer: AsyncRenewer | None = None
     """The scheduler watching this hold, if any."""
+    granted_at: float = 0.0
+    """Client clock time of the grant, for the hold time reported on release."""
 
     @property
     def renewal(self) -> Renewal:
         return Renewal(self.lease.name, self.token, self.ttl, self.lease.kind.kind)
 
-    def mark_lost(self, reason: str, error: BaseException | None = None) -> None:
-        self.lease.mark_lost(self, reason, error)
+    def mark_lost(
+        self, reason: str, error: BaseException | None = None, *, expected: bool = False
+    ) -> None:
+        self.lease.mark_lost(self, reason, error, expected=expected)
 
 
 class AsyncLease:
@@ -151,6 +155,8 @@ class AsyncLease:
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}
         self._mutex = io.Mutex()
+        self.labels: dict[str, str] | None = None
+        """Metric and span attributes, made at the first event (``tenure._observe``)."""
 
     @property
     def backend(self) -> AsyncBackend:
@@ -202,36 +208,44 @@ class AsyncLease:
             initial=backend.max_backoff if backend.notifies else 0.001,
         )
         waited: Busy | None = None
-        while True:
-            started = self.clock()
-            try:
-                outcome = await io.complete(
-                    self.kind.acquire(self.name, token, self.ttl, holder, waited)
-                )
-            except BaseException:
-                # The grant may have landed before the failure reached us: undo it.
-                await io.run_cleanup(self._undo, token, started + self.ttl)
-                raise
-            if isinstance(outcome, Grant):
-                self._begin(owner, token, outcome.fence, started)
-                return True
-            if not blocking:
-                return False
-            now = self.clock()
-            if deadline is not None and now >= deadline:
-                return False
-            pause = backoff.next_pause(outcome.ttl_left)
-            if deadline is not None:
-                pause = min(pause, deadline - now)
-            await self.kind.wait(self.name, pause, outcome)
-            waited = outcome
+        first_try = self.clock()
+        attempts = 0
+        with _observe.acquire_span(self) as span:
+            while True:
+                started = self.clock()
+                attempts += 1
+                try:
+                    outcome = await io.complete(
+                        self.kind.acquire(self.name, token, self.ttl, holder, waited)
+                    )
+                except BaseException:
+                    # The grant may have landed before the failure reached us: undo it.
+                    await io.run_cleanup(self._undo, token, started + self.ttl)
+                    raise
+                now = self.clock()
+                if isinstance(outcome, Grant):
+                    self._begin(owner, token, outcome.fence, started)
+                    _observe.acquired(self, outcome.fence, now - first_try, attempts, span)
+                    return True
+                _observe.contended(self)
+                if not blocking or (deadline is not None and now >= deadline):
+                    _observe.busy(self, now - first_try, attempts)
+                    return False
+                pause = backoff.next_pause(outcome.ttl_left)
+                if deadline is not None:
+                    pause = min(pause, deadline - now)
+                await self.kind.wait(self.name, pause, outcome)
+                waited = outcome
 
     def _acquire_while_held(self, held: Hold) -> None:
         """A non-reentrant handle asked again while it holds: a lock waits (like
         ``threading.Lock``); a subclass may refuse instead."""
 
     def _begin(self, owner: object, token: str, fence: int, started: float) -> None:
-        hold = Hold(self, token, fence, self.ttl, lease_deadline=started + self.ttl)
+        hold = Hold(
+            self, token, fence, self.ttl, lease_deadline=started + self.ttl,
+            granted_at=self.clock(),
+        )
         with self._mutex:
             replaced = self._holds.get(owner)
             self._holds[owner] = hold
@@ -268,6 +282,7 @@ class AsyncLease:
             await io.run_cleanup(self.kind.release, self.name, hold.token)
             raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
         released = await self.kind.release(self.name, hold.token)
+        _observe.released(self, hold.fence, self.clock() - hold.granted_at)
         if not released:
             self.mark_lost(hold, "the lease had expired or been taken before release")
             raise LockLost(self.name, hold.reason)
@@ -324,13 +339,23 @@ class AsyncLease:
         """
         hold = self._hold_for(self._owner(), "check")
         if not hold.lost and self.clock() >= hold.lease_deadline:
-            self.mark_lost(hold, f"the lease ran out ({hold.ttl} s without renewal)")
+            self.mark_lost(
+                hold, f"the lease ran out ({hold.ttl} s without renewal)", expected=not self.renew
+            )
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
 
-    def mark_lost(self, hold: Hold, reason: str, error: BaseException | None = None) -> None:
+    def mark_lost(
+        self,
+        hold: Hold,
+        reason: str,
+        error: BaseException | None = None,
+        *,
+        expected: bool = False,
+    ) -> None:
         """Record the loss of ``hold`` once: set ``lost``, stop renewing, call ``on_lost``
-        exactly once. Called by this handle and by the renewal scheduler."""
+        exactly once. Called by this handle and by the renewal scheduler. ``expected``: the
+        lease's own budget ended it (logged as INFO, not WARNING)."""
         with self._mutex:
             if hold.lost:
                 return
@@ -339,6 +364,7 @@ class AsyncLease:
             hold.error = error
         if hold.renewer is not None:
             hold.renewer.unwatch(hold)
+        _observe.lost(self, hold.fence, reason, expected)
         self.lost.set()
         if self.on_lost is not None:
             io.invoke_callback(self.on_lost, self)

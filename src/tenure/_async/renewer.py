@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from tenure import _observe
 from tenure._concurrency import async_io as io
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncRenewer", "renewer_for"]
 
-logger = logging.getLogger("tenure")
+logger = logging.getLogger("tenure.renewer")
 
 RENEW_FRACTION = 1 / 3
 """Renew when this fraction of the lease has passed: two more tries fit before it runs out."""
@@ -140,7 +141,7 @@ class AsyncRenewer:
                     if hold.lease.renew
                     else f"the lease ran out ({hold.ttl} s, renew=False)"
                 )
-                hold.mark_lost(why)
+                hold.mark_lost(why, expected=True)
                 continue
             # One round trip per backend and primitive: their records are kept apart.
             kind = hold.lease.kind
@@ -155,9 +156,13 @@ class AsyncRenewer:
         try:
             results = await kind.extend_many(batch)
         except Exception as exc:
+            _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:
                 self._after_error(hold, exc)
             return
+        _observe.renewal_batch(
+            holds[0].lease, sum(map(bool, results)), len(results) - sum(map(bool, results)), 0
+        )
         for hold, renewed in zip(holds, results, strict=True):
             with self._mutex:
                 if hold not in self._holds:  # released or lost while the batch was out

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from tenure import _forks
+from tenure import _forks, _observe
 from tenure._sync.renewer import Renewer, renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import sync_io as io
@@ -110,13 +110,17 @@ class Hold:
     error: BaseException | None = None
     renewer: Renewer | None = None
     """The scheduler watching this hold, if any."""
+    granted_at: float = 0.0
+    """Client clock time of the grant, for the hold time reported on release."""
 
     @property
     def renewal(self) -> Renewal:
         return Renewal(self.lease.name, self.token, self.ttl, self.lease.kind.kind)
 
-    def mark_lost(self, reason: str, error: BaseException | None = None) -> None:
-        self.lease.mark_lost(self, reason, error)
+    def mark_lost(
+        self, reason: str, error: BaseException | None = None, *, expected: bool = False
+    ) -> None:
+        self.lease.mark_lost(self, reason, error, expected=expected)
 
 
 class Lease:
@@ -153,6 +157,8 @@ class Lease:
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}
         self._mutex = io.Mutex()
+        self.labels: dict[str, str] | None = None
+        """Metric and span attributes, made at the first event (``tenure._observe``)."""
 
     @property
     def backend(self) -> Backend:
@@ -204,36 +210,44 @@ class Lease:
             initial=backend.max_backoff if backend.notifies else 0.001,
         )
         waited: Busy | None = None
-        while True:
-            started = self.clock()
-            try:
-                outcome = io.complete(
-                    self.kind.acquire(self.name, token, self.ttl, holder, waited)
-                )
-            except BaseException:
-                # The grant may have landed before the failure reached us: undo it.
-                io.run_cleanup(self._undo, token, started + self.ttl)
-                raise
-            if isinstance(outcome, Grant):
-                self._begin(owner, token, outcome.fence, started)
-                return True
-            if not blocking:
-                return False
-            now = self.clock()
-            if deadline is not None and now >= deadline:
-                return False
-            pause = backoff.next_pause(outcome.ttl_left)
-            if deadline is not None:
-                pause = min(pause, deadline - now)
-            self.kind.wait(self.name, pause, outcome)
-            waited = outcome
+        first_try = self.clock()
+        attempts = 0
+        with _observe.acquire_span(self) as span:
+            while True:
+                started = self.clock()
+                attempts += 1
+                try:
+                    outcome = io.complete(
+                        self.kind.acquire(self.name, token, self.ttl, holder, waited)
+                    )
+                except BaseException:
+                    # The grant may have landed before the failure reached us: undo it.
+                    io.run_cleanup(self._undo, token, started + self.ttl)
+                    raise
+                now = self.clock()
+                if isinstance(outcome, Grant):
+                    self._begin(owner, token, outcome.fence, started)
+                    _observe.acquired(self, outcome.fence, now - first_try, attempts, span)
+                    return True
+                _observe.contended(self)
+                if not blocking or (deadline is not None and now >= deadline):
+                    _observe.busy(self, now - first_try, attempts)
+                    return False
+                pause = backoff.next_pause(outcome.ttl_left)
+                if deadline is not None:
+                    pause = min(pause, deadline - now)
+                self.kind.wait(self.name, pause, outcome)
+                waited = outcome
 
     def _acquire_while_held(self, held: Hold) -> None:
         """A non-reentrant handle asked again while it holds: a lock waits (like
         ``threading.Lock``); a subclass may refuse instead."""
 
     def _begin(self, owner: object, token: str, fence: int, started: float) -> None:
-        hold = Hold(self, token, fence, self.ttl, lease_deadline=started + self.ttl)
+        hold = Hold(
+            self, token, fence, self.ttl, lease_deadline=started + self.ttl,
+            granted_at=self.clock(),
+        )
         with self._mutex:
             replaced = self._holds.get(owner)
             self._holds[owner] = hold
@@ -270,6 +284,7 @@ class Lease:
             io.run_cleanup(self.kind.release, self.name, hold.token)
             raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
         released = self.kind.release(self.name, hold.token)
+        _observe.released(self, hold.fence, self.clock() - hold.granted_at)
         if not released:
             self.mark_lost(hold, "the lease had expired or been taken before release")
             raise LockLost(self.name, hold.reason)
@@ -326,13 +341,23 @@ class Lease:
         """
         hold = self._hold_for(self._owner(), "check")
         if not hold.lost and self.clock() >= hold.lease_deadline:
-            self.mark_lost(hold, f"the lease ran out ({hold.ttl} s without renewal)")
+            self.mark_lost(
+                hold, f"the lease ran out ({hold.ttl} s without renewal)", expected=not self.renew
+            )
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
 
-    def mark_lost(self, hold: Hold, reason: str, error: BaseException | None = None) -> None:
+    def mark_lost(
+        self,
+        hold: Hold,
+        reason: str,
+        error: BaseException | None = None,
+        *,
+        expected: bool = False,
+    ) -> None:
         """Record the loss of ``hold`` once: set ``lost``, stop renewing, call ``on_lost``
-        exactly once. Called by this handle and by the renewal scheduler."""
+        exactly once. Called by this handle and by the renewal scheduler. ``expected``: the
+        lease's own budget ended it (logged as INFO, not WARNING)."""
         with self._mutex:
             if hold.lost:
                 return
@@ -341,6 +366,7 @@ class Lease:
             hold.error = error
         if hold.renewer is not None:
             hold.renewer.unwatch(hold)
+        _observe.lost(self, hold.fence, reason, expected)
         self.lost.set()
         if self.on_lost is not None:
             io.invoke_callback(self.on_lost, self)

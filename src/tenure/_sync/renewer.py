@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from tenure import _observe
 from tenure._concurrency import sync_io as io
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Renewer", "renewer_for"]
 
-logger = logging.getLogger("tenure")
+logger = logging.getLogger("tenure.renewer")
 
 RENEW_FRACTION = 1 / 3
 """Renew when this fraction of the lease has passed: two more tries fit before it runs out."""
@@ -142,7 +143,7 @@ class Renewer:
                     if hold.lease.renew
                     else f"the lease ran out ({hold.ttl} s, renew=False)"
                 )
-                hold.mark_lost(why)
+                hold.mark_lost(why, expected=True)
                 continue
             # One round trip per backend and primitive: their records are kept apart.
             kind = hold.lease.kind
@@ -157,9 +158,13 @@ class Renewer:
         try:
             results = kind.extend_many(batch)
         except Exception as exc:
+            _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:
                 self._after_error(hold, exc)
             return
+        _observe.renewal_batch(
+            holds[0].lease, sum(map(bool, results)), len(results) - sum(map(bool, results)), 0
+        )
         for hold, renewed in zip(holds, results, strict=True):
             with self._mutex:
                 if hold not in self._holds:  # released or lost while the batch was out

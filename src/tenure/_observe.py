@@ -1,0 +1,203 @@
+"""What a lease does, told to logs, metrics and traces: one place for every event.
+
+Logs: the ``tenure.lease`` logger says DEBUG for each acquisition (fence, seconds waited,
+attempts), release, and timeout; ``tenure.renewer`` says DEBUG for each renewal round trip;
+a loss is a WARNING on ``tenure.lease`` (an expected end, such as the ``max_renewals`` budget
+spent or a lease not renewed running out, is INFO). Nothing is formatted unless the level is
+enabled.
+
+Metrics and spans go through the OpenTelemetry API when it is installed (``tenure[otel]``),
+and cost nothing when it is not. With no SDK configured the API is a no-op; configure a
+MeterProvider (a Prometheus exporter, OTLP...) to collect them. Instruments (meter ``tenure``):
+
+- ``tenure.acquisitions`` (counter): acquire attempts that ended, by ``outcome``
+  ("acquired", "busy": not acquired in time or not at all with ``blocking=False``).
+- ``tenure.contention`` (counter): "held by someone else" answers received while acquiring.
+- ``tenure.wait`` (histogram, seconds): from the start of an acquire to its grant or give-up.
+- ``tenure.hold`` (histogram, seconds): from a grant to its release.
+- ``tenure.renewals`` (counter): leases renewed by the watchdog, by ``outcome``
+  ("renewed", "refused", "error").
+- ``tenure.losses`` (counter): leases reported lost.
+
+Every instrument carries ``tenure.backend`` (the URL scheme), ``tenure.primitive`` ("lock",
+"semaphore") and ``tenure.name_prefix``: the name up to its first ``:`` (``orders:42`` ->
+``orders``), so that per-entity names do not explode the number of series. Acquisitions also
+open a span ``tenure.acquire`` with the same attributes, the full name, and the fence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+
+class _Kind(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+
+class _Backend(Protocol):
+    def describe(self) -> str: ...
+
+
+class AnyLease(Protocol):
+    """What is read of a lease handle (either flavour)."""
+
+    name: str
+    labels: dict[str, str] | None
+
+    @property
+    def kind(self) -> _Kind: ...
+
+    @property
+    def backend(self) -> _Backend: ...
+
+__all__ = [
+    "AnyLease",
+    "acquire_span",
+    "acquired",
+    "busy",
+    "contended",
+    "lost",
+    "released",
+    "renewal_batch",
+]
+
+lease_log = logging.getLogger("tenure.lease")
+renewer_log = logging.getLogger("tenure.renewer")
+
+
+class _Instruments:
+    """The OpenTelemetry instruments, made once; None when the API is not installed."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics, trace
+
+        meter = metrics.get_meter("tenure")
+        self.tracer = trace.get_tracer("tenure")
+        self.acquisitions = meter.create_counter(
+            "tenure.acquisitions", unit="{acquisition}", description="acquire attempts ended"
+        )
+        self.contention = meter.create_counter(
+            "tenure.contention", unit="{answer}", description="'held by another' answers"
+        )
+        self.wait = meter.create_histogram(
+            "tenure.wait", unit="s", description="time from acquire to grant or give-up"
+        )
+        self.hold = meter.create_histogram(
+            "tenure.hold", unit="s", description="time from grant to release"
+        )
+        self.renewals = meter.create_counter(
+            "tenure.renewals", unit="{renewal}", description="watchdog renewals"
+        )
+        self.losses = meter.create_counter(
+            "tenure.losses", unit="{loss}", description="leases reported lost"
+        )
+
+
+@functools.cache
+def _instruments() -> _Instruments | None:
+    try:
+        return _Instruments()
+    except ImportError:
+        return None
+
+
+def attributes(lease: AnyLease) -> dict[str, str]:
+    """The handle's labels, made once per handle."""
+    if lease.labels is None:
+        lease.labels = {
+            "tenure.backend": lease.backend.describe().partition("://")[0] or "custom",
+            "tenure.primitive": lease.kind.kind,
+            "tenure.name_prefix": lease.name.partition(":")[0],
+        }
+    return lease.labels
+
+
+@contextlib.contextmanager
+def acquire_span(lease: AnyLease) -> Iterator[Any]:
+    """A ``tenure.acquire`` span around one acquire, when OpenTelemetry is installed."""
+    instruments = _instruments()
+    if instruments is None:
+        yield None
+        return
+    with instruments.tracer.start_as_current_span(
+        "tenure.acquire", attributes={**attributes(lease), "tenure.name": lease.name}
+    ) as span:
+        yield span
+
+
+def contended(lease: AnyLease) -> None:
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.contention.add(1, attributes(lease))
+
+
+def acquired(lease: AnyLease, fence: int, waited: float, attempts: int, span: Any) -> None:
+    if lease_log.isEnabledFor(logging.DEBUG):
+        lease_log.debug(
+            "acquired %s %r: fence %d after %.3f s, %d attempt(s)",
+            lease.kind.kind, lease.name, fence, waited, attempts,
+        )
+    instruments = _instruments()
+    if instruments is not None:
+        labels = attributes(lease)
+        instruments.acquisitions.add(1, {**labels, "outcome": "acquired"})
+        instruments.wait.record(waited, labels)
+        if span is not None:
+            span.set_attribute("tenure.fence", fence)
+
+
+def busy(lease: AnyLease, waited: float, attempts: int) -> None:
+    """An acquire gave up: timed out, or found it held with ``blocking=False``."""
+    if lease_log.isEnabledFor(logging.DEBUG):
+        lease_log.debug(
+            "not acquired %s %r after %.3f s, %d attempt(s)",
+            lease.kind.kind, lease.name, waited, attempts,
+        )
+    instruments = _instruments()
+    if instruments is not None:
+        labels = attributes(lease)
+        instruments.acquisitions.add(1, {**labels, "outcome": "busy"})
+        instruments.wait.record(waited, labels)
+
+
+def released(lease: AnyLease, fence: int, held: float) -> None:
+    if lease_log.isEnabledFor(logging.DEBUG):
+        lease_log.debug(
+            "released %s %r: fence %d after %.3f s held", lease.kind.kind, lease.name, fence, held
+        )
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.hold.record(held, attributes(lease))
+
+
+def lost(lease: AnyLease, fence: int, reason: str, expected: bool) -> None:
+    """A lease is gone. ``expected``: its own budget ended it (``max_renewals`` spent, or a
+    lease that was not renewed ran out), which a caller asked for: INFO, not WARNING."""
+    lease_log.log(
+        logging.INFO if expected else logging.WARNING,
+        "lost %s %r (fence %d): %s", lease.kind.kind, lease.name, fence, reason,
+    )
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.losses.add(1, attributes(lease))
+
+
+def renewal_batch(lease: AnyLease, renewed: int, refused: int, failed: int) -> None:
+    """One watchdog round trip for leases of one backend and primitive (``lease``: any one of
+    them, for the labels)."""
+    if renewer_log.isEnabledFor(logging.DEBUG):
+        renewer_log.debug(
+            "renewal round trip on %s: %d renewed, %d refused, %d failed",
+            lease.backend.describe(), renewed, refused, failed,
+        )
+    instruments = _instruments()
+    if instruments is not None:
+        labels = attributes(lease)
+        for outcome, count in (("renewed", renewed), ("refused", refused), ("error", failed)):
+            if count:
+                instruments.renewals.add(count, {**labels, "outcome": outcome})

@@ -1,0 +1,143 @@
+"""Logs, metrics and spans of leases: a contended run read back from OpenTelemetry's
+in-memory reader and span exporter, and the ``tenure.lease`` log records."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import tenure
+
+READER = InMemoryMetricReader()
+SPANS = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def providers() -> Iterator[None]:
+    # The global providers can be set once per process; tenure's instruments, made through
+    # the API's proxies, start reporting to them from then on.
+    metrics.set_meter_provider(MeterProvider(metric_readers=[READER]))
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(SPANS))
+    trace.set_tracer_provider(tracer_provider)
+    yield
+
+
+def points(prefix: str) -> dict[str, list[Any]]:
+    """Every data point of tenure's instruments whose name prefix label is ``prefix``."""
+    found: dict[str, list[Any]] = {}
+    data = READER.get_metrics_data()
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    if point.attributes.get("tenure.name_prefix") == prefix:
+                        found.setdefault(metric.name, []).append(point)
+    return found
+
+
+def total(found: dict[str, list[Any]], metric: str, **labels: str) -> float:
+    return sum(
+        point.value
+        for point in found.get(metric, [])
+        if all(point.attributes.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_contended_run_is_counted_and_one_loss_reported() -> None:
+    workers, rounds = 4, 5
+    with tenure.connect("memory://observe") as locks:
+
+        def work() -> None:
+            for _ in range(rounds):
+                with locks.lock("contended:k", ttl=5, timeout=10):
+                    time.sleep(0.002)
+
+        threads = [threading.Thread(target=work) for _ in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        holder = locks.lock("contended:k", ttl=5)
+        assert holder.acquire()
+        assert locks.lock("contended:k", ttl=5).acquire(blocking=False) is False
+        holder.release()
+        lost = threading.Event()
+        short = locks.lock("contended:short", ttl=0.2, on_lost=lambda _lock: lost.set())
+        assert short.acquire()
+        assert lost.wait(3)
+
+    found = points("contended")
+    granted = workers * rounds + 2
+    assert total(found, "tenure.acquisitions", outcome="acquired") == granted
+    assert total(found, "tenure.acquisitions", outcome="busy") == 1
+    assert total(found, "tenure.contention") >= 1
+    waits = found["tenure.wait"]
+    assert sum(point.count for point in waits) == granted + 1
+    holds = found["tenure.hold"]
+    assert sum(point.count for point in holds) == workers * rounds + 1
+    assert total(found, "tenure.losses") == 1
+    for point in found["tenure.acquisitions"]:
+        assert point.attributes["tenure.backend"] == "memory"
+        assert point.attributes["tenure.primitive"] == "lock"
+    spans = [s for s in SPANS.get_finished_spans() if s.name == "tenure.acquire"]
+    fences = [s.attributes.get("tenure.fence") for s in spans
+              if s.attributes.get("tenure.name") == "contended:k"]
+    assert len(fences) == workers * rounds + 2  # every acquire, granted or not, has a span
+    granted_fences = [f for f in fences if f is not None]
+    assert sorted(granted_fences) == list(range(1, workers * rounds + 2))
+
+
+def test_renewals_and_semaphores_are_labelled() -> None:
+    with tenure.connect("memory://observe") as locks:
+        permit = locks.semaphore("renewed:s", limit=2, ttl=0.3, renew=True)
+        assert permit.acquire()
+        time.sleep(0.5)
+        permit.release()
+    found = points("renewed")
+    assert total(found, "tenure.renewals", outcome="renewed") >= 2
+    for point in found["tenure.acquisitions"]:
+        assert point.attributes["tenure.primitive"] == "semaphore"
+
+
+def test_log_records(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    with tenure.connect("memory://observe") as locks:
+        lock = locks.lock("logged:k", ttl=0.2, renew=True, max_renewals=0)
+        assert lock.acquire()
+        assert lock.lost.wait(3)
+    messages = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert any(
+        name == "tenure.lease" and level == logging.DEBUG and "acquired lock 'logged:k': fence 1"
+        in text for name, level, text in messages
+    ), messages
+    # The renewal budget ending the lease is what was asked for: INFO, not WARNING.
+    assert any(
+        name == "tenure.lease" and level == logging.INFO and "lost lock 'logged:k'" in text
+        for name, level, text in messages
+    ), messages
+
+
+def test_an_unexpected_loss_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    with tenure.connect("memory://observe") as locks:
+        lock = locks.lock("broken:k", ttl=0.6, renew=True)
+        assert lock.acquire()
+        assert locks.break_lock("broken:k")
+        assert lock.lost.wait(3)
+    assert any(
+        r.name == "tenure.lease" and r.levelno == logging.WARNING and "broken:k" in r.getMessage()
+        for r in caplog.records
+    )
