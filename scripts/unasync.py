@@ -41,6 +41,7 @@ SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"\basyncio\b flavour", "threads flavour"),
     (r"\bfor asyncio\b", "for threads"),
     (r"\bpymongo\.asynchronous\b", "pymongo.synchronous"),
+    (r"\baiter_lines\b", "iter_lines"),
 ]
 COMPILED = [(re.compile(pattern), replacement) for pattern, replacement in SUBSTITUTIONS]
 

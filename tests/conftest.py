@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 pytest_plugins = [
+    "tests.servers.etcd",
     "tests.servers.local",
     "tests.servers.mongodb",
     "tests.servers.mysql",
@@ -33,6 +34,7 @@ BACKENDS: dict[str, str] = {
     "redis": "redis_url",
     "redis_cluster": "redis_cluster_url",
     "redlock": "redlock_url",
+    "etcd": "etcd_url",
 }
 
 
@@ -46,6 +48,7 @@ SCHEMES: dict[str, str] = {
     "redis": "redis",
     "redis_cluster": "redis+cluster",
     "redlock": "redlock",
+    "etcd": "etcd",
 }
 
 

@@ -115,3 +115,11 @@ class Capabilities:
     """Processes on different hosts coordinate through it."""
     fault_tolerant: bool
     """The lock survives the loss of one server (replication, quorum)."""
+    lease_overrun: float = 0.0
+    """Seconds a lease may outlive its ttl on the server: etcd's leases are whole seconds and
+    its expiry check runs every 0.5 s, so up to 1.5 s. Clients judge their own lease by the
+    exact ttl (``check()`` errs early, never late); waiters may wait this much longer."""
+    fences_count_per_name: bool = True
+    """A name's fences are its own counter (its first fence is 1). False: they are the
+    store's revision at the grant (etcd's revision, ZooKeeper's zxid), still strictly
+    increasing per name, with gaps."""

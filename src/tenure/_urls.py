@@ -48,6 +48,8 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
     "mariadb": BackendEntry("tenure.backends.mysql", "mysql"),
     "postgresql": BackendEntry("tenure.backends.postgresql", "postgresql"),
     "postgres": BackendEntry("tenure.backends.postgresql", "postgresql"),
+    "etcd": BackendEntry("tenure.backends.etcd", "etcd"),
+    "etcds": BackendEntry("tenure.backends.etcd", "etcd"),
 }
 
 ENTRY_POINT_GROUP = "tenure.backends"

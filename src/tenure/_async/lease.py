@@ -88,6 +88,10 @@ class AsyncLeaseKind(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> AsyncBackend: ...
 
+    async def abandon(self, name: str, busy: Busy) -> None:
+        """An attempt that waited gives up: the backend leaves any queue it joined."""
+        await self.backend.abandon_wait(name, busy)
+
 
 @dataclasses.dataclass(eq=False)
 class Hold:
@@ -230,11 +234,17 @@ class AsyncLease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
+                    if waited is not None:
+                        await io.run_cleanup(self.kind.abandon, self.name, outcome)
                     return False
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
                     pause = min(pause, deadline - now)
-                await self.kind.wait(self.name, pause, outcome)
+                try:
+                    await self.kind.wait(self.name, pause, outcome)
+                except BaseException:
+                    await io.run_cleanup(self.kind.abandon, self.name, outcome)
+                    raise
                 waited = outcome
 
     def _acquire_while_held(self, held: Hold) -> None:

@@ -90,6 +90,10 @@ class LeaseKind(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> Backend: ...
 
+    def abandon(self, name: str, busy: Busy) -> None:
+        """An attempt that waited gives up: the backend leaves any queue it joined."""
+        self.backend.abandon_wait(name, busy)
+
 
 @dataclasses.dataclass(eq=False)
 class Hold:
@@ -232,11 +236,17 @@ class Lease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
+                    if waited is not None:
+                        io.run_cleanup(self.kind.abandon, self.name, outcome)
                     return False
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
                     pause = min(pause, deadline - now)
-                self.kind.wait(self.name, pause, outcome)
+                try:
+                    self.kind.wait(self.name, pause, outcome)
+                except BaseException:
+                    io.run_cleanup(self.kind.abandon, self.name, outcome)
+                    raise
                 waited = outcome
 
     def _acquire_while_held(self, held: Hold) -> None:

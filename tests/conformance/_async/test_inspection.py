@@ -61,7 +61,11 @@ async def test_locked_decorator_formats_the_name(backend_url: str, name: str) ->
 
         assert await deduct(7) == 1
         assert await deduct(stock_id=7, amount=3) == 3
-        assert seen == [1, 2]
+        if locks.capabilities.fences_count_per_name:
+            assert seen == [1, 2]
+        else:
+            assert len(seen) == 2 and seen[0] is not None and seen[1] is not None
+            assert seen[0] < seen[1]
         blocker = locks.lock(f"{name}:stock:7", ttl=10)
         assert await blocker.acquire()
         with pytest.raises(tenure.LockTimeout):

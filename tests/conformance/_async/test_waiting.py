@@ -54,7 +54,7 @@ async def test_waiter_notices_expiry_without_release(backend_url: str, name: str
         started = time.monotonic()
         assert await waiter.acquire(timeout=5)
         # The holder's lease ends 0.4 s after it began; the waiter must not sleep far past it.
-        assert time.monotonic() - started < 0.4 + 1.0
+        assert time.monotonic() - started < 0.4 + 1.0 + locks.capabilities.lease_overrun
         await waiter.release()
 
 

@@ -56,7 +56,7 @@ def test_waiter_notices_expiry_without_release(backend_url: str, name: str) -> N
         started = time.monotonic()
         assert waiter.acquire(timeout=5)
         # The holder's lease ends 0.4 s after it began; the waiter must not sleep far past it.
-        assert time.monotonic() - started < 0.4 + 1.0
+        assert time.monotonic() - started < 0.4 + 1.0 + locks.capabilities.lease_overrun
         waiter.release()
 
 

@@ -1,0 +1,529 @@
+"""etcd for asyncio: locks and semaphores as ordered keys, one mechanism for both.
+
+A lock is the case ``limit = 1`` of the same queue a semaphore uses: every holder and waiter
+of a name writes a key of its own (``_keys``), the ``limit`` oldest keys by creation revision
+hold the name, and a waiter watches for a deletion ahead of it. The steps:
+
+- **Acquire, first try**: one lease (the ttl rounded up to whole seconds, etcd's unit: a
+  holder may keep the name up to a second longer than asked, never shorter; the client's
+  own deadline still uses the exact ttl, so ``check()`` errs early) and ONE transaction that
+  writes the key on that lease and reads the ``limit`` oldest keys. A lock writes only if the
+  name has no key at all (a compare on the whole range), so it never barges past waiters; a
+  semaphore writes, and its key is granted if it is among the ``limit`` oldest, else removed.
+- **Waiting**: the waiter writes its key on a short queue lease (``QUEUE_TTL``), kept alive
+  by each wait, and watches the key just before its own (a lock), or the name's range (a
+  semaphore), for a deletion. A waiter that dies or gives up leaves the queue within
+  ``QUEUE_TTL`` seconds. Every wait is bounded and followed by a fresh read (watch streams
+  can miss or repeat events: etcd issues #20655, #18879).
+- **Granted from the queue**: once its key is among the ``limit`` oldest, the waiter moves it
+  onto a lease of its ttl, in one transaction guarded by the key's creation revision.
+- **Release**: revoking the holder's lease deletes its key in one step; watchers wake.
+- **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
+  revoked (by a break) answers TTL 0: lost.
+
+Fence: the holder key's creation revision. A ``{kind}.fence`` key per name remembers the last
+fence granted, for ``inspect`` after release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.etcd._async.gateway import JSON, AsyncGateway, NotFound
+from tenure.backends.etcd._config import EtcdSettings, parse
+from tenure.backends.etcd._keys import (
+    Record,
+    b64,
+    kind_prefix,
+    list_prefix,
+    name_prefix,
+    prefix_end,
+    split_key,
+    unb64,
+)
+
+__all__ = ["QUEUE_TTL", "AsyncEtcdBackend"]
+
+QUEUE_TTL = 2
+"""Seconds a waiter's place in the queue outlives its last wait (etcd's smallest useful
+lease: below the server's minimum TTL it is raised anyway)."""
+
+
+def whole_seconds(ttl: float) -> int:
+    """etcd leases are whole seconds: round up, never down."""
+    return max(1, math.ceil(ttl - 1e-9))
+
+
+@dataclasses.dataclass
+class _Held:
+    """What this process knows of one of its granted keys."""
+
+    lease: str
+    ttl: int
+    revision: int
+
+
+@dataclasses.dataclass
+class QueuePlace:
+    """A waiter's state, carried by ``Busy.waiting`` between acquire and wait."""
+
+    kind: str
+    name: str
+    key: str
+    limit: int
+    record: str
+    revision: int = 0
+    """The key's creation revision once queued (0: not queued, or lapsed)."""
+    lease: str = ""
+    """The short queue lease the key is on."""
+    watch_from: int = 0
+
+
+def _kvs(response: JSON) -> list[JSON]:
+    kvs: list[JSON] = response.get("response_range", response).get("kvs", [])
+    return kvs
+
+
+def _revision(answer: JSON) -> int:
+    return int(answer["header"]["revision"])
+
+
+def _put(key: str, value: str, lease: str) -> JSON:
+    return {"request_put": {"key": b64(key), "value": value, "lease": lease}}
+
+
+def _oldest(prefix: str, limit: int | None) -> JSON:
+    request: JSON = {
+        "key": b64(prefix), "range_end": b64(prefix_end(prefix)),
+        "sort_order": "ASCEND", "sort_target": "CREATE",
+    }
+    if limit is not None:
+        request["limit"] = str(limit)
+    return {"request_range": request}
+
+
+def _created_at(key: str, revision: int) -> JSON:
+    return {"key": b64(key), "target": "CREATE", "result": "EQUAL",
+            "create_revision": str(revision)}
+
+
+class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport):
+    """Options: ``namespace`` (the first segment of every key, default ``tenure``),
+    ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
+    ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
+
+    capabilities = Capabilities(
+        fencing="strictly increasing per name: the holder key's creation revision (the "
+        "cluster's revision), across releases, restarts and leader changes",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="notification (a watch on the key ahead)",
+        multi_host=True,
+        fault_tolerant=True,
+        lease_overrun=1.5,
+        fences_count_per_name=False,
+    )
+    notifies = True
+    max_backoff = 0.5
+    """The longest single wait: each wait keeps the waiter's queue lease alive first."""
+
+    def __init__(self, settings: EtcdSettings) -> None:
+        self.settings = settings
+        self.gateway = AsyncGateway(settings)
+        self._held: dict[tuple[str, str, str], _Held] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncEtcdBackend:
+        return cls(parse(url, options))
+
+    def describe(self) -> str:
+        return self.settings.display
+
+    async def aclose(self) -> None:
+        await self.gateway.aclose()
+
+    # ---- the lock: the queue with limit 1 ------------------------------------------------
+
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        return await self._acquire("lock", name, token, ttl, holder, 1, waited)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await self._release("lock", name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        (extended,) = await self._extend_many("lock", [Renewal(name, token, ttl)])
+        return extended
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend_many("lock", renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await self._owned("lock", name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await self._inspect("lock", name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return await self._list("lock", prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return await self._break("lock", name)
+
+    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await self._wait(busy, timeout)
+
+    # ---- the semaphore: the same queue with limit N ------------------------------------
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await self._acquire("semaphore", name, token, ttl, holder, limit, waited)
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        return await self._release("semaphore", name, token)
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend_many("semaphore", renewals)
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        return await self._owned("semaphore", name, token)
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return await self._inspect("semaphore", name)
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return await self._list("semaphore", prefix)
+
+    async def break_semaphore(self, name: str) -> bool:
+        return await self._break("semaphore", name)
+
+    async def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await self._wait(busy, timeout)
+
+    # ---- the steps, once for both --------------------------------------------------------
+
+    def _fence_key(self, kind: str, name: str) -> str:
+        return name_prefix(self.settings.namespace, f"{kind}.fence", name)
+
+    async def _acquire(
+        self,
+        kind: str,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        waited: Busy | None,
+    ) -> Grant | Busy:
+        prefix = name_prefix(self.settings.namespace, kind, name)
+        key = prefix + token
+        place = waited.waiting if waited is not None else None
+        if isinstance(place, QueuePlace) and place.key == key and place.revision:
+            return await self._settle(place, ttl, holder)
+        record = Record.new(holder, limit).encode()
+        lease = await self._grant(whole_seconds(ttl))
+        oldest = _oldest(prefix, limit)
+        txn: JSON = {"success": [_put(key, record, lease), oldest]}
+        if limit == 1:
+            # A lock is written only into an empty range: never past a queued waiter.
+            txn["compare"] = [_created_at(prefix, 0) | {"range_end": b64(prefix_end(prefix))}]
+            txn["failure"] = [oldest]
+        answer = await self.gateway.post("/v3/kv/txn", txn)
+        ranked = _kvs(answer["responses"][-1])
+        mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
+        stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
+        conflict = next((s for s in stored if s != limit), None)
+        if mine is not None and conflict is None:
+            revision = int(mine["create_revision"])
+            if mine.get("lease") != lease:  # a retry found the key its lost reply wrote
+                await self._revoke(lease)
+                lease = str(mine.get("lease", "0"))
+            self._held[(kind, name, token)] = _Held(lease, whole_seconds(ttl), revision)
+            await self._record_fence(kind, name, revision)
+            return Grant(revision)
+        await self._revoke(lease)  # removes our key, if this try wrote one
+        if conflict is not None and kind == "semaphore":
+            raise limit_mismatch(name, conflict, limit)
+        return Busy(None, QueuePlace(kind, name, key, limit, record))
+
+    async def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
+        """A queued waiter's acquire: granted once its key is among the ``limit`` oldest."""
+        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
+        answer = await self.gateway.post(
+            "/v3/kv/range", _oldest(prefix, place.limit)["request_range"]
+        )
+        ranked = _kvs(answer)
+        # Deletions up to this read are reflected in it: the next watch starts after it.
+        place.watch_from = _revision(answer) + 1
+        mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == place.key), None)
+        if mine is None:
+            return Busy(None, place)
+        if int(mine["create_revision"]) != place.revision:
+            place.revision = 0  # our place lapsed and the key was written again: rejoin
+            return Busy(None, place)
+        conflict = next(
+            (record.limit for kv in ranked if kv is not mine
+             and (record := Record.decode(kv.get("value", ""))).limit != place.limit),
+            None,
+        )
+        if conflict is not None:
+            await self._revoke(place.lease)
+            place.revision = 0
+            raise limit_mismatch(place.name, conflict, place.limit)
+        seconds = whole_seconds(ttl)
+        lease = await self._grant(seconds)
+        moved = await self.gateway.post("/v3/kv/txn", {
+            "compare": [_created_at(place.key, place.revision)],
+            "success": [_put(place.key, Record.new(holder, place.limit).encode(), lease)],
+        })
+        if not moved.get("succeeded"):
+            # Our queue lease lapsed (a stalled waiter): join again at the back.
+            await self._revoke(lease)
+            place.revision = 0
+            return Busy(None, place)
+        await self._revoke(place.lease)  # the key left it; nothing else is on it
+        token = place.key.rpartition("/")[2]
+        self._held[(place.kind, place.name, token)] = _Held(lease, seconds, place.revision)
+        await self._record_fence(place.kind, place.name, place.revision)
+        return Grant(place.revision)
+
+    async def _record_fence(self, kind: str, name: str, fence: int) -> None:
+        """Remember the name's last fence for ``inspect``, never letting it go back: the
+        value is the fence zero-padded, so etcd's byte-wise compare orders it as a number."""
+        key = b64(self._fence_key(kind, name))
+        value = b64(f"{fence:020d}")
+        put = {"request_put": {"key": key, "value": value}}
+        answer = await self.gateway.post("/v3/kv/txn", {
+            "compare": [{"key": key, "target": "VALUE", "result": "LESS", "value": value}],
+            "success": [put],
+        })
+        if not answer.get("succeeded"):
+            # A VALUE compare fails on a missing key: the name's first fence.
+            await self.gateway.post("/v3/kv/txn", {
+                "compare": [{"key": key, "target": "CREATE", "result": "EQUAL",
+                             "create_revision": "0"}],
+                "success": [put],
+            })
+
+    async def _wait(self, busy: Busy | None, timeout: float) -> None:
+        place = busy.waiting if busy is not None else None
+        if not isinstance(place, QueuePlace):
+            return
+        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
+        if place.revision and not await self._keep_alive(place.lease):
+            place.revision = 0  # lapsed while we were away: join again
+        if not place.revision:
+            await self._join(place)
+        if place.limit > 1:
+            await self.gateway.watch_deletes(
+                b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
+            )
+            return
+        ahead = await self.gateway.post("/v3/kv/range", {
+            "key": b64(prefix), "range_end": b64(prefix_end(prefix)),
+            "sort_order": "DESCEND", "sort_target": "CREATE",
+            "max_create_revision": str(place.revision - 1), "limit": "1", "keys_only": True,
+        })
+        predecessor = _kvs(ahead)
+        if predecessor:
+            await self.gateway.watch_deletes(
+                predecessor[0]["key"], None, _revision(ahead) + 1, timeout
+            )
+
+    async def abandon_wait(self, name: str, busy: Busy) -> None:
+        place = busy.waiting
+        if isinstance(place, QueuePlace) and place.revision:
+            place.revision = 0
+            await self._revoke(place.lease)  # the queue key goes with its lease
+
+    async def _join(self, place: QueuePlace) -> None:
+        """Write the waiter's key at the back of the queue, on a short queue lease."""
+        place.lease = await self._grant(QUEUE_TTL)
+        answer = await self.gateway.post("/v3/kv/txn", {
+            "success": [
+                _put(place.key, place.record, place.lease),
+                {"request_range": {"key": b64(place.key)}},
+            ],
+        })
+        (mine,) = _kvs(answer["responses"][-1])
+        place.revision = int(mine["create_revision"])
+        place.watch_from = _revision(answer) + 1
+
+    async def _release(self, kind: str, name: str, token: str) -> bool:
+        held = self._held.pop((kind, name, token), None)
+        lease = held.lease if held is not None else await self._lease_of(kind, name, token)
+        return lease is not None and await self._revoke(lease)
+
+    async def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
+        results: dict[int, bool] = {}
+        batch: list[tuple[int, str]] = []
+        for index, renewal in enumerate(renewals):
+            held = self._held.get((kind, renewal.name, renewal.token))
+            if held is None:
+                results[index] = False
+            elif whole_seconds(renewal.ttl) == held.ttl:
+                batch.append((index, held.lease))
+            else:
+                results[index] = await self._move(kind, renewal, held)
+        if batch:
+            alive = await self._keep_alive_many([lease for _, lease in batch])
+            results.update((index, ok) for (index, _), ok in zip(batch, alive, strict=True))
+        return [results[index] for index in range(len(renewals))]
+
+    async def _move(self, kind: str, renewal: Renewal, held: _Held) -> bool:
+        """A new ttl: the key moves to a new lease of that many seconds, if it is still ours."""
+        seconds = whole_seconds(renewal.ttl)
+        lease = await self._grant(seconds)
+        key = name_prefix(self.settings.namespace, kind, renewal.name) + renewal.token
+        moved = await self.gateway.post("/v3/kv/txn", {
+            "compare": [_created_at(key, held.revision)],
+            "success": [{"request_put": {"key": b64(key), "lease": lease, "ignore_value": True}}],
+        })
+        if not moved.get("succeeded") or not await self._keep_alive(held.lease):
+            await self._revoke(lease)
+            return False
+        await self._revoke(held.lease)
+        held.lease, held.ttl = lease, seconds
+        return True
+
+    async def _owned(self, kind: str, name: str, token: str) -> bool:
+        held = self._held.get((kind, name, token))
+        if held is None:
+            return False
+        key = name_prefix(self.settings.namespace, kind, name) + token
+        kvs = _kvs(await self.gateway.post("/v3/kv/range", {"key": b64(key)}))
+        return bool(kvs) and int(kvs[0]["create_revision"]) == held.revision
+
+    async def _inspect(self, kind: str, name: str) -> LockInfo | None:
+        prefix = name_prefix(self.settings.namespace, kind, name)
+        fence_key = self._fence_key(kind, name)
+        answer = await self.gateway.post("/v3/kv/txn", {"success": [
+            _oldest(prefix, None), {"request_range": {"key": b64(fence_key)}},
+        ]})
+        keys, fence = (_kvs(response) for response in answer["responses"])
+        if not fence:
+            return None
+        return await self._info(kind, name, keys, _fence_of(fence[0]))
+
+    async def _list(self, kind: str, prefix: str) -> list[LockInfo]:
+        namespace = self.settings.namespace
+        start = list_prefix(namespace, kind, prefix)
+        fence_start = list_prefix(namespace, f"{kind}.fence", prefix)
+        answer = await self.gateway.post("/v3/kv/txn", {"success": [
+            {"request_range": {"key": b64(start), "range_end": b64(prefix_end(
+                kind_prefix(namespace, kind))), "sort_order": "ASCEND",
+                "sort_target": "CREATE"}},
+            {"request_range": {"key": b64(fence_start), "range_end": b64(prefix_end(
+                kind_prefix(namespace, f"{kind}.fence")))}},
+        ]})
+        keys, fences = (_kvs(response) for response in answer["responses"])
+        by_name: dict[str, list[JSON]] = {}
+        for kv in keys:
+            key_name = split_key(namespace, kind, unb64(kv["key"]).decode())[0]
+            if key_name.startswith(prefix):
+                by_name.setdefault(key_name, []).append(kv)
+        found = []
+        for kv in fences:
+            fence_name = split_key(namespace, f"{kind}.fence", unb64(kv["key"]).decode())[0]
+            if fence_name.startswith(prefix):
+                found.append(await self._info(
+                    kind, fence_name, by_name.get(fence_name, []), _fence_of(kv)
+                ))
+        return sorted(found, key=lambda info: info.name)
+
+    async def _info(self, kind: str, name: str, keys: list[JSON], fence: int) -> LockInfo:
+        """The holders are the ``limit`` oldest keys; the rest are waiting."""
+        records = [Record.decode(kv.get("value", "")) for kv in keys]
+        limit = records[0].limit if records else None
+        held = list(zip(keys, records, strict=True))[: (limit or 1) if kind == "semaphore" else 1]
+        leases = []
+        for kv, record in held:
+            left = await self._time_to_live(str(kv.get("lease", "0")))
+            if left > 0:
+                leases.append(LeaseInfo(
+                    record.holder, _utc(record.since), left, int(kv["create_revision"])
+                ))
+        if kind == "semaphore":
+            return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
+                            leases=tuple(leases))
+        if not leases:
+            return LockInfo(name, fence, None, None, None)
+        (lease,) = leases
+        return LockInfo(name, fence, lease.holder, lease.acquired_at, lease.ttl_left)
+
+    async def _break(self, kind: str, name: str) -> bool:
+        info_keys = _kvs(await self.gateway.post(
+            "/v3/kv/range",
+            _oldest(name_prefix(self.settings.namespace, kind, name), None)["request_range"],
+        ))
+        records = [Record.decode(kv.get("value", "")) for kv in info_keys]
+        count = (records[0].limit or 1) if records and kind == "semaphore" else 1
+        broken = False
+        for kv in info_keys[:count]:
+            broken = await self._revoke(str(kv.get("lease", "0"))) or broken
+        return broken
+
+    # ---- leases ------------------------------------------------------------------------
+
+    async def _grant(self, seconds: int) -> str:
+        answer = await self.gateway.post("/v3/lease/grant", {"TTL": str(seconds)})
+        return str(answer["ID"])
+
+    async def _revoke(self, lease: str) -> bool:
+        """Revoke ``lease`` (its keys go with it); False if it was already gone."""
+        if not lease or lease == "0":
+            return False
+        try:
+            await self.gateway.post("/v3/lease/revoke", {"ID": lease})
+        except NotFound:
+            return False
+        return True
+
+    async def _keep_alive(self, lease: str) -> bool:
+        (alive,) = await self._keep_alive_many([lease])
+        return alive
+
+    async def _keep_alive_many(self, leases: list[str]) -> list[bool]:
+        """One request for the whole batch: the gateway reads a stream of keep-alives."""
+        body = "".join(f'{{"ID":"{lease}"}}' for lease in leases)
+        answer = await self.gateway.post_stream("/v3/lease/keepalive", body)
+        alive = {str(item["result"]["ID"]) for item in answer
+                 if int(item.get("result", {}).get("TTL", 0)) > 0}
+        return [lease in alive for lease in leases]
+
+    async def _time_to_live(self, lease: str) -> float:
+        if not lease or lease == "0":
+            return 0.0
+        answer = await self.gateway.post("/v3/lease/timetolive", {"ID": lease})
+        return float(answer.get("TTL", 0))
+
+    async def _lease_of(self, kind: str, name: str, token: str) -> str | None:
+        key = name_prefix(self.settings.namespace, kind, name) + token
+        kvs = _kvs(await self.gateway.post("/v3/kv/range", {"key": b64(key)}))
+        return str(kvs[0].get("lease", "0")) if kvs else None
+
+
+def _fence_of(kv: JSON) -> int:
+    return int(unb64(kv.get("value", "") or b64("0")))
+
+
+def _utc(since: float) -> Any:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(since, datetime.UTC)

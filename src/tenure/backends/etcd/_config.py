@@ -1,0 +1,108 @@
+"""The etcd URL forms and options.
+
+    etcd://host:port[,host:port...][?namespace=tenure&timeout=5]
+    etcds://user:password@host:port,...?ssl_ca=/ca.pem&ssl_cert=/c.pem&ssl_key=/k.pem
+
+Every listed member is an endpoint: a request that cannot reach one (refused, timed out)
+goes to the next. Credentials, when given, log in through etcd's auth API
+(``/v3/auth/authenticate``) and the token travels with every request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from typing import Any
+
+from tenure._errors import ConfigurationError
+from tenure._options import number_option
+from tenure._urls import redact
+
+__all__ = ["EtcdSettings", "parse"]
+
+DEFAULT_PORT = 2379
+URL_OPTIONS = ("namespace", "timeout", "ssl_ca", "ssl_cert", "ssl_key")
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdSettings:
+    endpoints: tuple[str, ...]
+    """Base URLs of the members, ``http://host:port`` or ``https://host:port``."""
+    namespace: str = "tenure"
+    """The first segment of every key tenure writes."""
+    timeout: float = 5.0
+    """Seconds for each request's reply (across all endpoints tried)."""
+    username: str | None = None
+    password: str | None = dataclasses.field(default=None, repr=False)
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    display: str = ""
+    """The URL without its password, for messages."""
+
+
+def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
+    display = redact(url)
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    if scheme not in ("etcd", "etcds"):
+        raise ConfigurationError(f"not an etcd URL: {display!r}")
+    netloc, _, tail = rest.partition("/")
+    path, _, query_text = tail.partition("?")
+    if "?" in netloc:
+        netloc, _, query_text = netloc.partition("?")
+    if path:
+        raise ConfigurationError(
+            f"an etcd URL names members only (etcd://host:port,host:port), not a path: "
+            f"{display!r}; the key prefix is the namespace option"
+        )
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = urllib.parse.unquote(user) or None
+        password = urllib.parse.unquote(secret) if colon else None
+        if username is None:
+            raise ConfigurationError(f"etcd credentials need a user name: {display!r}")
+    endpoints = tuple(_endpoint(host, scheme, display) for host in hosts.split(","))
+    query = dict(urllib.parse.parse_qsl(query_text, keep_blank_values=True))
+    merged: dict[str, Any] = {**query, **options}
+    unknown = set(merged) - set(URL_OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown etcd option(s) {sorted(unknown)}; known: {list(URL_OPTIONS)}"
+        )
+    namespace = merged.get("namespace", "tenure")
+    if not isinstance(namespace, str) or not namespace or "/" in namespace:
+        raise ConfigurationError(
+            f"etcd option namespace must be a non-empty string without '/', not {namespace!r}"
+        )
+    tls = {key: merged.get(key) for key in ("ssl_ca", "ssl_cert", "ssl_key")}
+    if scheme == "etcd" and any(tls.values()):
+        raise ConfigurationError("ssl_ca, ssl_cert and ssl_key need an etcds:// URL")
+    if bool(tls["ssl_cert"]) != bool(tls["ssl_key"]):
+        raise ConfigurationError("etcd options ssl_cert and ssl_key go together")
+    return EtcdSettings(
+        endpoints=endpoints,
+        namespace=namespace,
+        timeout=number_option("etcd", "timeout", merged.get("timeout", 5.0), unit=" seconds",
+                              above=0, at_most=3600),
+        username=username,
+        password=password,
+        ssl_ca=tls["ssl_ca"],
+        ssl_cert=tls["ssl_cert"],
+        ssl_key=tls["ssl_key"],
+        display=display,
+    )
+
+
+def _endpoint(host: str, scheme: str, display: str) -> str:
+    try:
+        parts = urllib.parse.urlsplit(f"//{host}")
+        port = parts.port or DEFAULT_PORT
+    except ValueError as exc:
+        raise ConfigurationError(f"bad etcd member {host!r} in {display!r}: {exc}") from None
+    if not parts.hostname:
+        raise ConfigurationError(f"an etcd URL needs host:port for each member: {display!r}")
+    hostname = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{'https' if scheme == 'etcds' else 'http'}://{hostname}:{port}"

@@ -1,0 +1,101 @@
+"""Where tenure's records live in etcd, and how they are written.
+
+    {ns}/{kind}/{N}/{token}     one key per holder or waiter of the name N
+
+``{kind}`` is ``lock`` or ``semaphore``; ``{N}`` is the name with ``%`` and ``/`` percent-
+escaped, so that one name's keys never fall inside another's range (``a/b`` is ``a%2Fb``) and
+a listing by name prefix is one key range. ``{token}`` is the acquisition's random token. The
+value is JSON: who holds it (host, pid, thread), since when (the holder's clock: etcd has no
+clock to read), and the limit it was taken with.
+
+Each key is attached to an etcd lease. The name is granted to its ``limit`` oldest keys by
+creation revision; the others are waiting, first in, first out. A key's creation revision is
+the fence: it is the cluster's global revision at the write, so it strictly increases per
+name, never goes back (it survives restarts and leader changes: Raft log), and grant order is
+creation order.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import time
+from typing import Any
+
+from tenure._types import Holder
+
+__all__ = ["Record", "b64", "name_prefix", "prefix_end", "unb64"]
+
+
+def b64(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _escape(name: str) -> str:
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def _unescape(escaped: str) -> str:
+    return escaped.replace("%2F", "/").replace("%25", "%")
+
+
+def kind_prefix(namespace: str, kind: str) -> str:
+    return f"{namespace}/{kind}/"
+
+
+def name_prefix(namespace: str, kind: str, name: str) -> str:
+    """Every key of one name starts with this (and no key of another name does)."""
+    return f"{kind_prefix(namespace, kind)}{_escape(name)}/"
+
+
+def list_prefix(namespace: str, kind: str, prefix: str) -> str:
+    """Every key of every name starting with ``prefix`` starts with this."""
+    return kind_prefix(namespace, kind) + _escape(prefix)
+
+
+def split_key(namespace: str, kind: str, key: str) -> tuple[str, str]:
+    """(name, token) of a key under ``kind_prefix``."""
+    escaped, _, token = key[len(kind_prefix(namespace, kind)):].rpartition("/")
+    return _unescape(escaped), token
+
+
+def prefix_end(prefix: str) -> str:
+    """The end of the key range of everything starting with ``prefix`` (etcd's rule: the
+    prefix with its last byte incremented). Our prefixes end in printable ASCII."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    holder: Holder
+    since: float
+    limit: int
+
+    def encode(self) -> str:
+        return b64(json.dumps({
+            "host": self.holder.host, "pid": self.holder.pid, "thread": self.holder.thread,
+            "since": self.since, "limit": self.limit,
+        }, separators=(",", ":")))
+
+    @classmethod
+    def new(cls, holder: Holder, limit: int) -> Record:
+        return cls(holder, time.time(), limit)
+
+    @classmethod
+    def decode(cls, value: str) -> Record:
+        try:
+            data: dict[str, Any] = json.loads(unb64(value))
+            return cls(
+                Holder(str(data["host"]), int(data["pid"]), str(data["thread"])),
+                float(data["since"]),
+                int(data["limit"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            # Not ours (written by hand?): show it, never crash a listing.
+            return cls(Holder("?", 0, "?"), 0.0, 0)
