@@ -61,7 +61,7 @@ def table() -> str:
             f"- **{package}** has no {primitive}s: {reason}."
             for primitive, reason in module.BACKEND.refusals.items()
         ]
-    return "\n".join(rows + ([""] + refused if refused else []))
+    return "\n".join(rows + (["", *refused] if refused else []))
 
 
 def render(text: str) -> str:

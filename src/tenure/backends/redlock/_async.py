@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from tenure._async.backend import AsyncBackend
 from tenure._concurrency import async_io as io
@@ -85,7 +85,7 @@ class AsyncRedlockBackend(AsyncBackend):
         multi_host=True,
         fault_tolerant=True,
     )
-    refusals = {
+    refusals: ClassVar[Mapping[str, str]] = {
         "semaphore": (
             "counting permits on each independent node and taking a majority is not safe "
             "(3 nodes, limit 2: holders granted on nodes {1,2}, {2,3} and {1,3} all win, three "

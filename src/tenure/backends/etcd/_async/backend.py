@@ -154,7 +154,7 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport):
     async def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
-        return await self._acquire("lock", name, token, ttl, holder, 1, waited)
+        return await self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
 
     async def release(self, name: str, token: str) -> bool:
         return await self._release("lock", name, token)
@@ -193,7 +193,9 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport):
         *,
         waited: Busy | None = None,
     ) -> Grant | Busy:
-        return await self._acquire("semaphore", name, token, ttl, holder, limit, waited)
+        return await self._acquire(
+            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
+        )
 
     async def release_permit(self, name: str, token: str) -> bool:
         return await self._release("semaphore", name, token)
@@ -228,6 +230,7 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport):
         token: str,
         ttl: float,
         holder: Holder,
+        *,
         limit: int,
         waited: Busy | None,
     ) -> Grant | Busy:

@@ -156,7 +156,7 @@ class EtcdBackend(Backend, SemaphoreSupport):
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
-        return self._acquire("lock", name, token, ttl, holder, 1, waited)
+        return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
 
     def release(self, name: str, token: str) -> bool:
         return self._release("lock", name, token)
@@ -195,7 +195,9 @@ class EtcdBackend(Backend, SemaphoreSupport):
         *,
         waited: Busy | None = None,
     ) -> Grant | Busy:
-        return self._acquire("semaphore", name, token, ttl, holder, limit, waited)
+        return self._acquire(
+            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
+        )
 
     def release_permit(self, name: str, token: str) -> bool:
         return self._release("semaphore", name, token)
@@ -230,6 +232,7 @@ class EtcdBackend(Backend, SemaphoreSupport):
         token: str,
         ttl: float,
         holder: Holder,
+        *,
         limit: int,
         waited: Busy | None,
     ) -> Grant | Busy:
