@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.servers.postgresql",
     "tests.servers.redis",
     "tests.servers.redlock",
+    "tests.servers.zookeeper",
 ]
 
 # marker / id -> fixture returning the URL of a ready backend
@@ -35,6 +36,7 @@ BACKENDS: dict[str, str] = {
     "redis_cluster": "redis_cluster_url",
     "redlock": "redlock_url",
     "etcd": "etcd_url",
+    "zookeeper": "zookeeper_url",
 }
 
 
@@ -49,6 +51,7 @@ SCHEMES: dict[str, str] = {
     "redis_cluster": "redis+cluster",
     "redlock": "redlock",
     "etcd": "etcd",
+    "zookeeper": "zookeeper",
 }
 
 

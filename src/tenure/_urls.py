@@ -50,6 +50,8 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
     "postgres": BackendEntry("tenure.backends.postgresql", "postgresql"),
     "etcd": BackendEntry("tenure.backends.etcd", "etcd"),
     "etcds": BackendEntry("tenure.backends.etcd", "etcd"),
+    "zookeeper": BackendEntry("tenure.backends.zookeeper", "zookeeper"),
+    "zk": BackendEntry("tenure.backends.zookeeper", "zookeeper"),
 }
 
 ENTRY_POINT_GROUP = "tenure.backends"

@@ -63,3 +63,85 @@ def sigkill_handover_seconds(url: str, name: str, ttl: float) -> float:
     if holder.stderr:
         holder.stderr.close()
     return elapsed
+
+
+Permit = tuple[int, int, int]
+"""One permit as a ``permits`` worker saw it: (entered ns, left ns, fence); the times are
+``time.monotonic_ns()``, one clock for the whole host."""
+
+
+def run_permits(url: str, name: str, tmp: pathlib.Path, *, processes: int, rounds: int,
+                limit: int, hold: float) -> list[list[Permit]]:
+    """``processes`` workers, all connected before any starts, x ``rounds`` permits of the
+    semaphore ``name`` (``limit``), each held ``hold`` seconds; every worker's permits."""
+    start = tmp / "start"
+    outputs = [tmp / f"permits-{index}.txt" for index in range(processes)]
+    running = [
+        worker("permits", url, name, str(limit), str(rounds), str(hold), str(start), str(out))
+        for out in outputs
+    ]
+    try:
+        for process in running:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
+                                                    else "")
+        start.touch()
+        for process in running:
+            finish(process, timeout=600)
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return [
+        [(int(entered), int(left), int(fence))
+         for entered, left, fence in (line.split() for line in out.read_text().splitlines())]
+        for out in outputs
+    ]
+
+
+def most_at_once(permits: list[Permit]) -> int:
+    """The most permits whose (entered, left) intervals overlap at any instant. Each interval
+    lies inside the permit's real tenure (stamped after acquire returned, before release was
+    called), so this never overstates the real concurrency; a tie counts as no overlap."""
+    events = sorted([(entered, 1) for entered, _, _ in permits]
+                    + [(left, -1) for _, left, _ in permits])  # at a tie, -1 sorts first
+    live = most = 0
+    for _, change in events:
+        live += change
+        most = max(most, live)
+    return most
+
+
+def sigkill_permit_handover_seconds(url: str, name: str, ttl: float, limit: int) -> float:
+    """Fill the ``limit`` permits of ``name``: one in a worker that renews its ``ttl`` lease,
+    the others here. Check the worker's permit outlives its ttl, SIGKILL the worker, and time
+    how long until a waiter here gets the permit it held."""
+    holder = worker("hold-permit", url, name, str(limit), str(ttl))
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.startswith("acquired"), line + (holder.stderr.read() if holder.stderr
+                                                    else "")
+        with tenure.connect(url) as locks:
+            mine = [locks.semaphore(name, limit=limit, ttl=60) for _ in range(limit - 1)]
+            for permit in mine:
+                assert permit.acquire(timeout=10)
+            waiter = locks.semaphore(name, limit=limit, ttl=60)
+            time.sleep(1.5 * ttl)
+            # The worker's renewals kept its permit beyond its ttl: all of them are taken.
+            assert waiter.acquire(blocking=False) is False
+            killed = time.monotonic()
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+            assert waiter.acquire(timeout=ttl + 10)
+            elapsed = time.monotonic() - killed
+            waiter.release()
+            for permit in mine:
+                permit.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.communicate()
+    return elapsed

@@ -7,6 +7,13 @@
         acquire, print "acquired <fence>", then sleep until killed.
     python -m tests.integration.workers fences URL NAME COUNT
         COUNT acquire/release cycles; prints every fence.
+    python -m tests.integration.workers permits URL NAME LIMIT ROUNDS HOLD START OUT
+        connect, print "ready", wait until the file START exists, then ROUNDS times: take a
+        permit of the semaphore NAME (limit LIMIT), hold it HOLD seconds, release it. Writes
+        one line per permit to OUT: "<entered ns> <left ns> <fence>", time.monotonic_ns()
+        just after acquire returned and just before release (one clock for the host).
+    python -m tests.integration.workers hold-permit URL NAME LIMIT TTL
+        take a permit (renewed), print "acquired <fence>", then sleep until killed.
 """
 
 from __future__ import annotations
@@ -52,6 +59,35 @@ def fences(url: str, name: str, count: int) -> None:
     print(" ".join(map(str, seen)), flush=True)
 
 
+def permits(url: str, name: str, limit: int, rounds: int, hold: float, start: str,
+            out: str) -> None:
+    lines = []
+    with tenure.connect(url) as locks:
+        locks.inspect(name, kind="semaphore")  # connect before the start line
+        print("ready", flush=True)
+        while not pathlib.Path(start).exists():
+            time.sleep(0.001)
+        permit = locks.semaphore(name, limit=limit, ttl=30)
+        for _ in range(rounds):
+            if not permit.acquire(timeout=120):
+                raise SystemExit(f"no permit of {name!r} within 120 s")
+            entered = time.monotonic_ns()
+            time.sleep(hold)
+            left = time.monotonic_ns()
+            lines.append(f"{entered} {left} {permit.fence}")
+            permit.release()
+    pathlib.Path(out).write_text("\n".join(lines) + "\n")
+
+
+def hold_permit(url: str, name: str, limit: int, ttl: float) -> None:
+    locks = tenure.connect(url)
+    permit = locks.semaphore(name, limit=limit, ttl=ttl, renew=True)
+    permit.acquire()
+    print(f"acquired {permit.fence}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def main(argv: list[str]) -> None:
     command, url, name, *rest = argv
     if command == "counter":
@@ -60,6 +96,11 @@ def main(argv: list[str]) -> None:
         hold(url, name, float(rest[0]))
     elif command == "fences":
         fences(url, name, int(rest[0]))
+    elif command == "permits":
+        limit, rounds, seconds, start, out = rest
+        permits(url, name, int(limit), int(rounds), float(seconds), start, out)
+    elif command == "hold-permit":
+        hold_permit(url, name, int(rest[0]), float(rest[1]))
     else:
         raise SystemExit(f"unknown worker command {command!r}")
 

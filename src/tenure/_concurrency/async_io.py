@@ -25,13 +25,14 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
     "Event",
     "Mutex",
+    "ThreadResult",
     "Signal",
     "check_function_kind",
     "complete",
@@ -40,6 +41,7 @@ __all__ = [
     "drain_cleanups",
     "invoke_callback",
     "run_blocking",
+    "result_of",
     "run_cleanup",
     "scope",
     "sleep",
@@ -197,3 +199,29 @@ def check_function_kind(function: Callable[..., Any]) -> None:
             "decorate it with a client from tenure.connect()"
         )
 
+
+class ThreadResult(Protocol[T]):
+    """A result another thread completes (kazoo's ``IAsyncResult``)."""
+
+    def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
+    def get(self, block: bool = True, timeout: float | None = None) -> T: ...
+
+
+async def result_of(result: ThreadResult[T], timeout: float) -> T:
+    """The value of ``result`` (or its error), awaited without blocking the loop; raises
+    TimeoutError after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def finished(_: ThreadResult[T]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle)
+
+    result.rawlink(finished)
+    async with asyncio.timeout(timeout):
+        await done
+    return result.get(block=False)

@@ -8,13 +8,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
     "Event",
     "Mutex",
+    "ThreadResult",
     "Signal",
     "check_function_kind",
     "complete",
@@ -23,6 +24,7 @@ __all__ = [
     "drain_cleanups",
     "invoke_callback",
     "run_blocking",
+    "result_of",
     "run_cleanup",
     "scope",
     "sleep",
@@ -138,3 +140,20 @@ def check_function_kind(function: Callable[..., Any]) -> None:
             f"{function.__qualname__} is a coroutine function: decorate it with a client from "
             "tenure.connect_async()"
         )
+
+
+class ThreadResult(Protocol[T]):
+    """A result another thread completes (kazoo's ``IAsyncResult``)."""
+
+    def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
+    def get(self, block: bool = True, timeout: float | None = None) -> T: ...
+
+
+def result_of(result: ThreadResult[T], timeout: float) -> T:
+    """The value of ``result`` (or its error), waited for in this thread; raises
+    TimeoutError after ``timeout`` seconds."""
+    done = threading.Event()
+    result.rawlink(lambda _: done.set())
+    if not done.wait(timeout):
+        raise TimeoutError(f"no result within {timeout} s")
+    return result.get(block=False)

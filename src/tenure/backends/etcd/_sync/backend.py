@@ -460,9 +460,10 @@ class EtcdBackend(Backend, SemaphoreSupport):
         leases = []
         for kv, record in held:
             left = self._time_to_live(str(kv.get("lease", "0")))
-            if left > 0:
+            if left >= 0:  # etcd counts whole seconds: 0 is a lease in its last second
                 leases.append(LeaseInfo(
-                    record.holder, _utc(record.since), left, int(kv["create_revision"])
+                    record.holder, _utc(record.since), max(left, 0.5),
+                    int(kv["create_revision"]),
                 ))
         if kind == "semaphore":
             return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
@@ -514,9 +515,9 @@ class EtcdBackend(Backend, SemaphoreSupport):
 
     def _time_to_live(self, lease: str) -> float:
         if not lease or lease == "0":
-            return 0.0
+            return -1.0
         answer = self.gateway.post("/v3/lease/timetolive", {"ID": lease})
-        return float(answer.get("TTL", 0))
+        return float(answer.get("TTL", 0))  # -1: expired or revoked
 
     def _lease_of(self, kind: str, name: str, token: str) -> str | None:
         key = name_prefix(self.settings.namespace, kind, name) + token

@@ -1,0 +1,7 @@
+"""ZooKeeper for asyncio; ``scripts/unasync.py`` generates ``_sync`` module by module."""
+
+from tenure.backends.zookeeper._async.backend import AsyncZooKeeperBackend
+
+__all__ = ["BACKEND", "AsyncZooKeeperBackend"]
+
+BACKEND = AsyncZooKeeperBackend

@@ -1,0 +1,481 @@
+"""ZooKeeper for asyncio: locks and semaphores as ordered ephemeral nodes, one mechanism for
+both (a lock is ``limit = 1``).
+
+- **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
+  record, then list the name's nodes: granted if fewer than ``limit`` live nodes are ahead of
+  ours, else ours is deleted. A node ahead is live unless its last write (``mtime``) plus its
+  ttl is older than the server time of our own write (our node's ``mtime``): then it has
+  expired, and we delete it, guarded by the version we judged (a renewal in between makes the
+  delete fail, and it stays). So ``ttl`` means what it means on every backend, judged by the
+  server's clock, and a hung-but-connected holder cannot keep a name forever (kazoo's own
+  Lock recipe keeps it as long as the session lives).
+- **Waiting**: the waiter creates its node at the back of the queue with a short ttl
+  (``QUEUE_TTL``), rewritten at each wait so others see it alive, and watches the node just
+  ahead (a lock) or the name's children (a semaphore). A waiter that dies or gives up is gone
+  within ``QUEUE_TTL`` (or at once, when it gives up cleanly, or when its session ends).
+- **Granted from the queue**: once fewer than ``limit`` live nodes are ahead, the waiter
+  rewrites its node with its real ttl (versioned: a node judged expired meanwhile is gone).
+- **Renewal**: a versioned ``set_data`` of the holder's node: a new ``mtime``. A renewal that
+  finds its node gone (deleted as expired, broken, or its session ended) or finds that its
+  previous write is older than its ttl by the server's time reports the lease lost.
+- **Release**: a versioned rewrite (to read the server's time) and delete; a release that
+  finds its lease already expired by the server's clock answers False (LockLost).
+
+Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._concurrency import async_io as io
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.zookeeper._async.session import DECIDING, AsyncSession
+from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
+from tenure.backends.zookeeper._nodes import (
+    Record,
+    decode_name,
+    encode_name,
+    node_prefix,
+    sequence_of,
+    token_of,
+)
+
+__all__ = ["QUEUE_TTL", "AsyncZooKeeperBackend"]
+
+QUEUE_TTL = 2.0
+"""Seconds a waiter's node outlives its last rewrite, as judged by the others."""
+
+
+@dataclasses.dataclass
+class _Held:
+    """What this process knows of one of its granted nodes."""
+
+    path: str
+    version: int
+    mtime: int
+    """Server milliseconds of our last write to it."""
+    record: Record
+
+
+@dataclasses.dataclass
+class QueuePlace:
+    """A waiter's state, carried by ``Busy.waiting`` between acquire and wait."""
+
+    kind: str
+    name: str
+    token: str
+    limit: int
+    parent: str
+    record: Record
+    path: str = ""
+    """Our node once queued ("": not queued, or lapsed)."""
+    version: int = 0
+    czxid: int = 0
+
+
+@dataclasses.dataclass
+class _Ranked:
+    live_ahead: list[Record]
+    conflict: int | None
+
+    def granted(self, limit: int) -> bool:
+        return len(self.live_ahead) < limit
+
+
+class AsyncZooKeeperBackend(AsyncBackend, AsyncSemaphoreSupport):
+    """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
+    ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
+    (seconds, default 10). Credentials in the URL use digest authentication."""
+
+    capabilities = Capabilities(
+        fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
+        "across releases, restarts and leader changes",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="notification (a watch on the node ahead)",
+        multi_host=True,
+        fault_tolerant=True,
+        fences_count_per_name=False,
+    )
+    notifies = True
+    max_backoff = 0.5
+    """The longest single wait: each wait rewrites the waiter's node first."""
+
+    def __init__(self, settings: ZooKeeperSettings) -> None:
+        self.settings = settings
+        self.session = AsyncSession(settings)
+        self._held: dict[tuple[str, str, str], _Held] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncZooKeeperBackend:
+        return cls(parse(url, options))
+
+    def describe(self) -> str:
+        return self.settings.display
+
+    async def aclose(self) -> None:
+        await self.session.aclose()
+
+    # ---- the lock: the queue with limit 1 ------------------------------------------------
+
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        return await self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
+
+    async def release(self, name: str, token: str) -> bool:
+        return await self._release("lock", name, token)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        (extended,) = await self._extend_many("lock", [Renewal(name, token, ttl)])
+        return extended
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend_many("lock", renewals)
+
+    async def owned(self, name: str, token: str) -> bool:
+        return await self._owned("lock", name, token)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await self._inspect("lock", name)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        return await self._list("lock", prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        return await self._break("lock", name)
+
+    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await self._wait(busy, timeout)
+
+    # ---- the semaphore: the same queue with limit N ------------------------------------
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await self._acquire(
+            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
+        )
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        return await self._release("semaphore", name, token)
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend_many("semaphore", renewals)
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        return await self._owned("semaphore", name, token)
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        return await self._inspect("semaphore", name)
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        return await self._list("semaphore", prefix)
+
+    async def break_semaphore(self, name: str) -> bool:
+        return await self._break("semaphore", name)
+
+    async def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await self._wait(busy, timeout)
+
+    async def abandon_wait(self, name: str, busy: Busy) -> None:
+        place = busy.waiting
+        if isinstance(place, QueuePlace) and place.path:
+            path, place.path = place.path, ""
+            await self._delete(path)
+
+    # ---- the steps, once for both --------------------------------------------------------
+
+    def _parent(self, kind: str, name: str) -> str:
+        return f"/{self.settings.namespace}/{kind}/{encode_name(name)}"
+
+    async def _acquire(
+        self,
+        kind: str,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        limit: int,
+        waited: Busy | None,
+    ) -> Grant | Busy:
+        place = waited.waiting if waited is not None else None
+        if isinstance(place, QueuePlace) and place.token == token and place.path:
+            return await self._settle(place, ttl, holder)
+        parent = self._parent(kind, name)
+        record = Record.new(holder, limit, ttl)
+        path, stat = await self.session.call(
+            "create", f"{parent}/{node_prefix(token)}", record.encode(),
+            ephemeral=True, sequence=True, makepath=True, include_data=True,
+        )
+        ranked = await self._rank(parent, path, stat.mtime, limit)
+        if ranked.conflict is None and ranked.granted(limit):
+            self._held[(kind, name, token)] = _Held(path, stat.version, stat.mtime, record)
+            await self._record_fence(parent, stat.czxid)
+            return Grant(stat.czxid)
+        await self._delete(path)
+        if ranked.conflict is not None:
+            raise limit_mismatch(name, ranked.conflict, limit)
+        queued = Record.new(holder, limit, QUEUE_TTL)
+        return Busy(None, QueuePlace(kind, name, token, limit, parent, queued))
+
+    async def _rank(self, parent: str, path: str, now_ms: int, limit: int) -> _Ranked:
+        """The live nodes ahead of ``path`` (deleting those expired at ``now_ms``, the server
+        time of our own latest write), and a limit they hold that differs from ours."""
+        ours = sequence_of(path)
+        ahead = [node for node in await self._children(parent) if sequence_of(node) < ours]
+        answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
+        live: list[Record] = []
+        for node, answer in zip(ahead, answers, strict=True):
+            if isinstance(answer, Exception):
+                continue  # gone meanwhile
+            data, stat = answer
+            record = Record.decode(data)
+            if stat.mtime + record.ttl_ms < now_ms:
+                await self._delete(f"{parent}/{node}", stat.version)
+                continue
+            live.append(record)
+        conflict = next((r.limit for r in live[:limit] if r.limit != limit), None)
+        return _Ranked(live, conflict)
+
+    async def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
+        """A queued waiter's acquire: granted once fewer than ``limit`` live nodes are
+        ahead of its own."""
+        stat = await self._rewrite(place)
+        if stat is None:
+            return Busy(None, place)
+        ranked = await self._rank(place.parent, place.path, stat.mtime, place.limit)
+        if ranked.conflict is not None:
+            await self.abandon_wait(place.name, Busy(None, place))
+            raise limit_mismatch(place.name, ranked.conflict, place.limit)
+        if not ranked.granted(place.limit):
+            return Busy(None, place)
+        record = Record.new(holder, place.limit, ttl)
+        try:
+            stat = await self.session.call(
+                "set", place.path, record.encode(), version=place.version
+            )
+        except (NoNodeError, BadVersionError):
+            place.path = ""  # judged expired meanwhile: join again at the back
+            return Busy(None, place)
+        self._held[(place.kind, place.name, place.token)] = _Held(
+            place.path, stat.version, stat.mtime, record
+        )
+        await self._record_fence(place.parent, place.czxid)
+        return Grant(place.czxid)
+
+    async def _rewrite(self, place: QueuePlace) -> Any:
+        """Rewrite the waiter's node so that the others see it alive; its stat, or None if
+        it lapsed (then the next wait joins again)."""
+        try:
+            stat = await self.session.call(
+                "set", place.path, place.record.encode(), version=place.version
+            )
+        except (NoNodeError, BadVersionError):
+            place.path = ""
+            return None
+        place.version = stat.version
+        return stat
+
+    async def _wait(self, busy: Busy | None, timeout: float) -> None:
+        place = busy.waiting if busy is not None else None
+        if not isinstance(place, QueuePlace):
+            return
+        if place.path:
+            await self._rewrite(place)
+        if not place.path:
+            path, stat = await self.session.call(
+                "create", f"{place.parent}/{node_prefix(place.token)}", place.record.encode(),
+                ephemeral=True, sequence=True, makepath=True, include_data=True,
+            )
+            place.path, place.version, place.czxid = path, stat.version, stat.czxid
+        signal = io.Signal()
+        if place.limit > 1:
+            await self.session.call("get_children", place.parent, watch=lambda _: signal.set())
+        else:
+            ours = sequence_of(place.path)
+            ahead = [n for n in await self._children(place.parent) if sequence_of(n) < ours]
+            if not ahead:
+                return
+            watched = f"{place.parent}/{ahead[-1]}"
+            if await self.session.call("exists", watched, watch=lambda _: signal.set()) is None:
+                return
+        await signal.wait(timeout)
+
+    async def _release(self, kind: str, name: str, token: str) -> bool:
+        held = self._held.pop((kind, name, token), None)
+        if held is None:
+            # An undo: remove any node this token may have written, and say nothing was held.
+            parent = self._parent(kind, name)
+            for node in await self._children(parent):
+                if token_of(node) == token:
+                    await self._delete(f"{parent}/{node}")
+            return False
+        try:
+            stat = await self.session.call(
+                "set", held.path, held.record.encode(), version=held.version
+            )
+        except (NoNodeError, BadVersionError):
+            return False
+        await self._delete(held.path, stat.version)
+        return bool(held.mtime + held.record.ttl_ms >= stat.mtime)
+
+    async def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
+        helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
+        writes = [
+            (held.path, held.record.with_ttl(r.ttl).encode(), held.version)
+            for r, held in zip(renewals, helds, strict=True) if held is not None
+        ]
+        answers = iter(await self.session.call_many("set", writes))
+        results = []
+        for renewal, held in zip(renewals, helds, strict=True):
+            if held is None:
+                results.append(False)
+                continue
+            stat = next(answers)
+            if isinstance(stat, Exception):
+                results.append(False)  # deleted as expired, broken, or the session ended
+                continue
+            if held.mtime + held.record.ttl_ms < stat.mtime:
+                # The lease had run out by the server's clock before this renewal came.
+                await self._delete(held.path, stat.version)
+                results.append(False)
+                continue
+            held.version, held.mtime = stat.version, stat.mtime
+            held.record = held.record.with_ttl(renewal.ttl)
+            results.append(True)
+        return results
+
+    async def _owned(self, kind: str, name: str, token: str) -> bool:
+        held = self._held.get((kind, name, token))
+        if held is None:
+            return False
+        now = await self._server_now()
+        stat = await self.session.call("exists", held.path)
+        return bool(
+            stat is not None and stat.version == held.version
+            and stat.mtime + held.record.ttl_ms >= now
+        )
+
+    async def _inspect(self, kind: str, name: str) -> LockInfo | None:
+        parent = self._parent(kind, name)
+        try:
+            data, _ = await self.session.call("get", parent)
+        except NoNodeError:
+            return None
+        fence = int(data or b"0")
+        now = await self._server_now()
+        nodes = await self._children(parent)
+        answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
+        live = []
+        for answer in answers:
+            if isinstance(answer, Exception):
+                continue
+            record = Record.decode(answer[0])
+            stat = answer[1]
+            left = (stat.mtime + record.ttl_ms - now) / 1000
+            if left > 0:
+                live.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid))
+        if kind == "semaphore":
+            limit = None
+            if answers and not isinstance(answers[0], Exception):
+                limit = Record.decode(answers[0][0]).limit
+            holders = tuple(live[: limit or 0])
+            return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
+                            leases=holders)
+        if not live:
+            return LockInfo(name, fence, None, None, None)
+        first = live[0]
+        return LockInfo(name, fence, first.holder, first.acquired_at, first.ttl_left)
+
+    async def _list(self, kind: str, prefix: str) -> list[LockInfo]:
+        try:
+            nodes: list[str] = await self.session.call(
+                "get_children", f"/{self.settings.namespace}/{kind}"
+            )
+        except NoNodeError:
+            nodes = []
+        names = [decode_name(node) for node in nodes]
+        found = []
+        for name in sorted(n for n in names if n.startswith(prefix)):
+            info = await self._inspect(kind, name)
+            if info is not None:
+                found.append(info)
+        return found
+
+    async def _break(self, kind: str, name: str) -> bool:
+        info = await self._inspect(kind, name)
+        if info is None or not info.held:
+            return False
+        parent = self._parent(kind, name)
+        fences = {lease.fence for lease in info.holders}
+        nodes = await self._children(parent)
+        answers = await self.session.call_many("exists", [(f"{parent}/{n}",) for n in nodes])
+        broken = False
+        for node, stat in zip(nodes, answers, strict=True):
+            if not isinstance(stat, Exception) and stat is not None and stat.czxid in fences:
+                broken = await self._delete(f"{parent}/{node}") or broken
+        return broken
+
+    # ---- nodes -------------------------------------------------------------------------
+
+    async def _children(self, parent: str) -> list[str]:
+        try:
+            nodes: list[str] = await self.session.call("get_children", parent)
+        except NoNodeError:
+            return []
+        return sorted((n for n in nodes if n.startswith("t-")), key=sequence_of)
+
+    async def _delete(self, path: str, version: int = -1) -> bool:
+        try:
+            await self.session.call("delete", path, version=version)
+        except DECIDING:
+            return False
+        return True
+
+    async def _record_fence(self, parent: str, fence: int) -> None:
+        """Keep the name's last fence on its node, never letting it go back."""
+        while True:
+            data, stat = await self.session.call("get", parent)
+            if int(data or b"0") >= fence:
+                return
+            try:
+                await self.session.call("set", parent, str(fence).encode(), version=stat.version)
+                return
+            except BadVersionError:
+                continue  # another grant wrote meanwhile: read again
+
+    async def _server_now(self) -> int:
+        """The server's time in milliseconds: the ``mtime`` of a write of our own."""
+        path = f"/{self.settings.namespace}/clock"
+        try:
+            stat = await self.session.call("set", path, b"")
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                await self.session.call("create", path, b"", makepath=True)
+            stat = await self.session.call("set", path, b"")
+        mtime: int = stat.mtime
+        return mtime
+
+
+def _utc(since: float) -> Any:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(since, datetime.UTC)

@@ -1,0 +1,78 @@
+"""Where tenure's records live in ZooKeeper, and how they are written.
+
+    /{ns}/{kind}/{N}                 persistent; its data: the name's last fence (decimal)
+    /{ns}/{kind}/{N}/t-{token}-{seq} ephemeral sequential, one per holder or waiter
+
+``{kind}`` is ``lock`` or ``semaphore``; ``{N}`` is the name percent-encoded (every byte but
+letters, digits, ``-``, ``_`` and ``~``), a valid node name whatever the name holds. ``{seq}``
+is ZooKeeper's sequence number under ``{N}``: the order of arrival. A node's data is JSON:
+who holds or waits (host, pid, thread), since when (the holder's clock), the limit, and the
+ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against the server time
+of their own latest write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.parse
+from typing import Any
+
+from tenure._types import Holder
+
+__all__ = ["Record", "decode_name", "encode_name", "sequence_of", "token_of"]
+
+
+def encode_name(name: str) -> str:
+    return urllib.parse.quote(name, safe="").replace(".", "%2E")
+
+
+def decode_name(node: str) -> str:
+    return urllib.parse.unquote(node)
+
+
+def node_prefix(token: str) -> str:
+    """The name a node is created with; ZooKeeper appends ten digits of sequence."""
+    return f"t-{token}-"
+
+
+def sequence_of(node: str) -> int:
+    return int(node.rpartition("-")[2])
+
+
+def token_of(node: str) -> str:
+    return node[2:].rpartition("-")[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    holder: Holder
+    since: float
+    limit: int
+    ttl_ms: int
+
+    def encode(self) -> bytes:
+        return json.dumps({
+            "host": self.holder.host, "pid": self.holder.pid, "thread": self.holder.thread,
+            "since": self.since, "limit": self.limit, "ttl_ms": self.ttl_ms,
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def new(cls, holder: Holder, limit: int, ttl: float) -> Record:
+        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)))
+
+    def with_ttl(self, ttl: float) -> Record:
+        return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
+
+    @classmethod
+    def decode(cls, data: bytes) -> Record:
+        try:
+            fields: dict[str, Any] = json.loads(data)
+            return cls(
+                Holder(str(fields["host"]), int(fields["pid"]), str(fields["thread"])),
+                float(fields["since"]), int(fields["limit"]), int(fields["ttl_ms"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            # Not ours: never judged expired by us, shown as unknown.
+            return cls(Holder("?", 0, "?"), 0.0, 0, 2**62)
