@@ -1,11 +1,13 @@
 """The SQL of SQLite's semaphores, each statement with its contract; run by ``_store``.
 
-Two tables beside ``tenure_locks``: one row per semaphore name (its fence counter and the
-limit stored with its live permits), one row per permit. Every step runs in ONE write
-transaction (``BEGIN IMMEDIATE``: the database's write lock is taken before anything is read,
-so two processes can never both count the same free permit), judged by SQLite's clock
-(``NOW``), the same host clock for every process using the file. The semaphore row is never
-deleted by a release, so its fence only grows.
+One table beside ``tenure_locks``, keyed (name, token): each permit is a row, and the
+semaphore's own record is the row whose token is ``''`` (its fence counter, and the limit
+stored with its live permits; no expiry). Keeping them in one table keeps a name's rows side
+by side in one B-tree page, so a grant writes one page, as a lock's does. Every step runs in
+ONE write transaction (``BEGIN IMMEDIATE``: the database's write lock is taken before
+anything is read, so two processes can never both count the same free permit), judged by
+SQLite's clock (``NOW``), the same host clock for every process using the file. The record
+row is never deleted by a release, so its fence only grows.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 from tenure.backends.sqlite._clock import NOW
 
 __all__ = [
-    "ACQUIRE_COUNT",
+    "ACQUIRE_STATE",
     "BREAK",
-    "CREATE_TABLES",
+    "CREATE_TABLE",
     "DROP_EXPIRED",
     "EXTEND",
     "GRANT_FENCE",
@@ -26,53 +28,71 @@ __all__ = [
     "RELEASE",
     "RENEW_OWN",
     "SEMAPHORE",
+    "STORED_LIMIT",
+    "TAKE_FENCE",
 ]
 
-CREATE_TABLES = (
-    """
-CREATE TABLE IF NOT EXISTS tenure_semaphores (
-    name        TEXT PRIMARY KEY NOT NULL,
-    fence       INTEGER NOT NULL,
-    permits     INTEGER NOT NULL
-) WITHOUT ROWID
-""",
-    """
+CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS tenure_permits (
     name        TEXT NOT NULL,
     token       TEXT NOT NULL,
     fence       INTEGER NOT NULL,
-    expires_at  REAL NOT NULL,
-    acquired_at REAL NOT NULL,
+    permits     INTEGER,
+    expires_at  REAL,
+    acquired_at REAL,
     host        TEXT,
     pid         INTEGER,
     thread      TEXT,
     PRIMARY KEY (name, token)
 ) WITHOUT ROWID
-""",
-)
-# ``permits`` is the limit: LIMIT is a keyword in SQL.
+"""
+# ``permits`` is the limit (LIMIT is a keyword), set on the record row only. The record row
+# has no expiry: ``expires_at > NOW`` is never true of it, nor ``expires_at <= NOW``.
 
-# Inputs :name. First step of an acquire: expired permits of the name are gone.
-DROP_EXPIRED = f"DELETE FROM tenure_permits WHERE name = :name AND expires_at <= {NOW}"
+_LIVE = f"name = :name AND token != '' AND expires_at > {NOW}"
 
-# Inputs :name :token :ttl. A retried acquire: our live permit restarts, its fence returned.
+# Inputs :name :token :limit. The common grant in one statement: the next fence, taken only
+# if the stored limit is :limit, fewer than :limit permits are live, and this token has none
+# (a retry). No row: decide with ACQUIRE_STATE.
+TAKE_FENCE = f"""
+UPDATE tenure_permits SET fence = fence + 1
+WHERE name = :name AND token = '' AND permits = :limit
+  AND (SELECT count(*) FROM tenure_permits WHERE {_LIVE}) < :limit
+  AND NOT EXISTS (SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token)
+RETURNING fence
+"""
+
+# Inputs :name :token. The rarer cases, in one read: the live permits of others, the soonest
+# one's remaining lease, our own live permit's fence (a retried acquire), and whether expired
+# rows are left (a retry whose own permit expired must not collide with its old row).
+ACQUIRE_STATE = f"""
+SELECT count(*) FILTER (WHERE live AND token != :token),
+       min(expires_at) FILTER (WHERE live) - {NOW},
+       max(fence) FILTER (WHERE live AND token = :token),
+       count(*) FILTER (WHERE NOT live)
+FROM (SELECT token, fence, expires_at, expires_at > {NOW} AS live
+      FROM tenure_permits WHERE name = :name AND token != '')
+"""
+
+STORED_LIMIT = "SELECT permits FROM tenure_permits WHERE name = :name AND token = ''"
+
+# Inputs :name. Expired permits of the name are gone.
+DROP_EXPIRED = f"""
+DELETE FROM tenure_permits WHERE name = :name AND token != '' AND expires_at <= {NOW}
+"""
+
+# Inputs :name :token :ttl. A retried acquire: our live permit restarts.
 RENEW_OWN = f"""
-UPDATE tenure_permits SET expires_at = {NOW} + :ttl
-WHERE name = :name AND token = :token RETURNING fence
+UPDATE tenure_permits SET expires_at = {NOW} + :ttl WHERE name = :name AND token = :token
 """
 
-# Inputs :name. The live permits (after DROP_EXPIRED), the stored limit, and the soonest
-# permit's remaining lease: what the grant is decided on.
-ACQUIRE_COUNT = f"""
-SELECT count(*), min(expires_at) - {NOW},
-       (SELECT permits FROM tenure_semaphores WHERE name = :name)
-FROM tenure_permits WHERE name = :name
-"""
-
-# Inputs :name :limit. Takes the next fence and stores the limit; returns the fence.
+# Inputs :name :limit :live (live permits of others). First use of a name, or a new limit once
+# none is live: takes the next fence and stores the limit, unless permits are live under
+# another limit: then no row, and nothing written.
 GRANT_FENCE = """
-INSERT INTO tenure_semaphores (name, fence, permits) VALUES (:name, 1, :limit)
-ON CONFLICT (name) DO UPDATE SET fence = fence + 1, permits = excluded.permits
+INSERT INTO tenure_permits (name, token, fence, permits) VALUES (:name, '', 1, :limit)
+ON CONFLICT (name, token) DO UPDATE SET fence = fence + 1, permits = excluded.permits
+WHERE :live = 0 OR permits = excluded.permits
 RETURNING fence
 """
 
@@ -82,10 +102,12 @@ INSERT INTO tenure_permits (name, token, fence, expires_at, acquired_at, host, p
 VALUES (:name, :token, :fence, {NOW} + :ttl, {NOW}, :host, :pid, :thread)
 """
 
-# Inputs :name :token. Returns one row (1 if the permit was still live) when it was ours.
+# Inputs :name :token. Removes our permit, and the name's expired ones while at it; one row
+# per removed permit: (it was ours, it was live).
 RELEASE = f"""
-DELETE FROM tenure_permits WHERE name = :name AND token = :token
-RETURNING expires_at > {NOW}
+DELETE FROM tenure_permits
+WHERE name = :name AND token != '' AND (token = :token OR expires_at <= {NOW})
+RETURNING token = :token, expires_at > {NOW}
 """
 
 # Inputs :name :token :ttl. One row changed = our live permit was extended.
@@ -98,18 +120,23 @@ OWNED = f"""
 SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token AND expires_at > {NOW}
 """
 
-# Inputs :name. Returns one row per permit that was live when broken.
-BREAK = f"DELETE FROM tenure_permits WHERE name = :name RETURNING expires_at > {NOW}"
+# Inputs :name. Returns one row per permit removed, 1 if it was live.
+BREAK = f"""
+DELETE FROM tenure_permits WHERE name = :name AND token != ''
+RETURNING expires_at > {NOW}
+"""
 
-SEMAPHORE = "SELECT name, fence, permits FROM tenure_semaphores WHERE name = :name"
+SEMAPHORE = """
+SELECT name, fence, permits FROM tenure_permits WHERE name = :name AND token = ''
+"""
 # substr() compares the prefix as text: LIKE/GLOB would read % _ * ? in it as patterns.
 LIST = """
-SELECT name, fence, permits FROM tenure_semaphores
-WHERE substr(name, 1, length(:prefix)) = :prefix ORDER BY name
+SELECT name, fence, permits FROM tenure_permits
+WHERE token = '' AND substr(name, 1, length(:prefix)) = :prefix ORDER BY name
 """
 
 # Inputs :name. The live permits, oldest grant first.
 PERMITS = f"""
 SELECT host, pid, thread, acquired_at, expires_at - {NOW}, fence FROM tenure_permits
-WHERE name = :name AND expires_at > {NOW} ORDER BY fence
+WHERE {_LIVE} ORDER BY fence
 """

@@ -129,8 +129,7 @@ class SQLiteStore:
                 )
             with self._transaction(connection):
                 connection.execute(CREATE_TABLE)
-                for statement in semaphore_sql.CREATE_TABLES:
-                    connection.execute(statement)
+                connection.execute(semaphore_sql.CREATE_TABLE)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
             raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
@@ -241,37 +240,57 @@ class SQLiteStore:
     ) -> Grant | Busy:
         sql = semaphore_sql
         with self._errors() as connection, self._transaction(connection):
-            connection.execute(sql.DROP_EXPIRED, {"name": name})
-            mine = connection.execute(
-                sql.RENEW_OWN, {"name": name, "token": token, "ttl": ttl}
+            granted = connection.execute(
+                sql.TAKE_FENCE, {"name": name, "token": token, "limit": limit}
+            ).fetchone()
+            if granted is not None:
+                self._insert_permit(
+                    connection, name, token, fence=int(granted[0]), ttl=ttl, holder=holder
+                )
+                return Grant(int(granted[0]))
+            # The rarer cases: first use of the name, a retry, busy, another limit.
+            live, soonest, mine, expired = connection.execute(
+                sql.ACQUIRE_STATE, {"name": name, "token": token}
             ).fetchone()
             if mine is not None:
-                return Grant(int(mine[0]))
-            live, soonest, stored = connection.execute(
-                sql.ACQUIRE_COUNT, {"name": name}
-            ).fetchone()
-            if live and stored != limit:
-                # Raised inside the transaction: it rolls back, nothing is written.
-                raise limit_mismatch(name, int(stored), limit)
-            if live >= limit:
+                connection.execute(sql.RENEW_OWN, {"name": name, "token": token, "ttl": ttl})
+                return Grant(int(mine))
+            granted = None
+            if live < limit:
+                if expired:
+                    connection.execute(sql.DROP_EXPIRED, {"name": name})
+                granted = connection.execute(
+                    sql.GRANT_FENCE, {"name": name, "limit": limit, "live": live}
+                ).fetchone()
+            if granted is None and live:
+                (stored,) = connection.execute(sql.STORED_LIMIT, {"name": name}).fetchone()
+                if stored != limit:
+                    # Raised inside the transaction: it rolls back, nothing is written.
+                    raise limit_mismatch(name, int(stored), limit)
+            if granted is None:
                 return Busy(float(soonest))
-            (fence,) = connection.execute(
-                sql.GRANT_FENCE, {"name": name, "limit": limit}
-            ).fetchone()
-            connection.execute(sql.INSERT_PERMIT, {
-                "name": name, "token": token, "fence": fence, "ttl": ttl,
-                "host": holder.host, "pid": holder.pid, "thread": holder.thread,
-            })
-        return Grant(int(fence))
+            fence = int(granted[0])
+            self._insert_permit(connection, name, token, fence=fence, ttl=ttl, holder=holder)
+        return Grant(fence)
+
+    @staticmethod
+    def _insert_permit(
+        connection: sqlite3.Connection, name: str, token: str, *, fence: int, ttl: float,
+        holder: Holder,
+    ) -> None:
+        connection.execute(semaphore_sql.INSERT_PERMIT, {
+            "name": name, "token": token, "fence": fence, "ttl": ttl,
+            "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+        })
 
     def release_permit(self, name: str, token: str) -> bool:
         with self._errors() as connection:
-            row = connection.execute(
+            rows = connection.execute(
                 semaphore_sql.RELEASE, {"name": name, "token": token}
-            ).fetchone()
-        if row is not None:
+            ).fetchall()
+        if rows:
             self.waiters.notify(permit_key(name))
-        return row is not None and bool(row[0])
+        return any(ours and live for ours, live in rows)
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
         with self._errors() as connection, self._transaction(connection):
