@@ -50,8 +50,9 @@ from redis.exceptions import (
 )
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError
+from tenure._errors import BackendError, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._cancellation import (
     cancel_requests,
@@ -72,6 +73,17 @@ from tenure.backends.redis._scripts import (
     lock_keys,
     meta_pattern,
     milliseconds,
+)
+from tenure.backends.redis._semaphores import (
+    ACQUIRE_PERMIT,
+    BREAK_SEMAPHORE,
+    EXTEND_PERMITS,
+    INSPECT_SEMAPHORE,
+    PERMIT_OWNED,
+    RELEASE_PERMIT,
+    decode_semaphore,
+    semaphore_keys,
+    semaphore_pattern,
 )
 
 __all__ = ["BACKEND", "RedisBackend"]
@@ -488,7 +500,7 @@ def _waiter_of(backend: object, busy: Busy | None, name: str) -> _Waiter | None:
     return None
 
 
-class RedisBackend(Backend):
+class RedisBackend(Backend, SemaphoreSupport):
     """Options (URL query or keyword): ``socket_timeout``, ``socket_connect_timeout`` (seconds,
     default 3), ``retries`` (redis-py connection retries, default 0), ``namespace`` (key
     prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default
@@ -715,9 +727,134 @@ class RedisBackend(Backend):
                 (token, keys.wake_prefix, self._window_ms),
             )
 
+    # ---- semaphores (scripts and key layout in ``_semaphores``) -------------------------
+
+    def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        keys = semaphore_keys(self._namespace, name)
+        with self._translated("acquire a permit of", name):
+            status, value = self._transport.script(
+                ACQUIRE_PERMIT,
+                (keys.meta, keys.permits, keys.holders),
+                (name, token, milliseconds(ttl), limit, holder.host, holder.pid,
+                 holder.thread),
+            )
+        if status == 1:
+            return Grant(int(value))
+        if status == 0:
+            return Busy(max(int(value), 0) / 1000)
+        if status == 2:
+            raise limit_mismatch(name, int(value), limit)
+        raise BackendError(
+            f"Redis {self.settings.display}: the key of semaphore {name!r} already belongs "
+            f"to semaphore {_text(value)!r} (a SHA-256 digest collision); use another name"
+        )
+
+    def release_permit(self, name: str, token: str) -> bool:
+        keys = semaphore_keys(self._namespace, name)
+        with self._translated("release a permit of", name):
+            released = self._transport.script(
+                RELEASE_PERMIT, (keys.permits, keys.holders, keys.wake), (token,)
+            )
+        return bool(released == 1)
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        # One script per slot (on one master: one script for all), in one round trip there.
+        groups: dict[int, list[int]] = {}
+        keys = [semaphore_keys(self._namespace, r.name) for r in renewals]
+        for index, permit_keys in enumerate(keys):
+            groups.setdefault(self._transport.slot(permit_keys.permits), []).append(index)
+        calls = []
+        for indexes in groups.values():
+            key_list: list[str] = []
+            arguments: list[Any] = []
+            for index in indexes:
+                key_list += [keys[index].permits, keys[index].holders]
+                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
+            calls.append((EXTEND_PERMITS, key_list, arguments))
+        with self._translated("renew permits"):
+            replies = self._transport.scripts(calls)
+        results = [False] * len(renewals)
+        for indexes, reply in zip(groups.values(), replies, strict=True):
+            for index, extended in zip(indexes, reply, strict=True):
+                results[index] = extended == 1
+        return results
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        keys = semaphore_keys(self._namespace, name)
+        with self._translated("check a permit of", name):
+            owned = self._transport.script(PERMIT_OWNED, (keys.permits,), (token,))
+        return bool(owned == 1)
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        keys = semaphore_keys(self._namespace, name)
+        with self._translated("inspect semaphore", name):
+            reply = self._transport.script(
+                INSPECT_SEMAPHORE, (keys.meta, keys.permits, keys.holders), ()
+            )
+        return decode_semaphore(reply)
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        found: list[LockInfo] = []
+        with self._translated("list semaphores"):
+            for page in self._transport.scan(semaphore_pattern(self._namespace)):
+                metas = [key.decode() if isinstance(key, bytes) else key for key in page]
+                replies = self._transport.scripts([
+                    (INSPECT_SEMAPHORE, (meta, f"{meta}:permits", f"{meta}:holders"), ())
+                    for meta in metas
+                ])
+                for reply in replies:
+                    info = decode_semaphore(reply)
+                    if info is not None and info.name.startswith(prefix):
+                        found.append(info)
+        return sorted(found, key=lambda info: info.name)
+
+    def break_semaphore(self, name: str) -> bool:
+        keys = semaphore_keys(self._namespace, name)
+        with self._translated("break semaphore", name):
+            broken = self._transport.script(
+                BREAK_SEMAPHORE, (keys.permits, keys.holders, keys.wake), ()
+            )
+        return bool(int(broken) > 0)
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        """Block on the semaphore's wake list, which each release pushes one item to (so a
+        release wakes one waiter), for at most ``timeout`` (and half the socket timeout);
+        without a free wait connection, a timed pause."""
+        seconds = min(timeout, self._longest_wait)
+        if (
+            seconds < SHORTEST_WAIT
+            or not self._waits_allowed
+            or not self._wait_slots.acquire(blocking=False)
+        ):
+            io.sleep(timeout)
+            return
+        keys = semaphore_keys(self._namespace, name)
+        try:
+            with self._translated("wait for a permit of", name):
+                self._transport.execute(
+                    "BLPOP", keys.wake, f"{milliseconds(seconds) / 1000:.3f}"
+                )
+        finally:
+            self._wait_slots.release()
+
     def close(self) -> None:
         with self._translated("close"):
             self._transport.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 BACKEND = RedisBackend
