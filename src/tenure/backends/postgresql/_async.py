@@ -26,9 +26,10 @@ import psycopg.conninfo
 import psycopg.errors
 
 from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError, ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._urls import redact
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
@@ -41,6 +42,7 @@ from tenure.backends._sql_common import (
     sql_options,
 )
 from tenure.backends._waiters import Waiters
+from tenure.backends.postgresql._semaphore_sql import WAKE_PREFIX, SemaphoreStatements
 from tenure.backends.postgresql._sql import Statements
 from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
 
@@ -64,7 +66,7 @@ class _Attempt:
     epoch: int
 
 
-class AsyncPostgreSQLBackend(AsyncBackend):
+class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
     seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
@@ -91,6 +93,7 @@ class AsyncPostgreSQLBackend(AsyncBackend):
         self._options = options
         self._display = display
         self._sql = Statements(options.table)
+        self._semaphores = SemaphoreStatements(options.table)
         self._ready = False
         self._closed = False
         self._mutex = io.Mutex()
@@ -211,6 +214,84 @@ class AsyncPostgreSQLBackend(AsyncBackend):
                 await _close_quietly(connection)
         else:
             abandon(idle)
+
+    # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        listener = self._listener
+        attempt = None if listener is None else listener.attempt(WAKE_PREFIX + name)
+        params = {
+            "name": name, "token": token, "ttl": ttl, "limit": limit,
+            "host": clip(holder.host, 1024), "pid": holder.pid,
+            "thread": clip(holder.thread, 1024),
+        }
+        sql = self._semaphores
+
+        async def grant(connection: Connection) -> tuple[Any, ...]:
+            async with connection.transaction():
+                await connection.execute(sql.lock_name, params)
+                cursor = await connection.execute(sql.grant, params)
+                row = await cursor.fetchone()
+                assert row is not None
+                mine, granted, others, _, stored = row
+                if mine is None and granted is None and others and stored != limit:
+                    # Raised inside the transaction: it rolls back, nothing is written.
+                    raise limit_mismatch(name, int(stored), limit)
+                return row
+
+        mine, granted, _, soonest, _ = await self._run(grant)
+        if mine is not None or granted is not None:
+            return Grant(int(mine if mine is not None else granted))
+        return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        rows = await self._execute(self._semaphores.release, params)
+        return bool(rows and rows[0][0])
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals:
+            return []
+        params = {
+            "names": [r.name for r in renewals],
+            "tokens": [r.token for r in renewals],
+            "ttls": [r.ttl for r in renewals],
+        }
+        rows = await self._execute(self._semaphores.extend_many, params)
+        extended = {tuple(row) for row in rows}
+        return [(r.name, r.token) in extended for r in renewals]
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        rows = await self._execute(self._semaphores.owned, {"name": name, "token": token})
+        return len(rows) == 1
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        rows = await self._execute(self._semaphores.inspect, {"name": name})
+        return _semaphore_info(rows[0]) if rows else None
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        if not _storable(prefix):
+            return []
+        rows = await self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
+        return [_semaphore_info(row) for row in rows]
+
+    async def break_semaphore(self, name: str) -> bool:
+        params = {"name": name, "channel": self._sql.table}
+        return len(await self._execute(self._semaphores.break_semaphore, params)) > 0
+
+    async def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        await self.wait_for_release(WAKE_PREFIX + name, timeout, busy)
 
     # ---- connections -------------------------------------------------------------------
 
@@ -338,6 +419,14 @@ class AsyncPostgreSQLBackend(AsyncBackend):
                     await connection.execute(self._sql.comment)
                     comment = schema_mark()
         _check_schema(self._sql.table, comment)
+        semaphores = self._semaphores
+        cursor = await connection.execute(semaphores.exists, {"permits": semaphores.quoted})
+        row = await cursor.fetchone()
+        if row is not None and not row[0]:
+            # Tables made by an older tenure have no permits table yet: add it, once.
+            async with connection.transaction():
+                await connection.execute(self._sql.create_lock, params)
+                await connection.execute(semaphores.create)
 
     # ---- waiting -----------------------------------------------------------------------
 
@@ -492,6 +581,22 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         acquired_at.astimezone(datetime.UTC),
         max(0.0, float(ttl_left)),
+    )
+
+
+def _semaphore_info(row: tuple[Any, ...]) -> LockInfo:
+    name, fence, limit, hosts, pids, threads, since, left, fences = row
+    leases = tuple(
+        LeaseInfo(
+            Holder(host, int(pid), thread), acquired.astimezone(datetime.UTC),
+            max(0.0, float(ttl_left)), int(permit_fence),
+        )
+        for host, pid, thread, acquired, ttl_left, permit_fence
+        in zip(hosts, pids, threads, since, left, fences, strict=True)
+    )
+    return LockInfo(
+        name, int(fence), None, None, None, kind="semaphore",
+        limit=None if limit is None else int(limit), leases=leases,
     )
 
 

@@ -28,9 +28,10 @@ import psycopg.conninfo
 import psycopg.errors
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError, ConfigurationError
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._urls import redact
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
@@ -43,6 +44,7 @@ from tenure.backends._sql_common import (
     sql_options,
 )
 from tenure.backends._waiters import Waiters
+from tenure.backends.postgresql._semaphore_sql import WAKE_PREFIX, SemaphoreStatements
 from tenure.backends.postgresql._sql import Statements
 from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
 
@@ -66,7 +68,7 @@ class _Attempt:
     epoch: int
 
 
-class PostgreSQLBackend(Backend):
+class PostgreSQLBackend(Backend, SemaphoreSupport):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
     seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
@@ -93,6 +95,7 @@ class PostgreSQLBackend(Backend):
         self._options = options
         self._display = display
         self._sql = Statements(options.table)
+        self._semaphores = SemaphoreStatements(options.table)
         self._ready = False
         self._closed = False
         self._mutex = io.Mutex()
@@ -213,6 +216,84 @@ class PostgreSQLBackend(Backend):
                 _close_quietly(connection)
         else:
             abandon(idle)
+
+    # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
+
+    def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        listener = self._listener
+        attempt = None if listener is None else listener.attempt(WAKE_PREFIX + name)
+        params = {
+            "name": name, "token": token, "ttl": ttl, "limit": limit,
+            "host": clip(holder.host, 1024), "pid": holder.pid,
+            "thread": clip(holder.thread, 1024),
+        }
+        sql = self._semaphores
+
+        def grant(connection: Connection) -> tuple[Any, ...]:
+            with connection.transaction():
+                connection.execute(sql.lock_name, params)
+                cursor = connection.execute(sql.grant, params)
+                row = cursor.fetchone()
+                assert row is not None
+                mine, granted, others, _, stored = row
+                if mine is None and granted is None and others and stored != limit:
+                    # Raised inside the transaction: it rolls back, nothing is written.
+                    raise limit_mismatch(name, int(stored), limit)
+                return row
+
+        mine, granted, _, soonest, _ = self._run(grant)
+        if mine is not None or granted is not None:
+            return Grant(int(mine if mine is not None else granted))
+        return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
+
+    def release_permit(self, name: str, token: str) -> bool:
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        rows = self._execute(self._semaphores.release, params)
+        return bool(rows and rows[0][0])
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals:
+            return []
+        params = {
+            "names": [r.name for r in renewals],
+            "tokens": [r.token for r in renewals],
+            "ttls": [r.ttl for r in renewals],
+        }
+        rows = self._execute(self._semaphores.extend_many, params)
+        extended = {tuple(row) for row in rows}
+        return [(r.name, r.token) in extended for r in renewals]
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        rows = self._execute(self._semaphores.owned, {"name": name, "token": token})
+        return len(rows) == 1
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        rows = self._execute(self._semaphores.inspect, {"name": name})
+        return _semaphore_info(rows[0]) if rows else None
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        if not _storable(prefix):
+            return []
+        rows = self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
+        return [_semaphore_info(row) for row in rows]
+
+    def break_semaphore(self, name: str) -> bool:
+        params = {"name": name, "channel": self._sql.table}
+        return len(self._execute(self._semaphores.break_semaphore, params)) > 0
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        self.wait_for_release(WAKE_PREFIX + name, timeout, busy)
 
     # ---- connections -------------------------------------------------------------------
 
@@ -340,6 +421,14 @@ class PostgreSQLBackend(Backend):
                     connection.execute(self._sql.comment)
                     comment = schema_mark()
         _check_schema(self._sql.table, comment)
+        semaphores = self._semaphores
+        cursor = connection.execute(semaphores.exists, {"permits": semaphores.quoted})
+        row = cursor.fetchone()
+        if row is not None and not row[0]:
+            # Tables made by an older tenure have no permits table yet: add it, once.
+            with connection.transaction():
+                connection.execute(self._sql.create_lock, params)
+                connection.execute(semaphores.create)
 
     # ---- waiting -----------------------------------------------------------------------
 
@@ -494,6 +583,22 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         acquired_at.astimezone(datetime.UTC),
         max(0.0, float(ttl_left)),
+    )
+
+
+def _semaphore_info(row: tuple[Any, ...]) -> LockInfo:
+    name, fence, limit, hosts, pids, threads, since, left, fences = row
+    leases = tuple(
+        LeaseInfo(
+            Holder(host, int(pid), thread), acquired.astimezone(datetime.UTC),
+            max(0.0, float(ttl_left)), int(permit_fence),
+        )
+        for host, pid, thread, acquired, ttl_left, permit_fence
+        in zip(hosts, pids, threads, since, left, fences, strict=True)
+    )
+    return LockInfo(
+        name, int(fence), None, None, None, kind="semaphore",
+        limit=None if limit is None else int(limit), leases=leases,
     )
 
 

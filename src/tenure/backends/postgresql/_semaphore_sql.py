@@ -1,0 +1,214 @@
+"""The SQL of PostgreSQL's semaphores, with each statement's contract above it.
+
+One table beside the lock table, ``{table}_permits``, keyed (name, token): each permit is a
+row, and the semaphore's own record is the row whose token is ``''`` (its fence counter, and
+the limit stored with its live permits; no expiry).
+
+A grant needs a count of the live permits that no concurrent grant can change meanwhile, and
+one statement cannot give that under READ COMMITTED (its snapshot is taken before any row
+lock it then waits for). So an acquire is one short transaction of two statements: LOCK_NAME
+upserts the record row, which takes its row lock (concurrent acquirers of the name queue
+there), and GRANT, a new statement with a new snapshot that sees every permit committed
+before the lock was ours, decides and writes in one step. Every other step is one statement.
+Time is the server's ``clock_timestamp()``, once per statement.
+
+A release and a break NOTIFY the lock table's channel with ``semaphore:`` and the name, so
+the waiters' one LISTEN connection serves semaphores too (a lock whose own name starts
+so only gets a spurious wake-up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["WAKE_PREFIX", "SemaphoreStatements"]
+
+WAKE_PREFIX = "semaphore:"
+_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+
+
+@dataclasses.dataclass(frozen=True)
+class SemaphoreStatements:
+    table: str
+    """The lock table's validated name; the permits table is named after it."""
+
+    @property
+    def permits(self) -> str:
+        return f"{self.table[:55]}_permits"
+
+    @property
+    def quoted(self) -> str:
+        return f'"{self.permits}"'
+
+    @property
+    def exists(self) -> str:
+        return "SELECT to_regclass(%(permits)s) IS NOT NULL"
+
+    @property
+    def create(self) -> str:
+        return f"""
+CREATE TABLE IF NOT EXISTS {self.quoted} (
+    name        text COLLATE "C" NOT NULL,
+    token       text COLLATE "C" NOT NULL,
+    fence       bigint NOT NULL,
+    permits     integer,
+    expires_at  timestamptz,
+    acquired_at timestamptz,
+    host        text,
+    pid         bigint,
+    thread      text,
+    PRIMARY KEY (name, token)
+)
+"""
+
+    # Inputs: name, limit. Creates the record row if absent and takes its row lock until the
+    # transaction ends. Output: one row.
+    @property
+    def lock_name(self) -> str:
+        return f"""
+INSERT INTO {self.quoted} AS rec (name, token, fence, permits) VALUES (%(name)s, '', 0, %(limit)s)
+ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence
+RETURNING rec.fence
+"""
+
+    # Inputs: name, token, ttl, limit, host, pid, thread; run holding the name's row lock.
+    # Drops expired permits; restarts our own live permit (a retry); else takes the next
+    # fence and adds our permit if fewer than `limit` others are live and none is live under
+    # another limit. Output: one row (own fence, granted fence, live others, seconds left of
+    # the soonest permit, stored limit); at most one of the fences is not NULL.
+    @property
+    def grant(self) -> str:
+        return f"""
+WITH {_NOW},
+dropped AS (
+    DELETE FROM {self.quoted} AS p USING now
+    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
+),
+mine AS (
+    UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
+    FROM now
+    WHERE p.name = %(name)s AND p.token = %(token)s AND p.expires_at > now.t
+    RETURNING p.fence
+),
+state AS (
+    SELECT count(*) FILTER (WHERE p.token <> %(token)s) AS others,
+           min(p.expires_at) AS soonest,
+           (SELECT permits FROM {self.quoted} WHERE name = %(name)s AND token = '') AS stored
+    FROM {self.quoted} AS p, now
+    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
+),
+bumped AS (
+    UPDATE {self.quoted} AS rec SET fence = rec.fence + 1, permits = %(limit)s
+    FROM state
+    WHERE rec.name = %(name)s AND rec.token = ''
+      AND NOT EXISTS (SELECT 1 FROM mine)
+      AND state.others < %(limit)s
+      AND (state.others = 0 OR state.stored = %(limit)s)
+    RETURNING rec.fence
+),
+granted AS (
+    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
+    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
+           %(host)s, %(pid)s, %(thread)s
+    FROM bumped, now
+    ON CONFLICT (name, token) DO UPDATE SET
+        fence = excluded.fence, expires_at = excluded.expires_at,
+        acquired_at = excluded.acquired_at
+    RETURNING fence
+)
+SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
+       extract(epoch FROM state.soonest - now.t)::float8, state.stored
+FROM state, now
+"""
+
+    # Inputs: name, token, channel. Removes our permit; NOTIFYs waiters. Output: one row
+    # (live) if the permit was there, none otherwise.
+    @property
+    def release(self) -> str:
+        return f"""
+WITH {_NOW},
+removed AS (
+    DELETE FROM {self.quoted} AS p
+    WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> ''
+    RETURNING p.expires_at
+)
+SELECT removed.expires_at > now.t, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+FROM removed, now
+"""
+
+    # Inputs: names, tokens, ttls (arrays in step). Output: (name, token) of each permit
+    # extended (it was live).
+    @property
+    def extend_many(self) -> str:
+        return f"""
+WITH {_NOW},
+wanted AS (
+    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
+        AS wanted(name, token, ttl)
+)
+UPDATE {self.quoted} AS p
+SET expires_at = now.t + wanted.ttl * interval '1 second'
+FROM now, wanted
+WHERE p.name = wanted.name AND p.token = wanted.token AND p.token <> ''
+  AND p.expires_at > now.t
+RETURNING p.name, p.token
+"""
+
+    @property
+    def owned(self) -> str:
+        return f"""
+WITH {_NOW}
+SELECT 1 FROM {self.quoted} AS p, now
+WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
+"""
+
+    # Inputs: name, channel. Frees every permit; NOTIFYs waiters. Output: one row per permit
+    # that was live.
+    @property
+    def break_semaphore(self) -> str:
+        return f"""
+WITH {_NOW},
+removed AS (
+    DELETE FROM {self.quoted} AS p WHERE p.name = %(name)s AND p.token <> ''
+    RETURNING p.expires_at
+),
+live AS (SELECT 1 FROM removed, now WHERE removed.expires_at > now.t)
+SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM live
+"""
+
+    # Input: name (inspect) or prefix (list). Output: one row per semaphore (name, fence,
+    # limit) followed by its live permits as arrays, oldest grant first. One snapshot.
+    def _info(self, where: str) -> str:
+        return f"""
+WITH {_NOW}
+SELECT rec.name, rec.fence, rec.permits,
+       array(SELECT p.host FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence),
+       array(SELECT p.pid FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence),
+       array(SELECT p.thread FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence),
+       array(SELECT p.acquired_at FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence),
+       array(SELECT extract(epoch FROM p.expires_at - now.t)::float8 FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence),
+       array(SELECT p.fence FROM {self.quoted} AS p
+             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
+             ORDER BY p.fence)
+FROM {self.quoted} AS rec, now
+WHERE rec.token = '' AND {where}
+ORDER BY rec.name
+"""
+
+    @property
+    def inspect(self) -> str:
+        return self._info("rec.name = %(name)s")
+
+    @property
+    def list_semaphores(self) -> str:
+        return self._info("starts_with(rec.name, %(prefix)s)")
