@@ -16,7 +16,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from tenure._async.blocking_store import AsyncBlockingStoreBackend
+from tenure._async.blocking_store import AsyncBlockingSemaphoreBackend
 from tenure._errors import ConfigurationError
 from tenure._types import Capabilities
 from tenure._urls import redact
@@ -32,7 +32,7 @@ KEYWORD_OPTIONS = ("ssl",)
 """Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
 
 
-class AsyncMySQLBackend(AsyncBlockingStoreBackend[MySQLStore]):
+class AsyncMySQLBackend(AsyncBlockingSemaphoreBackend[MySQLStore]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,

@@ -23,8 +23,8 @@ import pymysql  # type: ignore[import-untyped]
 import pymysql.cursors  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
-from tenure._errors import BackendError, ConfigurationError
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
@@ -33,7 +33,8 @@ from tenure.backends._sql_common import (
     has_pending_input,
     parse_schema_mark,
 )
-from tenure.backends._waiters import Waiters
+from tenure.backends._waiters import Waiters, permit_key
+from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
 from tenure.backends.mysql._sql import SESSION_SETUP, SQL_MODE, Statements
 
 __all__ = ["MySQLStore"]
@@ -78,6 +79,7 @@ class MySQLStore:
             "program_name": "tenure",
         }
         self.sql = Statements(options.table)
+        self.semaphores = SemaphoreStatements(options.table)
         # Waiters on the same table in this process wake at once on a release from here,
         # whichever client (of the same server, database and table) they use.
         server = connect_args.get("unix_socket") or (
@@ -177,6 +179,8 @@ class MySQLStore:
                 cursor.execute(self.sql.create)
                 cursor.execute(self.sql.schema, {"table": self.sql.table})
                 row = cursor.fetchone()
+            # Older lock tables have no permits table yet: it is made on first use too.
+            cursor.execute(self.semaphores.create)
         comment = None if row is None else row[0]
         version = parse_schema_mark(comment)
         if version is None:
@@ -266,6 +270,143 @@ class MySQLStore:
         if broken:
             self.waiters.notify(name)
         return broken
+
+    # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
+
+    def acquire_permit(
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+    ) -> Grant | Busy:
+        params = {
+            "name": _hex(name), "token": token, "ttl_us": _micros(ttl), "limit": limit,
+            "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
+        }
+
+        def attempt(cursor: Cursor) -> Grant | Busy:
+            for retry in range(DEADLOCK_RETRIES):
+                cursor.execute("BEGIN")
+                try:
+                    outcome = self._decide_permit(cursor, name, limit, params)
+                except pymysql.err.OperationalError as exc:
+                    # A deadlock victim's whole transaction is rolled back: run it again.
+                    cursor.execute("ROLLBACK")
+                    if exc.args[0] != ER_LOCK_DEADLOCK or retry == DEADLOCK_RETRIES - 1:
+                        raise
+                    time.sleep(0.001 * (retry + 1))
+                    continue
+                except BaseException:
+                    cursor.execute("ROLLBACK")
+                    raise
+                cursor.execute("COMMIT")
+                return outcome
+            raise AssertionError("unreachable")
+
+        return self._run(attempt)
+
+    def _decide_permit(
+        self, cursor: Cursor, name: str, limit: int, params: dict[str, Any]
+    ) -> Grant | Busy:
+        """One acquire's statements, inside its transaction (see ``_semaphore_sql``)."""
+        sql = self.semaphores
+        cursor.execute(sql.lock_name, params)  # the name's row lock, ours until commit
+        cursor.execute(sql.drop_expired, params)
+        cursor.execute(sql.state, params)
+        others, soonest_us, mine, stored = cursor.fetchone()
+        others = int(others or 0)
+        if mine is not None:
+            cursor.execute(sql.renew_own, params)
+            return Grant(int(mine))
+        if others and stored is not None and int(stored) != limit:
+            raise limit_mismatch(name, int(stored), limit)
+        if others >= limit:
+            return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
+        cursor.execute(sql.take_fence, params)
+        fence = int(cursor.lastrowid)
+        cursor.execute(sql.insert_permit, {**params, "fence": fence})
+        return Grant(fence)
+
+    def release_permit(self, name: str, token: str) -> bool:
+        params = {"name": _hex(name), "token": token}
+
+        def release(cursor: Cursor) -> bool:
+            if _execute(cursor, self.semaphores.release, params) == 1:
+                return True
+            _execute(cursor, self.semaphores.discard, params)
+            return False
+
+        released = self._run(release)
+        self.waiters.notify(permit_key(name))
+        return released
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        def extend_all(cursor: Cursor) -> list[bool]:
+            return [
+                _execute(cursor, self.semaphores.extend, {
+                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
+                }) == 1
+                for r in renewals
+            ]
+
+        return self._run(extend_all) if renewals else []
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        params = {"name": _hex(name), "token": token}
+        return self._run(lambda cursor: int(cursor.execute(self.semaphores.owned, params)) == 1)
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(self.semaphores.inspect, {"name": _hex(name)})
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        found = _semaphore_infos(self._run(read))
+        return found[0] if found else None
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        try:
+            raw = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            return []
+
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(
+                self.semaphores.list_semaphores, {"prefix": raw.hex(), "length": len(raw)}
+            )
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        return _semaphore_infos(self._run(read))
+
+    def break_semaphore(self, name: str) -> bool:
+        params = {"name": _hex(name)}
+
+        def break_all(cursor: Cursor) -> bool:
+            cursor.execute(self.semaphores.count_live, params)
+            (live,) = cursor.fetchone()
+            _execute(cursor, self.semaphores.break_semaphore, params)
+            return int(live) > 0
+
+        broken = self._run(break_all)
+        if broken:
+            self.waiters.notify(permit_key(name))
+        return broken
+
+
+def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
+    by_name: dict[bytes, tuple[int, int | None, list[LeaseInfo]]] = {}
+    for name, fence, limit, host, pid, thread, acquired_at, left_us, permit_fence in rows:
+        entry = by_name.setdefault(
+            bytes(name), (int(fence), None if limit is None else int(limit), [])
+        )
+        if permit_fence is not None:
+            entry[2].append(LeaseInfo(
+                Holder(host, int(pid), thread), acquired_at.replace(tzinfo=datetime.UTC),
+                max(0.0, int(left_us) / 1e6), int(permit_fence),
+            ))
+    return [
+        LockInfo(name.decode("utf-8"), fence, None, None, None, kind="semaphore",
+                 limit=limit, leases=tuple(leases))
+        for name, (fence, limit, leases) in by_name.items()
+    ]
 
 
 def _execute(cursor: Cursor, sql: str, params: dict[str, Any]) -> int:
