@@ -28,12 +28,14 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._async.backend import AsyncBackend
+from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType
+from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
+from tenure.backends._waiters import permit_key
 from tenure.backends.mongodb._documents import (
     Document,
     acquire_update,
@@ -48,6 +50,15 @@ from tenure.backends.mongodb._documents import (
     prefix_filter,
     to_info,
 )
+from tenure.backends.mongodb._semaphores import (
+    acquire_permit_update,
+    extend_permit_update,
+    holds_permit,
+    live_permits,
+    release_permit_update,
+    semaphore_info_pipeline,
+    to_semaphore_info,
+)
 from tenure.backends.mongodb._settings import MongoSettings, parse_settings, release_waiters
 
 __all__ = ["BACKEND", "AsyncMongoDBBackend"]
@@ -61,7 +72,7 @@ CLOCK_SAMPLE_INTERVAL = 60.0
 """Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
 
 
-class AsyncMongoDBBackend(AsyncBackend):
+class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
@@ -82,8 +93,10 @@ class AsyncMongoDBBackend(AsyncBackend):
         self.settings = settings
         self._client: AsyncMongoClient[Document] | None = None
         self._locks_collection: AsyncCollection[Document] | None = None
+        self._semaphores_collection: AsyncCollection[Document] | None = None
         self._pid = 0
         self._indexed = settings.gc_after is None
+        self._semaphores_indexed = settings.gc_after is None
         self._closed = False
         self._mutex = threading.Lock()
         self._waiters = release_waiters(settings)
@@ -120,6 +133,9 @@ class AsyncMongoDBBackend(AsyncBackend):
             )
             self._client = client
             self._locks_collection = database.get_collection(settings.collection)
+            self._semaphores_collection = database.get_collection(
+                f"{settings.collection}.semaphores"
+            )
             self._pid = pid
             return self._locks_collection
 
@@ -136,6 +152,19 @@ class AsyncMongoDBBackend(AsyncBackend):
             self._indexed = True
         return collection
 
+    async def _semaphores(self) -> AsyncCollection[Document]:
+        """The semaphores' collection (``{collection}.semaphores``), indexed like the locks'."""
+        if self._semaphores_collection is None or self._pid != os.getpid():
+            self._open()
+        collection = self._semaphores_collection
+        assert collection is not None
+        if not self._semaphores_indexed:
+            await collection.create_index(
+                [("gc_at", ASCENDING)], name=GC_INDEX, expireAfterSeconds=0
+            )
+            self._semaphores_indexed = True
+        return collection
+
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         try:
@@ -148,6 +177,7 @@ class AsyncMongoDBBackend(AsyncBackend):
             self._closed = True
             client, self._client = self._client, None
             self._locks_collection = None
+            self._semaphores_collection = None
             owned = self._pid == os.getpid()
         if client is not None and owned:
             with self._errors("close"):
@@ -299,6 +329,131 @@ class AsyncMongoDBBackend(AsyncBackend):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         await wait_for_notice(self._waiters, name, timeout)
+
+    # ---- semaphores (documents in ``_semaphores``) ---------------------------------------
+
+    async def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        validate_name(name)
+        update = acquire_permit_update(
+            token, milliseconds(ttl), limit, holder, self.settings.gc_after_ms
+        )
+        return await io.complete(self._acquire_permit(name, token, limit, update))
+
+    async def _acquire_permit(
+        self, name: str, token: str, limit: int, update: list[Document]
+    ) -> Grant | Busy:
+        with self._errors("acquire a permit"):
+            semaphores = await self._semaphores()
+            try:
+                document = await semaphores.find_one_and_update(
+                    name_filter(name), update, upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                return Busy(0.0)  # another client created the document first: try again
+            permits = [] if document is None else document.get("permits") or []
+            mine = next((p for p in permits if p.get("token") == token), None)
+            if mine is not None:
+                return Grant(int(mine["fence"]))
+            stored = None if document is None else document.get("limit")
+            if permits and stored is not None and int(stored) != limit:
+                raise limit_mismatch(name, int(stored), limit)
+            soonest = min(
+                (p["expires_at"] for p in permits
+                 if isinstance(p.get("expires_at"), datetime.datetime)),
+                default=None,
+            )
+            return await self._busy(semaphores, {"expires_at": soonest})
+
+    async def release_permit(self, name: str, token: str) -> bool:
+        validate_name(name)
+        gc_after_ms = self.settings.gc_after_ms
+        with self._errors("release a permit"):
+            semaphores = await self._semaphores()
+            result = await semaphores.update_one(
+                holds_permit(name, token), release_permit_update(token, gc_after_ms)
+            )
+            released = result.matched_count == 1
+            if not released:
+                # Expired: its entry still goes (nothing else is changed by this).
+                await semaphores.update_one(
+                    name_filter(name), release_permit_update(token, gc_after_ms)
+                )
+        self._waiters.notify(permit_key(name))
+        return released
+
+    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """One unordered bulk write of conditional updates; when some did not match, each
+        is asked again on its own (a renewal twice only restarts the lease twice)."""
+        gc_after_ms = self.settings.gc_after_ms
+        updates = [
+            (holds_permit(r.name, r.token),
+             extend_permit_update(r.token, milliseconds(r.ttl), gc_after_ms))
+            for r in renewals
+        ]
+        if not updates:
+            return []
+        with self._errors("renew permits"):
+            semaphores = await self._semaphores()
+            result = await semaphores.bulk_write(
+                [UpdateOne(where, update) for where, update in updates], ordered=False
+            )
+            if result.matched_count == len(updates):
+                return [True] * len(updates)
+            results = []
+            for where, update in updates:
+                single = await semaphores.update_one(where, update)
+                results.append(single.matched_count == 1)
+        return results
+
+    async def permit_owned(self, name: str, token: str) -> bool:
+        validate_name(name)
+        with self._errors("check a permit"):
+            semaphores = await self._semaphores()
+            return await semaphores.find_one(holds_permit(name, token), {"_id": 1}) is not None
+
+    async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        validate_name(name)
+        with self._errors("inspect a semaphore"):
+            semaphores = await self._semaphores()
+            cursor = await semaphores.aggregate(semaphore_info_pipeline(name_filter(name)))
+            rows = await cursor.to_list()
+        return to_semaphore_info(rows[0]) if rows else None
+
+    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        _check_prefix(prefix)
+        with self._errors("list semaphores"):
+            semaphores = await self._semaphores()
+            cursor = await semaphores.aggregate(semaphore_info_pipeline(prefix_filter(prefix)))
+            rows = await cursor.to_list()
+        return [to_semaphore_info(row) for row in rows]
+
+    async def break_semaphore(self, name: str) -> bool:
+        validate_name(name)
+        live = {"$expr": {"$gt": [{"$size": live_permits()}, 0]}}
+        with self._errors("break a semaphore"):
+            semaphores = await self._semaphores()
+            result = await semaphores.update_one(
+                {**name_filter(name), **live}, [{"$set": {"permits": []}}]
+            )
+        broken = result.matched_count == 1
+        if broken:
+            self._waiters.notify(permit_key(name))
+        return broken
+
+    async def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        await wait_for_notice(self._waiters, permit_key(name), timeout)
 
 
 def _check_prefix(prefix: object) -> None:

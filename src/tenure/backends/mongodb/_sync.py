@@ -30,12 +30,14 @@ from pymongo.synchronous.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._sync.backend import Backend
+from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType
+from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
+from tenure.backends._waiters import permit_key
 from tenure.backends.mongodb._documents import (
     Document,
     acquire_update,
@@ -50,6 +52,15 @@ from tenure.backends.mongodb._documents import (
     prefix_filter,
     to_info,
 )
+from tenure.backends.mongodb._semaphores import (
+    acquire_permit_update,
+    extend_permit_update,
+    holds_permit,
+    live_permits,
+    release_permit_update,
+    semaphore_info_pipeline,
+    to_semaphore_info,
+)
 from tenure.backends.mongodb._settings import MongoSettings, parse_settings, release_waiters
 
 __all__ = ["BACKEND", "MongoDBBackend"]
@@ -63,7 +74,7 @@ CLOCK_SAMPLE_INTERVAL = 60.0
 """Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
 
 
-class MongoDBBackend(Backend):
+class MongoDBBackend(Backend, SemaphoreSupport):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
@@ -84,8 +95,10 @@ class MongoDBBackend(Backend):
         self.settings = settings
         self._client: MongoClient[Document] | None = None
         self._locks_collection: Collection[Document] | None = None
+        self._semaphores_collection: Collection[Document] | None = None
         self._pid = 0
         self._indexed = settings.gc_after is None
+        self._semaphores_indexed = settings.gc_after is None
         self._closed = False
         self._mutex = threading.Lock()
         self._waiters = release_waiters(settings)
@@ -122,6 +135,9 @@ class MongoDBBackend(Backend):
             )
             self._client = client
             self._locks_collection = database.get_collection(settings.collection)
+            self._semaphores_collection = database.get_collection(
+                f"{settings.collection}.semaphores"
+            )
             self._pid = pid
             return self._locks_collection
 
@@ -138,6 +154,19 @@ class MongoDBBackend(Backend):
             self._indexed = True
         return collection
 
+    def _semaphores(self) -> Collection[Document]:
+        """The semaphores' collection (``{collection}.semaphores``), indexed like the locks'."""
+        if self._semaphores_collection is None or self._pid != os.getpid():
+            self._open()
+        collection = self._semaphores_collection
+        assert collection is not None
+        if not self._semaphores_indexed:
+            collection.create_index(
+                [("gc_at", ASCENDING)], name=GC_INDEX, expireAfterSeconds=0
+            )
+            self._semaphores_indexed = True
+        return collection
+
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         try:
@@ -150,6 +179,7 @@ class MongoDBBackend(Backend):
             self._closed = True
             client, self._client = self._client, None
             self._locks_collection = None
+            self._semaphores_collection = None
             owned = self._pid == os.getpid()
         if client is not None and owned:
             with self._errors("close"):
@@ -301,6 +331,131 @@ class MongoDBBackend(Backend):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         wait_for_notice(self._waiters, name, timeout)
+
+    # ---- semaphores (documents in ``_semaphores``) ---------------------------------------
+
+    def acquire_permit(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        limit: int,
+        *,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        validate_name(name)
+        update = acquire_permit_update(
+            token, milliseconds(ttl), limit, holder, self.settings.gc_after_ms
+        )
+        return io.complete(self._acquire_permit(name, token, limit, update))
+
+    def _acquire_permit(
+        self, name: str, token: str, limit: int, update: list[Document]
+    ) -> Grant | Busy:
+        with self._errors("acquire a permit"):
+            semaphores = self._semaphores()
+            try:
+                document = semaphores.find_one_and_update(
+                    name_filter(name), update, upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                return Busy(0.0)  # another client created the document first: try again
+            permits = [] if document is None else document.get("permits") or []
+            mine = next((p for p in permits if p.get("token") == token), None)
+            if mine is not None:
+                return Grant(int(mine["fence"]))
+            stored = None if document is None else document.get("limit")
+            if permits and stored is not None and int(stored) != limit:
+                raise limit_mismatch(name, int(stored), limit)
+            soonest = min(
+                (p["expires_at"] for p in permits
+                 if isinstance(p.get("expires_at"), datetime.datetime)),
+                default=None,
+            )
+            return self._busy(semaphores, {"expires_at": soonest})
+
+    def release_permit(self, name: str, token: str) -> bool:
+        validate_name(name)
+        gc_after_ms = self.settings.gc_after_ms
+        with self._errors("release a permit"):
+            semaphores = self._semaphores()
+            result = semaphores.update_one(
+                holds_permit(name, token), release_permit_update(token, gc_after_ms)
+            )
+            released = result.matched_count == 1
+            if not released:
+                # Expired: its entry still goes (nothing else is changed by this).
+                semaphores.update_one(
+                    name_filter(name), release_permit_update(token, gc_after_ms)
+                )
+        self._waiters.notify(permit_key(name))
+        return released
+
+    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """One unordered bulk write of conditional updates; when some did not match, each
+        is asked again on its own (a renewal twice only restarts the lease twice)."""
+        gc_after_ms = self.settings.gc_after_ms
+        updates = [
+            (holds_permit(r.name, r.token),
+             extend_permit_update(r.token, milliseconds(r.ttl), gc_after_ms))
+            for r in renewals
+        ]
+        if not updates:
+            return []
+        with self._errors("renew permits"):
+            semaphores = self._semaphores()
+            result = semaphores.bulk_write(
+                [UpdateOne(where, update) for where, update in updates], ordered=False
+            )
+            if result.matched_count == len(updates):
+                return [True] * len(updates)
+            results = []
+            for where, update in updates:
+                single = semaphores.update_one(where, update)
+                results.append(single.matched_count == 1)
+        return results
+
+    def permit_owned(self, name: str, token: str) -> bool:
+        validate_name(name)
+        with self._errors("check a permit"):
+            semaphores = self._semaphores()
+            return semaphores.find_one(holds_permit(name, token), {"_id": 1}) is not None
+
+    def inspect_semaphore(self, name: str) -> LockInfo | None:
+        validate_name(name)
+        with self._errors("inspect a semaphore"):
+            semaphores = self._semaphores()
+            cursor = semaphores.aggregate(semaphore_info_pipeline(name_filter(name)))
+            rows = cursor.to_list()
+        return to_semaphore_info(rows[0]) if rows else None
+
+    def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        _check_prefix(prefix)
+        with self._errors("list semaphores"):
+            semaphores = self._semaphores()
+            cursor = semaphores.aggregate(semaphore_info_pipeline(prefix_filter(prefix)))
+            rows = cursor.to_list()
+        return [to_semaphore_info(row) for row in rows]
+
+    def break_semaphore(self, name: str) -> bool:
+        validate_name(name)
+        live = {"$expr": {"$gt": [{"$size": live_permits()}, 0]}}
+        with self._errors("break a semaphore"):
+            semaphores = self._semaphores()
+            result = semaphores.update_one(
+                {**name_filter(name), **live}, [{"$set": {"permits": []}}]
+            )
+        broken = result.matched_count == 1
+        if broken:
+            self._waiters.notify(permit_key(name))
+        return broken
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        wait_for_notice(self._waiters, permit_key(name), timeout)
 
 
 def _check_prefix(prefix: object) -> None:
