@@ -20,6 +20,8 @@ BACKENDS = [
     ("mongodb", "mongodb://, mongodb+srv://"),
     ("mysql", "mysql://"),
     ("postgresql", "postgresql://, postgres://"),
+    ("etcd", "etcd://, etcds://"),
+    ("zookeeper", "zookeeper://, zk://"),
 ]
 
 

@@ -92,7 +92,8 @@ class RedlockBackend(Backend):
             "counting permits on each independent node and taking a majority is not safe "
             "(3 nodes, limit 2: holders granted on nodes {1,2}, {2,3} and {1,3} all win, three "
             "permits of two), and one Redlock per permit slot would give fences that do not "
-            "increase per name; use redis://, a SQL backend or MongoDB for semaphores"
+            "increase per name; use redis://, a SQL backend, MongoDB, or a consensus store "
+            "(etcd://, zookeeper://) for semaphores"
         ),
     }
     max_backoff = 0.1
