@@ -14,6 +14,11 @@ Defaults are chosen so that a dead server is an error within seconds, never a ha
 ``socket_timeout`` and ``socket_connect_timeout`` 3 s, and ``retries`` 0 (redis-py otherwise
 retries a failed connection several times with back-off). The lock logic above decides what
 to retry: the watchdog retries renewals until the lease's end, an acquire fails.
+
+``gc_after`` (seconds, default 30 days; ``none`` keeps records forever): how long the record
+of an idle semaphore (its fence and limit) outlives its last permit. Fences never go back
+when it is removed (see ``_semaphores``). A lock's record, which holds its fence counter, is
+kept forever.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from tenure._errors import ConfigurationError
 from tenure._options import flag_option, integer_option, number_option
 from tenure._urls import redact
 
-__all__ = ["DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSettings", "parse"]
+__all__ = ["DEFAULT_GC_AFTER", "DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSettings", "parse"]
 
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
+DEFAULT_GC_AFTER = 30 * 24 * 3600.0
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
 NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -70,6 +76,12 @@ def _namespace(value: object) -> str:
     return value
 
 
+def _gc_after(value: object) -> float | None:
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "off", "never")):
+        return None
+    return number_option("redis", "gc_after", value, unit=" seconds", above=0)
+
+
 def _any(value: object) -> object:
     return value
 
@@ -85,6 +97,7 @@ OPTIONS: dict[str, Callable[[object], Any]] = {
     "max_connections": _int("max_connections", 1),
     "wait_connections": _int("wait_connections"),
     "handoff_window": _float("handoff_window"),
+    "gc_after": _gc_after,
     "health_check_interval": _int("health_check_interval"),
     "client_name": _text("client_name"),
     "username": _text("username"),
@@ -135,6 +148,13 @@ class RedisSettings:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Further redis-py connection arguments: client_name, max_connections, ssl_*..."""
     sentinel_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gc_after: float | None = DEFAULT_GC_AFTER
+    """Seconds an idle semaphore's record outlives its last permit (None: forever)."""
+
+    @property
+    def gc_after_ms(self) -> int:
+        """``gc_after`` for the scripts: whole milliseconds, 0 for forever."""
+        return 0 if self.gc_after is None else max(1, round(self.gc_after * 1000))
 
     def connection_kwargs(self) -> dict[str, Any]:
         """Arguments for redis-py's connection pools and cluster client (no ``retry``: its
@@ -262,6 +282,7 @@ def parse(url: str, options: dict[str, Any]) -> RedisSettings:
         retries=values.pop("retries", 0),
         wait_connections=values.pop("wait_connections", 64),
         handoff_window=values.pop("handoff_window", 0.05),
+        gc_after=values.pop("gc_after", DEFAULT_GC_AFTER),
         display=display,
         extra=extra,
         sentinel_extra=sentinel_extra,

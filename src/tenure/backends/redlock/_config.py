@@ -40,8 +40,9 @@ __all__ = ["DEFAULT_NODE_OPTIONS", "RedlockSettings", "parse"]
 
 DEFAULT_NODE_OPTIONS: dict[str, Any] = {"socket_timeout": 0.2, "socket_connect_timeout": 0.2}
 NODE_SCHEMES = ("redis", "rediss", "unix")
-IGNORED_REDIS_OPTIONS = ("handoff_window", "wait_connections")
-"""Options of the Redis backend's waiting, which Redlock does not use: refused, not ignored."""
+IGNORED_REDIS_OPTIONS = ("handoff_window", "wait_connections", "gc_after")
+"""Options of the Redis backend that Redlock does not use (its waiting, the semaphore records'
+clean-up): refused, not ignored."""
 
 
 @dataclasses.dataclass(frozen=True)

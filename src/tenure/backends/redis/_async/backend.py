@@ -1,0 +1,26 @@
+"""The Redis backend class: the lock steps and the permit steps over one shared state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.backends.redis._async.locks import AsyncLockSteps
+from tenure.backends.redis._async.semaphores import AsyncPermitSteps
+from tenure.backends.redis._config import parse
+
+__all__ = ["AsyncRedisBackend"]
+
+
+class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps):
+    """Options (URL query or keyword): ``socket_timeout``, ``socket_connect_timeout`` (seconds,
+    default 3), ``retries`` (redis-py connection retries, default 0), ``namespace`` (key
+    prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default
+    64), ``handoff_window`` (seconds a release reserves the lock for the longest waiter,
+    default 0.05; 0 turns fair handoff off), ``gc_after`` (seconds an idle semaphore's record
+    is kept, default 30 days; ``none``: forever), ``client_name``, ``health_check_interval``;
+    keyword only: ``username``, ``password``, ``sentinel_username``, ``sentinel_password``,
+    ``ssl_*`` (TLS files, ``ssl_cert_reqs``, ``ssl_check_hostname``, ``ssl_min_version``...)."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncRedisBackend:
+        return cls(parse(url, options))

@@ -1,0 +1,50 @@
+"""What every Redis step needs: the settings, the key namespace, the transport and the wait
+budget, built once per backend; and the translation of driver errors around each step."""
+
+from __future__ import annotations
+
+from tenure._async.backend import AsyncBackend
+from tenure._types import Capabilities
+from tenure.backends.redis._async.transport import AsyncTransport, open_transport
+from tenure.backends.redis._config import RedisSettings
+from tenure.backends.redis._errors import Translated
+from tenure.backends.redis._waiting import WaitBudget
+
+__all__ = ["AsyncRedisBase"]
+
+
+class AsyncRedisBase(AsyncBackend):
+    """The state the lock steps (``locks``) and the permit steps (``semaphores``) share."""
+
+    schemes = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
+    capabilities = Capabilities(
+        fencing="strictly increasing per name, kept across releases; across a server restart "
+        "only with AOF persistence (appendonly yes, appendfsync always)",
+        fences_survive_restart=False,
+        leases_survive_restart=False,
+        wakeups="notification",
+        multi_host=True,
+        fault_tolerant=False,
+    )
+    max_backoff = 0.5
+    notifies = True
+    """Releases wake waiters, so a waiter's timed pause only bounds how long an expiry without
+    a release (a crashed holder) or a lost wake-up goes unnoticed."""
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        self._namespace = settings.namespace
+        self._window_ms = round(settings.handoff_window * 1000)
+        self._gc_after_ms = settings.gc_after_ms
+        self._waits = WaitBudget(settings, self.max_backoff)
+        self._transport: AsyncTransport = open_transport(settings)
+
+    def describe(self) -> str:
+        return self.settings.display
+
+    def _translated(self, action: str, name: str | None = None) -> Translated:
+        return Translated(self.settings.display, action, name)
+
+    async def aclose(self) -> None:
+        with self._translated("close"):
+            await self._transport.aclose()

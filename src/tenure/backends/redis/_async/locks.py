@@ -1,0 +1,210 @@
+"""The lock's steps on Redis: each one Lua script of ``_scripts`` (whose contracts say what
+each does), and a waiter's wait, which pipelines its next acquire behind its BLPOP (see
+``tenure.backends.redis._waiting.LockWaiter``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tenure._concurrency import async_io as io
+from tenure._errors import BackendError
+from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._scripts import (
+    ACQUIRE,
+    BREAK,
+    EXTEND,
+    INSPECT,
+    LEAVE,
+    RELEASE,
+    LockKeys,
+    decode_info,
+    lock_keys,
+    meta_pattern,
+    milliseconds,
+)
+from tenure.backends.redis._waiting import GRANT_SLACK, LockWaiter, waiter_of
+
+__all__ = ["AsyncLockSteps"]
+
+
+class AsyncLockSteps(AsyncRedisBase):
+    """acquire, release, extend, owned, inspect, list, break and wait for the mutex."""
+
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        waiter = waiter_of(self, waited, name)
+        if waiter is not None and (waiter.token != token or waiter.ttl != ttl):
+            waiter = None
+        if waiter is not None and waiter.outcome is not None:
+            reply, waiter.outcome = waiter.outcome, None
+            outcome = self._kept_outcome(waiter, reply)
+            if outcome is not None:
+                return outcome
+        keys = lock_keys(self._namespace, name)
+        with self._translated("acquire", name):
+            reply = await self._transport.script(
+                ACQUIRE,
+                (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
+                (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
+                 "0" if waiter is None or waiter.arrival is None else "1"),
+            )
+        return self._outcome(reply, waiter, name, token=token, ttl=ttl, holder=holder)
+
+    def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
+        """The outcome of the acquire pipelined behind the last wait, if still usable."""
+        if reply[0] == 0:
+            left = int(reply[1])
+            return Busy(None if left < 0 else left / 1000, waiter)
+        if reply[0] == 1:
+            waited_on_server = (int(reply[2]) - waiter.announced_us) / 1_000_000
+            since_grant = time.monotonic() - waiter.sent_at - waited_on_server
+            if waited_on_server >= 0 and since_grant <= GRANT_SLACK:
+                return Grant(int(reply[1]))
+        return None  # too old to vouch for: acquire again with the same token
+
+    def _outcome(
+        self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
+        holder: Holder,
+    ) -> Grant | Busy:
+        status, value = reply[0], reply[1]
+        if status == 1:
+            return Grant(int(value))
+        if status == 0:
+            left = int(value)
+            return Busy(
+                None if left < 0 else left / 1000,
+                waiter or LockWaiter(self, name, token, ttl, holder),
+            )
+        stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        raise BackendError(
+            f"Redis {self.settings.display}: the key of lock {name!r} already belongs to "
+            f"lock {stored!r} (a SHA-256 digest collision); use another name"
+        )
+
+    async def release(self, name: str, token: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("release", name):
+            released = await self._transport.script(
+                RELEASE,
+                (keys.lease, keys.next, keys.queue, keys.lapse),
+                (token, keys.wake_prefix, self._window_ms),
+            )
+        return bool(released == 1)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("extend", name):
+            (extended,) = await self._transport.script(
+                EXTEND, (keys.lease,), (token, milliseconds(ttl))
+            )
+        return bool(extended == 1)
+
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        # One script per slot (on one master: one script for all), in one round trip there.
+        groups: dict[int, list[int]] = {}
+        leases = [lock_keys(self._namespace, r.name).lease for r in renewals]
+        for index, lease in enumerate(leases):
+            groups.setdefault(self._transport.slot(lease), []).append(index)
+        calls = []
+        for indexes in groups.values():
+            arguments: list[Any] = []
+            for index in indexes:
+                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
+            calls.append((EXTEND, [leases[index] for index in indexes], arguments))
+        with self._translated("renew"):
+            replies = await self._transport.scripts(calls)
+        results = [False] * len(renewals)
+        for indexes, reply in zip(groups.values(), replies, strict=True):
+            for index, extended in zip(indexes, reply, strict=True):
+                results[index] = extended == 1
+        return results
+
+    async def owned(self, name: str, token: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("check ownership", name):
+            holder = await self._transport.execute("HGET", keys.lease, "token")
+        return bool(holder == token.encode())
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("inspect", name):
+            reply = await self._transport.script(INSPECT, (keys.meta, keys.lease), ())
+        return decode_info(reply)
+
+    async def list_locks(self, prefix: str) -> list[LockInfo]:
+        found: list[LockInfo] = []
+        with self._translated("list locks"):
+            for page in await self._transport.scan(meta_pattern(self._namespace)):
+                metas = [key.decode() if isinstance(key, bytes) else key for key in page]
+                replies = await self._transport.scripts(
+                    [(INSPECT, (meta, f"{meta}:lease"), ()) for meta in metas]
+                )
+                for reply in replies:
+                    info = decode_info(reply)
+                    if info is not None and info.name.startswith(prefix):
+                        found.append(info)
+        return sorted(found, key=lambda info: info.name)
+
+    async def break_lock(self, name: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("break", name):
+            broken = await self._transport.script(
+                BREAK,
+                (keys.lease, keys.next, keys.queue, keys.lapse),
+                (keys.wake_prefix, self._window_ms),
+            )
+        return bool(broken == 1)
+
+    # ---- waiting ---------------------------------------------------------------------------
+
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        """Block on this waiter's wake list until a release pops it from the queue, or for
+        ``timeout`` (at most half the socket timeout: the read must not time out first), then
+        try to acquire in the same round trip (see ``LockWaiter``)."""
+        waiter = waiter_of(self, busy, name)
+        seconds = min(timeout, self._waits.longest)
+        if waiter is None or not self._waits.take(seconds):
+            await io.sleep(timeout)
+            return
+        keys = lock_keys(self._namespace, name)
+        token = waiter.token
+        wait_ms = milliseconds(seconds)
+        wake = keys.wake(token)
+        lease_keys = (keys.lease, keys.next, keys.queue, keys.lapse)
+        announce = (*lease_keys, wake, token, wait_ms, waiter.arrival or "")
+        acquire = (
+            keys.meta, *lease_keys, wake,
+            token, milliseconds(waiter.ttl + GRANT_SLACK), name, waiter.holder.host,
+            waiter.holder.pid, waiter.holder.thread, "1",
+        )
+        waiter.outcome = None
+        try:
+            waiter.sent_at = time.monotonic()
+            with self._translated("wait", name):
+                announced, acquired = await self._transport.wait(
+                    announce, wake, wait_ms / 1000, acquire
+                )
+        except BaseException:
+            # Cancelled or failed mid-wait: the pipelined acquire may have taken the lock,
+            # or a release may have reserved it for us. Give both, and our place, back.
+            await io.run_cleanup(self._leave, keys, token)
+            raise
+        finally:
+            self._waits.give()
+        waiter.arrival = announced[0]
+        waiter.announced_us = int(announced[1])
+        waiter.outcome = acquired
+
+    async def _leave(self, keys: LockKeys, token: str) -> None:
+        with self._translated("leave the queue"):
+            await self._transport.script(
+                LEAVE,
+                (keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
+                (token, keys.wake_prefix, self._window_ms),
+            )

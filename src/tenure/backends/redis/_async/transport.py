@@ -1,0 +1,425 @@
+"""How commands reach Redis: one master (``AsyncDirect``) or a Redis Cluster
+(``AsyncClustered``), built from the settings by ``open_transport``.
+
+On one master (redis, rediss, unix, sentinel) commands go straight to redis-py connections
+taken from a free list, one at a time per caller: redis-py's own command layer costs several
+times the network round trip on a fast link, and the lock's hot path is two round trips.
+Blocking waits (BLPOP) take a connection of their own from the same list, so a waiter never
+blocks another caller's command. On a Cluster, redis-py's cluster client routes each script
+to the node owning the lock's hash tag; a semaphore's BLPOP goes to that node on a connection
+of our own (see ``AsyncClustered.block``).
+
+Scripts go as EVALSHA and are re-sent as EVAL when the server has lost its script cache (a
+restart). Connections open at first use; redis-py's own retries are off unless ``retries`` is
+given, and socket timeouts are always set, so a dead server is an error within seconds.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
+
+from redis.asyncio import ConnectionPool, RedisCluster, Sentinel
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.crc import key_slot
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+)
+from redis.exceptions import NoScriptError, ResponseError
+
+from tenure._concurrency.cancellation import (
+    async_cancel_requests,
+    async_raise_lost_cancellation,
+)
+from tenure.backends.redis._config import RedisSettings
+from tenure.backends.redis._errors import DRIVER_ERRORS
+from tenure.backends.redis._scripts import ACQUIRE, ANNOUNCE, Script
+
+__all__ = [
+    "AsyncClustered",
+    "AsyncDirect",
+    "AsyncTransport",
+    "ScriptCall",
+    "open_transport",
+]
+
+SCAN_COUNT = 500
+
+ScriptCall = tuple[Script, Sequence[str], Sequence[Any]]
+
+pack_command: Callable[[tuple[Any, ...]], bytes] | None
+try:  # hiredis packs a command several times faster than redis-py's Python wrapper around it
+    from hiredis import pack_command
+except ImportError:  # pragma: no cover - hiredis is optional
+    pack_command = None
+
+
+# ---- what we call on redis-py objects (typed here: some of redis-py's are not) -------------
+
+
+class AsyncWire(Protocol):
+    """One redis-py connection, used directly."""
+
+    def pack_command(self, *args: Any) -> Any: ...
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
+    async def read_response(self) -> Any: ...
+    def pack_commands(self, commands: Any) -> Any: ...
+    async def disconnect(self, nowait: bool = False) -> None: ...
+    async def can_read(self) -> bool: ...
+    @property
+    def is_connected(self) -> bool: ...
+
+
+class AsyncPool(Protocol):
+    async def get_connection(self) -> Any: ...
+    async def disconnect(self) -> None: ...
+
+
+class AsyncClusterClient(Protocol):
+    async def execute_command(self, *args: Any, **options: Any) -> Any: ...
+    def get_primaries(self) -> list[Any]: ...
+    def get_node_from_key(self, key: str, replica: bool = False) -> Any: ...
+    async def aclose(self) -> None: ...
+
+
+class AsyncClosable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+# ---- one master -----------------------------------------------------------------------------
+
+
+class AsyncDirect:
+    """Commands straight on redis-py connections of one pool (one master)."""
+
+    def __init__(self, pool: AsyncPool, closables: Sequence[AsyncClosable] = ()) -> None:
+        self._pool = pool
+        self._closables = closables
+        self._idle: collections.deque[AsyncWire] = collections.deque()
+        self._pid = os.getpid()
+        self._closed = False
+
+    async def _take(self) -> AsyncWire:
+        if self._closed:
+            # A background undo may still run after close(): it must not open a connection.
+            raise RedisConnectionError("the tenure client is closed")
+        if self._pid != os.getpid():
+            # A forked child must not touch its parent's sockets: forget them, unclosed.
+            self._idle = collections.deque()
+            self._pid = os.getpid()
+        try:
+            wire = self._idle.pop()
+        except IndexError:
+            pass
+        else:
+            await self._check(wire)
+            return wire
+        cancels = async_cancel_requests()
+        wire = cast(AsyncWire, await self._pool.get_connection())
+        try:
+            async_raise_lost_cancellation(cancels)  # lost in the handshake's sends
+        except BaseException:
+            self._idle.append(wire)  # connected and idle: fine for the next caller
+            raise
+        return wire
+
+    async def _check(self, wire: AsyncWire) -> None:
+        """Disconnect an idle connection the server has closed (a restart, an idle timeout),
+        as redis-py's pool does on checkout: it then reconnects before sending, instead of
+        failing the command. Costs one non-blocking read (about 2 us)."""
+        if not wire.is_connected:
+            return  # it connects when it sends (checking it would connect it here)
+        try:
+            stale = await wire.can_read()
+        except DRIVER_ERRORS:
+            stale = True
+        if stale:
+            await wire.disconnect(nowait=True)
+
+    async def _give(self, wire: AsyncWire, clean: bool) -> None:
+        """Back to the free list. A connection left with replies unread (an exception between
+        the send and the last read) is disconnected first: it reconnects on its next use."""
+        if not clean or self._closed:
+            await wire.disconnect(nowait=True)
+        if not self._closed:
+            self._idle.append(wire)
+
+    async def _send(self, wire: AsyncWire, packed: Any) -> None:
+        cancels = async_cancel_requests()
+        await wire.send_packed_command(packed)
+        async_raise_lost_cancellation(cancels)  # see tenure._concurrency.cancellation
+
+    async def execute(self, *args: Any) -> Any:
+        wire = await self._take()
+        clean = False
+        try:
+            await self._send(
+                wire, wire.pack_command(*args) if pack_command is None else [pack_command(args)]
+            )
+            try:
+                result = await wire.read_response()
+            except ResponseError:  # an error reply, read in full
+                clean = True
+                raise
+            clean = True
+            return result
+        finally:
+            await self._give(wire, clean)
+
+    async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
+
+    async def pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send all, then read every reply: one round trip. A failed command's error is its
+        result; a connection failure raises."""
+        wire = await self._take()
+        clean = False
+        try:
+            if pack_command is None:
+                await self._send(wire, wire.pack_commands(commands))
+            else:
+                await self._send(wire, [b"".join(pack_command(c) for c in commands)])
+            results: list[Any] = []
+            for _ in commands:
+                try:
+                    results.append(await wire.read_response())
+                except ResponseError as exc:
+                    results.append(exc)
+            clean = True
+            return results
+        finally:
+            await self._give(wire, clean)
+
+    async def scripts(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        commands = [("EVALSHA", s.sha, len(keys), *keys, *args) for s, keys, args in calls]
+        results = await self.pipeline(commands)
+        for index, result in enumerate(results):
+            if isinstance(result, NoScriptError):
+                script, keys, args = calls[index]
+                results[index] = await self.script(script, keys, args)
+            elif isinstance(result, ResponseError):
+                raise result
+        return results
+
+    async def wait(
+        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
+    ) -> tuple[Any, Any]:
+        """ANNOUNCE, BLPOP the wake list, then ACQUIRE, in one round trip: the server runs
+        the acquire the moment the wait ends, in the same turn as the release that woke it.
+        Returns the replies of ANNOUNCE and ACQUIRE (None for the acquire if the server had
+        lost its script: the lock logic's next acquire loads it again).
+
+        ANNOUNCE goes as EVAL with its source, not EVALSHA: if a server without it cached (a
+        fresh or restarted one) refused it, the BLPOP behind it would block the whole wait
+        unannounced, woken by no release. EVAL costs the server a SHA1 of 1.5 KB, and the
+        wait's own latency nothing: it is sent before the waiting starts."""
+        results = await self.pipeline([
+            ("EVAL", ANNOUNCE.source, 5, *announce),
+            ("BLPOP", wake_key, f"{seconds:.3f}"),
+            ("EVALSHA", ACQUIRE.sha, 6, *acquire),
+        ])
+        if isinstance(results[2], NoScriptError):
+            results[2] = None
+        for result in results:
+            if isinstance(result, ResponseError):
+                raise result
+        return results[0], results[2]
+
+    async def block(self, key: str, seconds: float) -> None:
+        """BLPOP ``key`` for at most ``seconds`` (whole milliseconds, at least one)."""
+        await self.execute("BLPOP", key, f"{seconds:.3f}")
+
+    def slot(self, key: str) -> int:
+        return 0
+
+    async def scan(self, pattern: str) -> list[list[bytes]]:
+        pages: list[list[bytes]] = []
+        cursor: Any = 0
+        while True:
+            cursor, keys = await self.execute(
+                "SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", "hash"
+            )
+            pages.append(list(keys))
+            if int(cursor) == 0:
+                return pages
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._idle = collections.deque()
+        await self._pool.disconnect()
+        for closable in self._closables:
+            await closable.aclose()
+
+
+# ---- a Cluster ------------------------------------------------------------------------------
+
+
+class AsyncClustered:
+    """Commands through redis-py's cluster client, which routes by each key's slot."""
+
+    def __init__(self, settings: RedisSettings, retry: Retry) -> None:
+        self._settings = settings
+        self._retry = retry
+        self._client: AsyncClusterClient | None = None
+        self._blocking: dict[tuple[str, int], AsyncDirect] = {}
+        self._mapped = False
+        self._mutex = threading.Lock()
+        self._closed = False
+
+    def _cluster(self) -> AsyncClusterClient:
+        # Built at first use: building the threads flavour's client already connects.
+        with self._mutex:
+            if self._closed:
+                raise RedisConnectionError("the tenure client is closed")
+            if self._client is None:
+                node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
+                nodes = [node_type(host, port) for host, port in self._settings.addresses]
+                self._client = cast(
+                    AsyncClusterClient,
+                    RedisCluster(
+                        startup_nodes=nodes,
+                        retry=self._retry,
+                        **self._settings.connection_kwargs(),
+                    ),
+                )
+            return self._client
+
+    async def execute(self, *args: Any) -> Any:
+        cancels = async_cancel_requests()
+        result = await self._cluster().execute_command(*args)
+        async_raise_lost_cancellation(cancels)  # see tenure._concurrency.cancellation
+        return result
+
+    async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
+
+    async def scripts(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        return [await self.script(script, keys, args) for script, keys, args in calls]
+
+    async def wait(
+        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
+    ) -> tuple[Any, Any]:
+        announced = await self.script(ANNOUNCE, announce[:5], announce[5:])
+        await self.execute("BLPOP", wake_key, f"{seconds:.3f}")
+        return announced, await self.script(ACQUIRE, acquire[:6], acquire[6:])
+
+    async def block(self, key: str, seconds: float) -> None:
+        """BLPOP ``key`` on the master owning its slot, on a connection of our own to that
+        node (a free list per node, as on one master): redis-py's cluster client drops
+        connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
+        answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
+        the cluster client's next command refreshes the slot map."""
+        client = self._cluster()
+        if not self._mapped:
+            await client.execute_command("PING")  # the first command loads the slot map
+            self._mapped = True
+        node = client.get_node_from_key(key)
+        address = (str(node.host), int(node.port))
+        direct = self._blocking.get(address)
+        if direct is None:
+            direct = self._blocking.setdefault(address, AsyncDirect(_pool_for(
+                self._settings, self._retry, address
+            )))
+        try:
+            await direct.block(key, seconds)
+        except ResponseError as exc:
+            if not str(exc).startswith(("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")):
+                raise
+
+    def slot(self, key: str) -> int:
+        return key_slot(key.encode())
+
+    async def scan(self, pattern: str) -> list[list[bytes]]:
+        client = self._cluster()
+        await client.execute_command("PING")  # the first command loads the slot map
+        pages: list[list[bytes]] = []
+        for node in client.get_primaries():
+            cursor: Any = 0
+            while True:
+                cursor, keys = await client.execute_command(
+                    "SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", "hash",
+                    target_nodes=node,
+                )
+                if isinstance(cursor, dict):  # redis-py keys a cluster's cursors by node
+                    (cursor,) = cursor.values()
+                pages.append(list(keys))
+                if int(cursor) == 0:
+                    break
+        return pages
+
+    async def aclose(self) -> None:
+        with self._mutex:
+            self._closed = True
+            client, self._client = self._client, None
+            blocking, self._blocking = list(self._blocking.values()), {}
+        for direct in blocking:
+            await direct.aclose()
+        if client is not None:
+            await client.aclose()
+
+
+AsyncTransport = AsyncDirect | AsyncClustered
+
+
+def _pool_for(settings: RedisSettings, retry: Retry, address: tuple[str, int]) -> AsyncPool:
+    """A connection pool to one server at ``address`` (TLS when the settings say so)."""
+    kwargs = settings.connection_kwargs()
+    tls = kwargs.pop("ssl", False)
+    host, port = address
+    return cast(AsyncPool, ConnectionPool(
+        connection_class=SSLConnection if tls else Connection,
+        host=host,
+        port=port,
+        db=settings.db,
+        retry=retry,
+        **kwargs,
+    ))
+
+
+def open_transport(settings: RedisSettings) -> AsyncTransport:
+    """The transport for the settings' topology; nothing is connected yet."""
+    retry = Retry(NoBackoff(), settings.retries)
+    if settings.topology == "cluster":
+        return AsyncClustered(settings, retry)
+    if settings.topology == "sentinel":
+        sentinel_kwargs = {
+            "socket_timeout": settings.socket_timeout,
+            "socket_connect_timeout": settings.socket_connect_timeout,
+            "retry": Retry(NoBackoff(), settings.retries),
+            **settings.sentinel_extra,
+        }
+        sentinel_type: Any = Sentinel  # untyped in redis-py
+        sentinel = sentinel_type(
+            list(settings.addresses), sentinel_kwargs=sentinel_kwargs, retry=retry,
+            **settings.connection_kwargs(),
+        )
+        assert settings.service_name is not None
+        master = sentinel.master_for(settings.service_name, db=settings.db)
+        closables = [cast(AsyncClosable, master)] + [
+            cast(AsyncClosable, client) for client in sentinel.sentinels
+        ]
+        return AsyncDirect(cast(AsyncPool, master.connection_pool), closables)
+    if settings.unix_path is not None:
+        kwargs = settings.connection_kwargs()
+        kwargs.pop("ssl", None)
+        return AsyncDirect(cast(AsyncPool, ConnectionPool(
+            connection_class=UnixDomainSocketConnection,
+            path=settings.unix_path,
+            db=settings.db,
+            retry=retry,
+            **kwargs,
+        )))
+    (address,) = settings.addresses
+    return AsyncDirect(_pool_for(settings, retry, address))
