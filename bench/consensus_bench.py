@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""tenure on etcd and ZooKeeper beside each store's raw floor and its own lock recipe, in one
+run.
+
+    .venv/bin/python bench/consensus_bench.py [--seconds S] [--rounds R] [--handoffs N]
+        [--processes N] [--no-write]
+
+A 3-node etcd cluster and a 3-node ZooKeeper ensemble on loopback, started by the test
+harness (``tests/servers/etcd.py``, ``tests/servers/zookeeper.py``: short Raft / tick timers,
+data on the temp dir's disk).
+
+1. Uncontended: one process, acquire + release of one name in a loop, ``--rounds`` (2)
+   interleaved rounds of ``--seconds`` (2) per lock, best round kept:
+   - etcd, raw floor: a guarded put (``/v3/kv/txn``, create if absent) and a delete
+     (``/v3/kv/deleterange``) through the same JSON gateway client tenure uses: no lease,
+     no fence, no waiting;
+   - etcd, tenure: ``locks.lock(name, ttl=10)``;
+   - etcd's lock service: ``POST /v3/lock/lock`` with a lease, ``/v3/lock/unlock`` (the lease
+     granted once and kept alive, as etcd's own ``concurrency.Session`` does: its best case);
+   - ZooKeeper, raw floor: kazoo ``create`` (ephemeral sequential) + ``delete``;
+   - ZooKeeper, tenure: ``locks.lock(name, ttl=10)``;
+   - kazoo's ``Lock`` recipe (``kazoo.recipe.lock.Lock``): ``acquire()`` + ``release()``.
+2. Handoff: ``--processes`` (8) processes take turns on one lock (``_common.handoff``): the
+   holder waits until all others block in acquire, holds 5..55 ms, stamps the release; the
+   next holder stamps its grant. p50/p99 of release-to-grant, ``--handoffs`` (60) per lock.
+
+Prints tables and writes docs/benchmarks-consensus.md. No assertions: figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import multiprocessing
+import pathlib
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import _common
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the test harness starts the servers
+
+from tests.servers.etcd import start_etcd_cluster  # noqa: E402
+from tests.servers.zookeeper import four_letter_word, start_zookeeper_ensemble  # noqa: E402
+
+import tenure  # noqa: E402
+from tenure.backends.etcd._config import parse as parse_etcd  # noqa: E402
+from tenure.backends.etcd._keys import b64  # noqa: E402
+from tenure.backends.etcd._sync.gateway import Gateway  # noqa: E402
+
+TTL = 10.0
+STORES = ("etcd", "zookeeper")
+KINDS = ("raw floor", "tenure", "native")
+NATIVE = {"etcd": "etcd lock service", "zookeeper": "kazoo Lock"}
+
+
+# ---- the locks: each a LockFactory (module level: spawned processes unpickle them) ----------
+
+
+def tenure_lock(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+    locks = tenure.connect(url)
+    lock = locks.lock(name, ttl=TTL)
+    return (lock.acquire, lock.release), locks.close
+
+
+def etcd_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+    """A put if the key is absent, then a delete: the least a lock on etcd sends."""
+    gateway = Gateway(parse_etcd(url, {}))
+    key = b64(f"bench/floor/{name}")
+    put = {
+        "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+        "success": [{"request_put": {"key": key, "value": b64("x")}}],
+    }
+
+    def acquire() -> None:
+        if not gateway.post("/v3/kv/txn", put).get("succeeded"):
+            raise RuntimeError("the floor's key exists: not uncontended")
+
+    def release() -> None:
+        gateway.post("/v3/kv/deleterange", {"key": key})
+
+    return (acquire, release), gateway.close
+
+
+def etcd_lock_service(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+    """etcd's v3lock service: the lock is a key on our lease; ``lock`` blocks server-side."""
+    gateway = Gateway(parse_etcd(url, {"timeout": 600}))
+    lease = str(gateway.post("/v3/lease/grant", {"TTL": str(int(TTL))})["ID"])
+    held: list[str] = []
+    last_alive = [time.monotonic()]
+
+    def acquire() -> None:
+        if time.monotonic() - last_alive[0] > TTL / 3:  # a session's keep-alive
+            gateway.post_stream("/v3/lease/keepalive", json.dumps({"ID": lease}))
+            last_alive[0] = time.monotonic()
+        answer = gateway.post("/v3/lock/lock", {"name": b64(f"bench/lock/{name}"),
+                                                "lease": lease})
+        held.append(answer["key"])
+
+    def release() -> None:
+        gateway.post("/v3/lock/unlock", {"key": held.pop()})
+
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            gateway.post("/v3/lease/revoke", {"ID": lease})
+        gateway.close()
+
+    return (acquire, release), close
+
+
+def _kazoo(url: str) -> Any:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=url.partition("://")[2], timeout=10.0)
+    client.start(30)
+    return client
+
+
+def _stop(client: Any) -> None:
+    client.stop()
+    client.close()
+
+
+def zookeeper_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+    client = _kazoo(url)
+    parent = f"/bench/floor/{name}"
+    client.ensure_path(parent)
+    created: list[str] = []
+
+    def acquire() -> None:
+        created.append(client.create(f"{parent}/n-", b"", ephemeral=True, sequence=True))
+
+    def release() -> None:
+        client.delete(created.pop())
+
+    return (acquire, release), functools.partial(_stop, client)
+
+
+def kazoo_lock(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+    client = _kazoo(url)
+    lock = client.Lock(f"/bench/lock/{name}", "bench")
+    return (lock.acquire, lock.release), functools.partial(_stop, client)
+
+
+def factory(store: str, kind: str, url: str, name: str) -> _common.LockFactory:
+    table: dict[tuple[str, str], Callable[[str, str], tuple[_common.Pair, Callable[[], None]]]]
+    table = {
+        ("etcd", "raw floor"): etcd_floor,
+        ("etcd", "tenure"): tenure_lock,
+        ("etcd", "native"): etcd_lock_service,
+        ("zookeeper", "raw floor"): zookeeper_floor,
+        ("zookeeper", "tenure"): tenure_lock,
+        ("zookeeper", "native"): kazoo_lock,
+    }
+    return functools.partial(table[store, kind], url, name)
+
+
+# ---- the servers ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[dict[str, str]]:
+    """store -> URL of a running 3-node cluster of it, stopped afterwards."""
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-consensus-bench-"))
+    etcd = zookeeper = None
+    try:
+        (workdir / "etcd").mkdir()
+        (workdir / "zookeeper").mkdir()
+        etcd = start_etcd_cluster(workdir / "etcd")
+        zookeeper = start_zookeeper_ensemble(workdir / "zookeeper")
+        yield {"etcd": etcd.url, "zookeeper": zookeeper.url,
+               "zookeeper-port": str(zookeeper.members[0].client_port)}
+    finally:
+        for cluster in (etcd, zookeeper):
+            if cluster is not None:
+                cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def etcd_version() -> str:
+    try:
+        out = subprocess.run(["etcd", "--version"], capture_output=True, text=True, check=True)
+        return out.stdout.splitlines()[0].split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "-"
+
+
+def zookeeper_version(port: int) -> str:
+    with contextlib.suppress(OSError):
+        for line in four_letter_word(port, b"srvr").splitlines():
+            if line.startswith("Zookeeper version:"):
+                return line.split(":", 1)[1].split("-")[0].split(",")[0].strip()
+    return "-"
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+
+def label(store: str, kind: str) -> str:
+    return f"{store} {NATIVE[store] if kind == 'native' else kind}"
+
+
+def report(
+    facts: dict[str, str],
+    rates: dict[tuple[str, str], tuple[float, int]],
+    latencies: dict[tuple[str, str], list[int]],
+    args: argparse.Namespace,
+) -> str:
+    lines = [
+        "# Benchmark: tenure on etcd and ZooKeeper vs the raw store and its own lock recipe",
+        "",
+        "Generated by `.venv/bin/python bench/consensus_bench.py`; rerun it to refresh. Each "
+        "store is a 3-node cluster on loopback started by the test harness (short Raft / tick "
+        "timers, data on the local disk), one machine, so absolute figures mostly measure "
+        "Python, the client libraries and the consensus round; compare the ratios. The machine "
+        "is shared (2 cores, other jobs running, see the load average): treat differences "
+        "under ~20% as noise.",
+        "",
+        *_common.facts_table(facts),
+        "",
+        f"## Uncontended acquire + release (one process; best of {args.rounds} interleaved "
+        f"rounds of {args.seconds:g} s)",
+        "",
+        "vs floor: the lock's cycles/s over the raw floor's (the least the store can do per "
+        "cycle); vs tenure: over tenure's on the same store, above 1 is faster than tenure.",
+        "",
+    ]
+    rows = []
+    for store in STORES:
+        floor = rates[store, "raw floor"][0]
+        ours = rates[store, "tenure"][0]
+        for kind in KINDS:
+            rate = rates[store, kind][0]
+            rows.append([label(store, kind), f"{rate:,.0f}", f"{1e3 / rate:,.2f}",
+                         f"{rate / floor:.2f}x", f"{rate / ours:.2f}x"])
+    lines += _common.table(["lock", "cycles/s", "ms per cycle", "vs floor", "vs tenure"], rows)
+    lines += [
+        "",
+        "What each cycle sends:",
+        "- etcd raw floor: 2 requests (a create-if-absent txn, a deleterange). No lease, "
+        "fence or holder record: what a lock that cannot expire would cost.",
+        "- etcd tenure: a lease grant; one txn writing the holder key on that lease (only into "
+        "an empty range) and reading the oldest key; a guarded put of the name's last fence "
+        "(for `inspect`); a lease revoke on release: 4 requests.",
+        "- etcd lock service: `lock` (the server writes a key on the session's lease and "
+        "waits for the keys ahead) and `unlock` (a delete): 2 requests, the lease granted "
+        "once for the whole run. No fence is returned to the caller (the key's revision "
+        "is, if one reads it) and no record of who holds it.",
+        "- ZooKeeper raw floor: create (ephemeral sequential) + delete: 2 requests.",
+        "- ZooKeeper tenure: create (with its stat), list the children, read the name's node "
+        "and set its last fence; on release a versioned set (to read the server's time, for "
+        "the ttl rule) and a delete: 6 requests.",
+        "- kazoo Lock: create, list the children (its own node is alone: no watch), and on "
+        "release a delete (plus its checks for a node left by an earlier lost reply).",
+        "",
+        f"## Handoff ({args.processes} processes, one lock, {args.handoffs} handoffs each)",
+        "",
+        "From the holder's release (stamped just before the call) to the next holder's "
+        "acquire returning; every other process is already blocked in acquire. vs tenure: "
+        "tenure's p50 over the lock's, above 1 is faster than tenure.",
+        "",
+    ]
+    rows = []
+    for store in STORES:
+        ours = _common.ms(latencies[store, "tenure"], 0.5)
+        for kind in ("tenure", "native"):
+            values = latencies[store, kind]
+            p50 = _common.ms(values, 0.5)
+            rows.append([label(store, kind), f"{p50:.2f}", f"{_common.ms(values, 0.99):.2f}",
+                         f"{ours / p50:.2f}x", str(len(values))])
+    lines += _common.table(["lock", "p50 ms", "p99 ms", "vs tenure", "handoffs"], rows)
+    lines += [
+        "",
+        "Waiting: all four are queues, each waiter watching the key or node just ahead of its "
+        "own, so a release wakes exactly the next waiter. tenure's etcd waiter then reads the "
+        "queue and moves its key from its short queue lease onto a lease of its ttl (a lease "
+        "grant, a guarded txn, a revoke), so a handoff there is a few round trips more than "
+        "the lock service's, which answers the blocked `lock` call itself. tenure's "
+        "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
+        "server's time and every live node ahead), then rewrites its node with its ttl; "
+        "kazoo's Lock only lists the children. Each wait is bounded (0.5 s) and re-checked, "
+        "so a missed watch event costs at most that.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--handoffs", type=int, default=60)
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--no-write", dest="write", action="store_false")
+    args = parser.parse_args()
+    # SIGTERM (a timeout, a kill by PID) unwinds like Ctrl-C: the clusters are stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    import httpx
+    import kazoo
+
+    facts = _common.machine(load_average=True)
+    context = multiprocessing.get_context("spawn")
+    with servers() as urls:
+        facts["etcd"] = f"{etcd_version()} (3 members, JSON gateway)"
+        facts["zookeeper"] = f"{zookeeper_version(int(urls['zookeeper-port']))} (3 members)"
+        facts["tenure"] = _common.version("tenure")
+        facts["httpx"] = httpx.__version__
+        facts["kazoo"] = getattr(kazoo, "__version__", _common.version("kazoo"))
+        _common.print_facts(facts)
+        width = max(len(label(store, kind)) for store in STORES for kind in KINDS)
+
+        runs: dict[str, Callable[[], tuple[float, int]]] = {}
+        for store in STORES:
+            for kind in KINDS:
+                lock = factory(store, kind, urls[store], f"bench-{secrets.token_hex(4)}")
+                runs[label(store, kind)] = functools.partial(
+                    _common.uncontended, lock, args.seconds, warmup=20, batch=5
+                )
+        by_label = _common.best_of_rounds(runs, args.rounds)
+        rates = {(store, kind): by_label[label(store, kind)]
+                 for store in STORES for kind in KINDS}
+        for (store, kind), (rate, cycles) in rates.items():
+            print(f"uncontended {label(store, kind):<{width}} {rate:8,.0f} cycles/s "
+                  f"({cycles} cycles)", flush=True)
+
+        factories = {
+            label(store, kind): factory(store, kind, urls[store], f"handoff-{secrets.token_hex(4)}")
+            for store in STORES for kind in ("tenure", "native")
+        }
+        by_label_latency: dict[str, list[int]] = {}
+        for name, lock in factories.items():
+            started = time.perf_counter()
+            values = _common.handoff(context, lock, args.handoffs + 1, processes=args.processes)
+            by_label_latency[name] = values
+            print(f"handoff     {name:<{width}} p50 {_common.ms(values, 0.5):7.2f} ms  "
+                  f"p99 {_common.ms(values, 0.99):7.2f} ms  ({len(values)} handoffs, "
+                  f"{time.perf_counter() - started:.1f} s)", flush=True)
+        latencies = {(store, kind): by_label_latency[label(store, kind)]
+                     for store in STORES for kind in ("tenure", "native")}
+
+    _common.publish(report(facts, rates, latencies, args),
+                    ROOT / "docs" / "benchmarks-consensus.md", ROOT, args.write)
+
+
+if __name__ == "__main__":
+    main()
