@@ -58,11 +58,12 @@ def test_ls_show_break_on_real_data(url: str, locks: tenure.Locks, env: dict[str
     table = tenure_command("ls", "--url", url, env=env)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "HOLDER", "THREAD", "SINCE", "(UTC)", "FENCE", "TTL",
-                                "LEFT"]
+    assert lines[0].split() == ["NAME", "KIND", "HOLDER", "THREAD", "SINCE", "(UTC)", "FENCE",
+                                "TTL", "LEFT"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert set(rows) == {"orders:1", "orders:2", "stock:9"}  # orders:3 is free
-    name, holder, thread, since, fence, ttl_left = rows["orders:1"]
+    name, kind, holder, thread, since, fence, ttl_left = rows["orders:1"]
+    assert kind == "lock"
     assert holder == f"{_host()}:{os.getpid()}"
     assert thread == "MainThread"
     started = datetime.datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
@@ -78,15 +79,15 @@ def test_ls_show_break_on_real_data(url: str, locks: tenure.Locks, env: dict[str
     listed = {entry["name"]: entry for entry in json.loads(everything.stdout)}
     assert set(listed) == {"orders:1", "orders:2", "orders:3", "stock:9"}
     assert listed["orders:3"] == {
-        "name": "orders:3", "held": False, "fence": 1, "holder": None,
-        "acquired_at": None, "ttl_left": None,
+        "name": "orders:3", "kind": "lock", "held": False, "fence": 1, "limit": None,
+        "holder": None, "acquired_at": None, "ttl_left": None, "holders": [],
     }
     assert listed["orders:1"]["holder"] == {
         "host": _host(), "pid": os.getpid(), "thread": "MainThread",
     }
     assert listed["orders:1"]["fence"] == 2
     assert tenure_command("ls", "nothing:", "--url", url, env=env).stdout == (
-        "no held locks with prefix nothing:\n"
+        "no held locks or semaphores with prefix nothing:\n"
     )
 
     shown = tenure_command("show", "orders:1", "--url", url, env=env)
@@ -174,3 +175,41 @@ def _host() -> str:
     import socket
 
     return socket.gethostname()
+
+
+def test_ls_show_break_show_semaphore_permits(
+    url: str, locks: tenure.Locks, env: dict[str, str]
+) -> None:
+    permits = [locks.semaphore("exports", limit=3, ttl=60) for _ in range(2)]
+    for permit in permits:
+        assert permit.acquire()
+    fences = sorted(str(permit.fence) for permit in permits)
+    table = tenure_command("ls", "--url", url, env=env)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[1:]]
+    assert [row[:3] for row in rows] == [
+        ["exports", "sem", "2/3"], ["exports", "sem", "2/3"],
+    ]
+    assert sorted(row[6] for row in rows) == fences
+    assert {row[3] for row in rows} == {f"{_host()}:{os.getpid()}"}
+
+    shown = tenure_command("show", "exports", "--url", url, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "kind:     semaphore" in shown.stdout
+    assert "2 of 3 permits held" in shown.stdout
+    assert shown.stdout.count("permit ") == 2
+    as_json = json.loads(tenure_command("show", "exports", "--json", "--url", url,
+                                        env=env).stdout)
+    assert as_json["kind"] == "semaphore" and as_json["limit"] == 3
+    assert sorted(str(h["fence"]) for h in as_json["holders"]) == fences
+
+    # A lock of the same name is shown beside the semaphore.
+    assert locks.lock("exports", ttl=60).acquire()
+    both = json.loads(tenure_command("show", "exports", "--json", "--url", url, env=env).stdout)
+    assert [entry["kind"] for entry in both] == ["lock", "semaphore"]
+
+    broken = tenure_command("break", "exports", "--semaphore", "--url", url, env=env)
+    assert broken.returncode == 0 and "every permit is gone" in broken.stdout
+    assert not any(permit.owned() for permit in permits)
+    again = tenure_command("break", "exports", "--semaphore", "--url", url, env=env)
+    assert again.returncode == 1

@@ -287,3 +287,59 @@ def test_ctrl_c_on_the_terminal_reaches_the_command(
     finally:
         os.close(controller)
     assert (here / "count").read_text() == "1"
+
+
+# Records its start and end (wall clock, one host) in a file of its own, then stays a while.
+OVERLAPPING = """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+start = time.time()
+time.sleep(0.3)
+out.write_text(f"{start} {time.time()}")
+"""
+
+
+def test_a_semaphore_runs_at_most_n_commands_at_once(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    runs = [
+        start(spawned, "run", "batch", "--semaphore", "2", "--timeout", "30", "--",
+              sys.executable, "-c", OVERLAPPING, str(tmp_path / f"run{index}"), env=env)
+        for index in range(6)
+    ]
+    for process in runs:
+        assert finish(process)[0] == 0
+    spans = [
+        tuple(map(float, (tmp_path / f"run{index}").read_text().split())) for index in range(6)
+    ]
+    events = sorted([(begin, 1) for begin, _ in spans] + [(end, -1) for _, end in spans],
+                    key=lambda event: (event[0], event[1]))
+    inside = most = 0
+    for _, step in events:
+        inside += step
+        most = max(most, inside)
+    assert most == 2
+
+
+def test_a_full_semaphore_runs_nothing_and_says_who_holds_it(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env, "--semaphore", "1", name="slots")
+    marker = tmp_path / "ran"
+    refused = tenure_command("run", "slots", "--semaphore", "1", "--no-wait", "--",
+                             "touch", str(marker), env=env)
+    assert refused.returncode == 75, refused.stderr
+    assert "a permit of 'slots' is held" in refused.stderr
+    assert f":{holder.pid} fence" in refused.stderr
+    assert not marker.exists()
+    mismatch = tenure_command("run", "slots", "--semaphore", "3", "--no-wait", "--",
+                              "touch", str(marker), env=env)
+    assert mismatch.returncode == 2 and "limit=1" in mismatch.stderr
+    assert not marker.exists()
+    for bad in ("0", "-1", "x"):
+        wrong = tenure_command("run", "slots", "--semaphore", bad, "--", "touch", str(marker),
+                               env=env)
+        assert wrong.returncode == 2, (bad, wrong.stderr)
+    assert not marker.exists()
+    (tmp_path / "first" / "go").touch()
+    assert finish(holder) == (0, "", "")

@@ -170,7 +170,7 @@ def test_run_reports_a_command_that_cannot_start(
 
 def test_ls_on_memory_is_empty_as_each_process_has_its_own_store(env: dict[str, str]) -> None:
     result = tenure_command("ls", "--url", "memory://", env=env)
-    assert (result.returncode, result.stdout) == (0, "no held locks\n")
+    assert (result.returncode, result.stdout) == (0, "no held locks or semaphores\n")
     result = tenure_command("ls", "--json", "--url", "memory://", env=env)
     assert (result.returncode, result.stdout) == (0, "[]\n")
     shown = tenure_command("show", "anything", "--url", "memory://", env=env)

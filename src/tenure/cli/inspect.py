@@ -1,4 +1,5 @@
-"""``tenure ls``, ``tenure show``, ``tenure break``: the operator's views of the lock table."""
+"""``tenure ls``, ``tenure show``, ``tenure break``: the operator's views of every primitive:
+locks (one holder) and semaphores (up to ``limit`` holders, one row per permit)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,17 @@ import json
 from typing import Any, TextIO
 
 import tenure
-from tenure._types import LockInfo
+from tenure._types import LeaseInfo, LockInfo
 from tenure.cli import EXIT_NOTHING, EXIT_OK
 
-__all__ = ["break_lock", "describe_holder", "info_to_json", "list_locks", "show_lock"]
+__all__ = [
+    "break_lock",
+    "describe_holder",
+    "describe_lease",
+    "info_to_json",
+    "list_locks",
+    "show_lock",
+]
 
 
 def list_locks(
@@ -23,48 +31,90 @@ def list_locks(
         json.dump([info_to_json(info) for info in infos], out, indent=2)
         out.write("\n")
         return EXIT_OK
-    header = ["NAME", "HOLDER", "THREAD", "SINCE (UTC)", "FENCE", "TTL LEFT"]
-    rows = [_row(info) for info in infos]
+    header = ["NAME", "KIND", "HOLDER", "THREAD", "SINCE (UTC)", "FENCE", "TTL LEFT"]
+    rows = [row for info in infos for row in _rows(info)]
     if not rows:
         what = "known" if include_free else "held"
         where = f" with prefix {_printable(prefix)}" if prefix else ""
-        out.write(f"no {what} locks{where}\n")
+        out.write(f"no {what} locks or semaphores{where}\n")
         return EXIT_OK
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        cells = [cell.rjust(width) if i >= 4 else cell.ljust(width)
+        cells = [cell.rjust(width) if i >= 5 else cell.ljust(width)
                  for i, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  ".join(cells).rstrip() + "\n")
     return EXIT_OK
 
 
 def show_lock(locks: tenure.Locks, name: str, *, as_json: bool, out: TextIO) -> int:
-    """Print one lock; exit 1 (printing ``null`` with --json) if the backend never saw it."""
-    info = locks.inspect(name)
+    """Print the lock and the semaphore called ``name`` (whichever exist); exit 1 (printing
+    ``null`` with --json) if the backend never saw either. With --json: one object, or an
+    array of two when both exist."""
+    infos = [info for info in _both(locks, name) if info is not None]
     if as_json:
-        json.dump(None if info is None else info_to_json(info), out, indent=2)
+        shown: Any = [info_to_json(info) for info in infos]
+        json.dump(shown[0] if len(shown) == 1 else (shown or None), out, indent=2)
         out.write("\n")
-        return EXIT_NOTHING if info is None else EXIT_OK
-    if info is None:
-        out.write(f"{_printable(name)}: no such lock (never acquired on this backend)\n")
+        return EXIT_OK if infos else EXIT_NOTHING
+    if not infos:
+        out.write(f"{_printable(name)}: no such lock or semaphore (never acquired on this "
+                  "backend)\n")
         return EXIT_NOTHING
-    fields = [("name", _printable(info.name)), ("state", "held" if info.held else "free")]
-    if info.holder is not None:
+    for index, info in enumerate(infos):
+        if index:
+            out.write("\n")
+        _show_one(info, out)
+    return EXIT_OK
+
+
+def _both(locks: tenure.Locks, name: str) -> list[LockInfo | None]:
+    found = [locks.inspect(name)]
+    if locks.supports("semaphore"):
+        found.append(locks.inspect(name, kind="semaphore"))
+    return found
+
+
+def _show_one(info: LockInfo, out: TextIO) -> None:
+    fields = [("name", _printable(info.name)), ("kind", info.kind)]
+    if info.kind == "semaphore":
         fields += [
-            ("holder", describe_holder(info)),
-            ("thread", _printable(info.holder.thread)),
-            ("since", _since(info.acquired_at)),
-            ("ttl left", _ttl(info.ttl_left)),
+            ("limit", "-" if info.limit is None else str(info.limit)),
+            ("state", f"{len(info.leases)} of {info.limit} permits held"),
         ]
+        for number, lease in enumerate(info.leases, start=1):
+            fields.append((
+                f"permit {number}",
+                f"{_printable(lease.holder.host)}:{lease.holder.pid} "
+                f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
+                f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
+            ))
+    else:
+        fields.append(("state", "held" if info.held else "free"))
+        if info.holder is not None:
+            fields += [
+                ("holder", describe_holder(info)),
+                ("thread", _printable(info.holder.thread)),
+                ("since", _since(info.acquired_at)),
+                ("ttl left", _ttl(info.ttl_left)),
+            ]
     fields.append(("fence", f"{info.fence} (the last one issued)"))
     width = max(len(key) for key, _ in fields) + 1
     for key, value in fields:
         out.write(f"{(key + ':').ljust(width)} {value}\n")
-    return EXIT_OK
 
 
-def break_lock(locks: tenure.Locks, name: str, *, out: TextIO) -> int:
-    """Force-release ``name``: exit 0 if a live lease was broken, 1 if nothing was held."""
+def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextIO) -> int:
+    """Force-release ``name`` (every permit of a semaphore): exit 0 if a live lease was
+    broken, 1 if nothing was held."""
+    if kind == "semaphore":
+        if locks.break_lock(name, kind="semaphore"):
+            out.write(
+                f"broke semaphore {_printable(name)}: every permit is gone; their holders "
+                "learn this at their next renewal, check or release\n"
+            )
+            return EXIT_OK
+        out.write(f"semaphore {_printable(name)} had no live permit: nothing to break\n")
+        return EXIT_NOTHING
     # Read first only to say whose lease it was; the break itself is one atomic step.
     before = locks.inspect(name)
     if locks.break_lock(name):
@@ -80,6 +130,11 @@ def break_lock(locks: tenure.Locks, name: str, *, out: TextIO) -> int:
     return EXIT_NOTHING
 
 
+def describe_lease(lease: LeaseInfo) -> str:
+    """``host:pid fence F``: one permit, as a waiting ``tenure run`` reports it."""
+    return f"{_printable(lease.holder.host)}:{lease.holder.pid} fence {lease.fence}"
+
+
 def describe_holder(info: LockInfo) -> str:
     """``host:pid``, or ``-`` when free."""
     if info.holder is None:
@@ -91,26 +146,44 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
     holder = info.holder
     return {
         "name": info.name,
+        "kind": info.kind,
         "held": info.held,
         "fence": info.fence,
+        "limit": info.limit,
         "holder": None if holder is None else {
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
         },
         "acquired_at": None if info.acquired_at is None else info.acquired_at.isoformat(),
         "ttl_left": None if info.ttl_left is None else round(info.ttl_left, 3),
+        "holders": [
+            {
+                "host": lease.holder.host, "pid": lease.holder.pid,
+                "thread": lease.holder.thread, "fence": lease.fence,
+                "acquired_at": None if lease.acquired_at is None
+                else lease.acquired_at.isoformat(),
+                "ttl_left": round(lease.ttl_left, 3),
+            }
+            for lease in info.holders
+        ],
     }
 
 
-def _row(info: LockInfo) -> list[str]:
-    if info.holder is None:
-        return [_printable(info.name), "(free)", "-", "-", str(info.fence), "-"]
+def _rows(info: LockInfo) -> list[list[str]]:
+    """One row per live lease (a semaphore's permits each), or one ``(free)`` row."""
+    kind = "lock" if info.kind == "lock" else f"sem {len(info.leases)}/{info.limit}"
+    if not info.holders:
+        return [[_printable(info.name), kind, "(free)", "-", "-", str(info.fence), "-"]]
     return [
-        _printable(info.name),
-        describe_holder(info),
-        _printable(info.holder.thread),
-        _since(info.acquired_at),
-        str(info.fence),
-        _ttl(info.ttl_left),
+        [
+            _printable(info.name),
+            kind,
+            f"{_printable(lease.holder.host)}:{lease.holder.pid}",
+            _printable(lease.holder.thread),
+            _since(lease.acquired_at),
+            str(lease.fence if lease.fence is not None else info.fence),
+            _ttl(lease.ttl_left),
+        ]
+        for lease in info.holders
     ]
 
 

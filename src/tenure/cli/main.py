@@ -14,7 +14,7 @@ from typing import NoReturn, TextIO
 
 import tenure
 from tenure._urls import default_sqlite_path, redact, resolve_url
-from tenure._validation import validate_name, validate_timeout, validate_ttl
+from tenure._validation import validate_limit, validate_name, validate_timeout, validate_ttl
 from tenure.cli import (
     EXIT_BUSY,
     EXIT_LOST,
@@ -105,13 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--grace", type=float, default=5.0, metavar="S",
                      help="after a lost lease, seconds between SIGTERM and SIGKILL "
                           "(default: 5)")
+    run.add_argument("--semaphore", type=int, default=None, metavar="N",
+                     help="hold one of N permits of the semaphore NAME instead of the lock "
+                          "NAME: at most N commands run at once (every holder uses one N)")
     run.set_defaults(handler=_run)
 
     ls = command(
         "ls",
-        "list held locks",
-        "List the locks currently held (with --all, also the free ones the backend "
-        "remembers, with their last fence). Times are UTC; TTL LEFT is by the server's clock.",
+        "list held locks and semaphores",
+        "List the locks and semaphore permits currently held (with --all, also the free "
+        "ones the backend remembers, with their last fence). KIND is 'lock', or 'sem H/N' for "
+        "a semaphore with H of its N permits held (one row per permit). Times are UTC; TTL "
+        "LEFT is by the server's clock.",
     )
     ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
                     help="only names starting with PREFIX")
@@ -120,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(handler=_ls)
 
     show = command("show", "show one lock",
-                   "Show who holds NAME: host, pid, thread, since, TTL left, last fence.")
+                   "Show who holds NAME: host, pid, thread, since, TTL left, last fence; "
+                   "for a semaphore NAME, its limit and every permit.")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--json", action="store_true", help="print a JSON object (null if unknown)")
     show.set_defaults(handler=_show)
@@ -133,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
         "broken, 1 if nothing was held.",
     )
     brk.add_argument("name", metavar="NAME")
+    brk.add_argument("--semaphore", action="store_true",
+                     help="break every permit of the semaphore NAME instead of the lock NAME")
     brk.set_defaults(handler=_break)
 
     demo = command(
@@ -262,6 +270,8 @@ def _run(options: argparse.Namespace) -> int:
             raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
     if not options.grace >= 0:
         raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
+    if options.semaphore is not None:
+        validate_limit(options.semaphore)
     return run(
         RunOptions(
             name=validate_name(options.name),
@@ -273,6 +283,7 @@ def _run(options: argparse.Namespace) -> int:
             busy_exit_code=options.busy_exit_code,
             lost_exit_code=options.lost_exit_code,
             grace=options.grace,
+            semaphore=options.semaphore,
         )
     )
 
@@ -299,7 +310,8 @@ def _break(options: argparse.Namespace) -> int:
 
     name = validate_name(options.name)
     with _connect(options) as locks:
-        return break_lock(locks, name, out=_out())
+        kind = "semaphore" if options.semaphore else "lock"
+        return break_lock(locks, name, kind=kind, out=_out())
 
 
 def _demo(options: argparse.Namespace) -> int:

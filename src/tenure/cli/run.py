@@ -27,13 +27,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 import tenure
+from tenure._sync.lease import Lease
 from tenure.cli import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
     EXIT_SIGNAL_BASE,
     CommandError,
 )
-from tenure.cli.inspect import describe_holder
+from tenure.cli.inspect import describe_holder, describe_lease
 
 __all__ = ["ABORTING", "FORWARDED", "RunOptions", "run", "should_forward"]
 
@@ -66,6 +67,8 @@ class RunOptions:
     lost_exit_code: int
     grace: float
     """Seconds between SIGTERM and SIGKILL when the lease is lost."""
+    semaphore: int | None = None
+    """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
 
 
 class _Interrupted(Exception):
@@ -89,7 +92,11 @@ def run(options: RunOptions, err: TextIO = sys.stderr) -> int:
 def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
     locks = tenure.connect(options.url)
     try:
-        lock = locks.lock(options.name, options.ttl, renew=True)
+        lock: Lease = (
+            locks.lock(options.name, options.ttl, renew=True)
+            if options.semaphore is None
+            else locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
+        )
         try:
             acquired = _acquire(lock, options, watched, err)
         except _Interrupted as stop:
@@ -104,7 +111,7 @@ def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
         locks.close()
 
 
-def _acquire(lock: tenure.Lock, options: RunOptions, watched: set[int], err: TextIO) -> bool:
+def _acquire(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -> bool:
     if lock.acquire(blocking=False):
         return True
     if options.no_wait:
@@ -126,7 +133,7 @@ def _acquire(lock: tenure.Lock, options: RunOptions, watched: set[int], err: Tex
             return True
 
 
-def _hold_and_run(lock: tenure.Lock, options: RunOptions, watched: set[int], err: TextIO) -> int:
+def _hold_and_run(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -> int:
     env = dict(os.environ)
     env["TENURE_LOCK_NAME"] = options.name
     env["TENURE_FENCE"] = str(lock.fence)
@@ -159,7 +166,7 @@ def _hold_and_run(lock: tenure.Lock, options: RunOptions, watched: set[int], err
 
 
 def _supervise(
-    child: int, lock: tenure.Lock, options: RunOptions, watched: set[int], err: TextIO
+    child: int, lock: Lease, options: RunOptions, watched: set[int], err: TextIO
 ) -> tuple[int, str | None]:
     """Wait for CMD, forwarding signals and watching the lease; (exit status, lost reason)."""
     lost_reason: str | None = None
@@ -197,7 +204,7 @@ def should_forward(signum: int, code: int) -> bool:
     return signum in FORWARDED and code != SI_KERNEL
 
 
-def _release(lock: tenure.Lock, lost_reason: str | None, err: TextIO) -> str | None:
+def _release(lock: Lease, lost_reason: str | None, err: TextIO) -> str | None:
     """Release; a lease found gone at release time also counts as lost (CMD may have run
     part of its course unprotected)."""
     try:
@@ -218,11 +225,18 @@ def _busy_message(locks: tenure.Locks, options: RunOptions) -> str:
         head = f"{options.name!r} is held"
     else:
         head = f"{options.name!r} was not acquired within {options.timeout:g} s"
+    if options.semaphore is not None:
+        head = head.replace(f"{options.name!r}", f"a permit of {options.name!r}", 1)
     try:
-        info = locks.inspect(options.name)
+        info = locks.inspect(
+            options.name, kind="lock" if options.semaphore is None else "semaphore"
+        )
     except tenure.TenureError:
         info = None
-    if info is not None and info.holder is not None:
+    if info is not None and info.kind == "semaphore" and info.leases:
+        holders = ", ".join(f"{describe_lease(lease)}" for lease in info.leases)
+        head += f" (all {info.limit} held: {holders})"
+    elif info is not None and info.holder is not None:
         left = "" if info.ttl_left is None else f", lease {info.ttl_left:.1f} s left"
         head += f" (held by {describe_holder(info)}, fence {info.fence}{left})"
     return f"{head}; not running {options.command[0]!r}"
