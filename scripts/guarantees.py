@@ -12,17 +12,19 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "guarantees.md"
 BEGIN, END = "<!-- guarantees:begin -->", "<!-- guarantees:end -->"
 
-BACKENDS = [
-    ("memory", "memory://"),
-    ("sqlite", "sqlite:///"),
-    ("redis", "redis://, rediss://, unix://, redis+cluster://, redis+sentinel://"),
-    ("redlock", "redlock://"),
-    ("mongodb", "mongodb://, mongodb+srv://"),
-    ("mysql", "mysql://"),
-    ("postgresql", "postgresql://, postgres://"),
-    ("etcd", "etcd://, etcds://"),
-    ("zookeeper", "zookeeper://, zk://"),
-]
+ORDER = ["memory", "sqlite", "redis", "redlock", "mongodb", "mysql", "postgresql"]
+"""The table's first rows, in the order the docs introduce them; other backends follow."""
+
+
+def backends() -> list[tuple[str, str]]:
+    """(package, its URL schemes) for every backend of the registry."""
+    from tenure._registry import builtin_backends
+
+    packages: dict[str, tuple[str, ...]] = {}
+    for entry in builtin_backends().values():
+        packages[entry.package.rpartition(".")[2]] = entry.schemes
+    names = sorted(packages, key=lambda name: (ORDER.index(name) if name in ORDER else 99, name))
+    return [(name, ", ".join(f"{scheme}://" for scheme in packages[name])) for name in names]
 
 
 def yes(flag: bool) -> str:
@@ -46,13 +48,8 @@ def table() -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refused = []
-    for package, urls in BACKENDS:
-        try:
-            module = importlib.import_module(f"tenure.backends.{package}._async")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("tenure.backends"):
-                continue  # not written yet
-            raise
+    for package, urls in backends():
+        module = importlib.import_module(f"tenure.backends.{package}._async")
         caps = module.BACKEND.capabilities
         rows.append(
             f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "

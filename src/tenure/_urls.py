@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import importlib.metadata
 import os
 import pathlib
 import urllib.parse
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
+from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme
 
 __all__ = [
-    "BackendEntry",
     "default_sqlite_path",
     "load_backend_module",
     "redact",
@@ -22,39 +20,6 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BackendEntry:
-    package: str
-    """The backend package; its ``_async`` / ``_sync`` modules define ``BACKEND``."""
-    extra: str | None
-    """The pip extra that installs its driver (None: standard library only)."""
-
-
-# Every scheme tenure serves, mapped to the package that serves it. The packages are imported
-# only when a URL names them, so `import tenure` needs no driver. Third-party backends register
-# under the "tenure.backends" entry-point group with the same shape (scheme = "pkg.module").
-BUILTIN_BACKENDS: dict[str, BackendEntry] = {
-    "memory": BackendEntry("tenure.backends.memory", None),
-    "sqlite": BackendEntry("tenure.backends.sqlite", None),
-    "redis": BackendEntry("tenure.backends.redis", "redis"),
-    "rediss": BackendEntry("tenure.backends.redis", "redis"),
-    "unix": BackendEntry("tenure.backends.redis", "redis"),
-    "redis+cluster": BackendEntry("tenure.backends.redis", "redis"),
-    "redis+sentinel": BackendEntry("tenure.backends.redis", "redis"),
-    "redlock": BackendEntry("tenure.backends.redlock", "redis"),
-    "mongodb": BackendEntry("tenure.backends.mongodb", "mongodb"),
-    "mongodb+srv": BackendEntry("tenure.backends.mongodb", "mongodb"),
-    "mysql": BackendEntry("tenure.backends.mysql", "mysql"),
-    "mariadb": BackendEntry("tenure.backends.mysql", "mysql"),
-    "postgresql": BackendEntry("tenure.backends.postgresql", "postgresql"),
-    "postgres": BackendEntry("tenure.backends.postgresql", "postgresql"),
-    "etcd": BackendEntry("tenure.backends.etcd", "etcd"),
-    "etcds": BackendEntry("tenure.backends.etcd", "etcd"),
-    "zookeeper": BackendEntry("tenure.backends.zookeeper", "zookeeper"),
-    "zk": BackendEntry("tenure.backends.zookeeper", "zookeeper"),
-}
-
-ENTRY_POINT_GROUP = "tenure.backends"
 
 
 def default_sqlite_path() -> pathlib.Path:
@@ -84,13 +49,11 @@ def scheme_of(url: str) -> str:
 
 
 def _entry_for(scheme: str) -> BackendEntry:
-    if scheme in BUILTIN_BACKENDS:
-        return BUILTIN_BACKENDS[scheme]
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name == scheme:
-            return BackendEntry(entry_point.value, None)
-    known = ", ".join(sorted(BUILTIN_BACKENDS))
-    raise ConfigurationError(f"unknown URL scheme {scheme!r}; tenure knows: {known}")
+    entry = entry_for_scheme(scheme)
+    if entry is None:
+        known = ", ".join(sorted(builtin_backends()))
+        raise ConfigurationError(f"unknown URL scheme {scheme!r}; tenure knows: {known}")
+    return entry
 
 
 def load_backend_module(url: str, flavour: str) -> ModuleType:

@@ -7,14 +7,15 @@ import pytest
 
 import tenure
 from tenure._async.capabilities import AsyncSemaphoreSupport
-from tenure._urls import BUILTIN_BACKENDS, load_backend_module
+from tenure._registry import builtin_backends
+from tenure._urls import load_backend_module
 
-PACKAGES = sorted({entry.package for entry in BUILTIN_BACKENDS.values()})
+PACKAGES = sorted({entry.package for entry in builtin_backends().values()})
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_backend_offers_or_refuses_semaphores(package: str) -> None:
-    scheme = next(s for s, entry in BUILTIN_BACKENDS.items() if entry.package == package)
+    scheme = next(s for s, entry in builtin_backends().items() if entry.package == package)
     backend = load_backend_module(f"{scheme}://", "_async").BACKEND
     offered = issubclass(backend, AsyncSemaphoreSupport)
     refused = "semaphore" in backend.refusals
@@ -46,3 +47,11 @@ def test_semaphore_arguments_are_checked() -> None:
         with pytest.raises(tenure.InvalidArgument):
             locks.inspect("s", kind="barrier")
         assert locks.supports("semaphore") is True
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_backend_class_serves_the_schemes_its_package_declares(package: str) -> None:
+    entry = next(e for e in builtin_backends().values() if e.package == package)
+    for flavour in ("_async", "_sync"):
+        backend = load_backend_module(f"{entry.schemes[0]}://", flavour).BACKEND
+        assert backend.schemes == entry.schemes, (package, flavour)

@@ -36,7 +36,7 @@ def test_bad_urls_are_configuration_errors(url: str) -> None:
 
 def test_unknown_scheme_names_the_known_ones() -> None:
     with pytest.raises(tenure.ConfigurationError, match="sqlite"):
-        tenure.connect("zookeeper://localhost:2181")
+        tenure.connect("consul://localhost:8500")
 
 
 def test_error_messages_never_show_the_password() -> None:

@@ -16,7 +16,7 @@ from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key
 
 __all__ = [
     "AsyncBlockingSemaphoreBackend",

@@ -1,9 +1,9 @@
-"""Waiting for an in-process release notice (see ``tenure.backends._waiters``)."""
+"""Waiting for an in-process release notice (see ``tenure._waiters``)."""
 
 from __future__ import annotations
 
 from tenure._concurrency import async_io as io
-from tenure.backends._waiters import Waiters
+from tenure._waiters import Waiters
 
 __all__ = ["wait_for_notice"]
 

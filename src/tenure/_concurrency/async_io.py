@@ -24,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tenure._errors import InvalidArgumentType
@@ -38,6 +38,7 @@ __all__ = [
     "complete",
     "current_owner",
     "current_owner_name",
+    "gather",
     "drain_cleanups",
     "invoke_callback",
     "run_blocking",
@@ -225,3 +226,14 @@ async def result_of(result: ThreadResult[T], timeout: float) -> T:
     async with asyncio.timeout(timeout):
         await done
     return result.get(block=False)
+
+
+async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | Exception]:
+    """Run every call at once (tasks of the running loop) and wait for all: results in order,
+    each call's ``Exception`` in place of its result; anything else (cancellation,
+    KeyboardInterrupt) is raised. Each call must bound its own time (its sockets' timeouts)."""
+    results = await asyncio.gather(*(call() for call in calls), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, Exception):
+            raise result
+    return list(results)  # type: ignore[arg-type]  # BaseExceptions were raised above

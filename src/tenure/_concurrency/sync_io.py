@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tenure._errors import InvalidArgumentType
@@ -21,6 +22,7 @@ __all__ = [
     "complete",
     "current_owner",
     "current_owner_name",
+    "gather",
     "drain_cleanups",
     "invoke_callback",
     "run_blocking",
@@ -157,3 +159,51 @@ def result_of(result: ThreadResult[T], timeout: float) -> T:
     if not done.wait(timeout):
         raise TimeoutError(f"no result within {timeout} s")
     return result.get(block=False)
+
+
+POOL_THREADS = 32
+"""Threads shared by every ``gather`` of the process, started lazily."""
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_mutex = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child inherits the pool object but none of its threads (and perhaps a mutex
+    # held by one of them): it starts its own at first use.
+    global _pool, _pool_mutex
+    _pool = None
+    _pool_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_mutex:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=POOL_THREADS, thread_name_prefix="tenure-gather"
+            )
+        return _pool
+
+
+def gather(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
+    """Run the first call in this thread and the others on a shared pool, and wait for all:
+    results in order, each call's ``Exception`` in place of its result."""
+    if not calls:
+        return []
+    pool = _shared_pool() if len(calls) > 1 else None
+    futures = [pool.submit(call) for call in calls[1:]] if pool is not None else []
+    results: list[T | Exception] = []
+    try:
+        results.append(calls[0]())
+    except Exception as exc:
+        results.append(exc)
+    for future in futures:
+        try:
+            results.append(future.result())
+        except Exception as exc:
+            results.append(exc)
+    return results

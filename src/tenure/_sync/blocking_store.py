@@ -18,7 +18,7 @@ from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key
 
 __all__ = [
     "BlockingSemaphoreBackend",

@@ -7,3 +7,7 @@ so waiting is first in, first out. The fence is the holder key's creation revisi
 ``_keys`` for the layout, ``_async/backend.py`` for each step, ``docs/backends/etcd.md`` for
 the guarantees and why the JSON gateway.
 """
+
+# The registry entry (``tenure._registry``): read without importing any driver.
+SCHEMES = ("etcd", "etcds")
+EXTRA = "etcd"

@@ -11,14 +11,15 @@ from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import permit_key
+from tenure._waiters import permit_key
+from tenure.backends.memory import SCHEMES
 from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
 
 class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport):
-    schemes = ("memory",)
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
         fences_survive_restart=False,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo
-from tenure.backends._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key
 
 __all__ = ["MemoryStore", "store_named"]
 

@@ -13,14 +13,15 @@ from tenure._sync.capabilities import SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure.backends._waiters import permit_key
+from tenure._waiters import permit_key
+from tenure.backends.memory import SCHEMES
 from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "MemoryBackend"]
 
 
 class MemoryBackend(Backend, SemaphoreSupport):
-    schemes = ("memory",)
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
         fences_survive_restart=False,

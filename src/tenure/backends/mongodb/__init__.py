@@ -6,3 +6,7 @@ break are single conditional updates. The document outlives its releases so the 
 goes back; a TTL index removes documents unused for a long time. The pipeline documents, with
 their contracts, live in ``_documents``; option parsing in ``_settings``.
 """
+
+# The registry entry (``tenure._registry``): read without importing any driver.
+SCHEMES = ("mongodb", "mongodb+srv")
+EXTRA = "mongodb"

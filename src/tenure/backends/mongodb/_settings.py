@@ -33,7 +33,7 @@ from pymongo.write_concern import WriteConcern
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
 from tenure._urls import redact
-from tenure.backends._waiters import Waiters
+from tenure._waiters import Waiters
 
 __all__ = [
     "DEFAULT_GC_AFTER",

@@ -37,7 +37,8 @@ from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, l
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
-from tenure.backends._waiters import permit_key
+from tenure._waiters import permit_key
+from tenure.backends.mongodb import SCHEMES
 from tenure.backends.mongodb._documents import (
     Document,
     acquire_update,
@@ -79,7 +80,7 @@ class MongoDBBackend(Backend, SemaphoreSupport):
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
 
-    schemes = ("mongodb", "mongodb+srv")
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, kept in the lock's document across releases "
         "(until clean-up deletes a document unused for gc_after, 30 days by default)",

@@ -25,6 +25,7 @@ from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure._waiters import Waiters, permit_key
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
@@ -33,7 +34,6 @@ from tenure.backends._sql_common import (
     has_pending_input,
     parse_schema_mark,
 )
-from tenure.backends._waiters import Waiters, permit_key
 from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
 from tenure.backends.mysql._sql import SESSION_SETUP, SQL_MODE, Statements
 

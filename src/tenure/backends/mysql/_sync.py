@@ -23,6 +23,7 @@ from tenure._errors import ConfigurationError
 from tenure._types import Capabilities
 from tenure._urls import redact
 from tenure.backends._sql_common import sql_options
+from tenure.backends.mysql import SCHEMES
 from tenure.backends.mysql._store import MySQLStore
 
 __all__ = ["BACKEND", "MySQLBackend"]
@@ -41,7 +42,7 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
     ``ssl_verify_cert``, ``ssl_verify_identity`` for PyMySQL; keyword ``ssl`` (an
     ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""
 
-    schemes = ("mysql", "mariadb")
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, stored in the table across releases and restarts",
         fences_survive_restart=True,

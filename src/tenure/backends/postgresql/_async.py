@@ -31,6 +31,7 @@ from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._urls import redact
+from tenure._waiters import Waiters
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
@@ -41,7 +42,7 @@ from tenure.backends._sql_common import (
     schema_mark,
     sql_options,
 )
-from tenure.backends._waiters import Waiters
+from tenure.backends.postgresql import SCHEMES
 from tenure.backends.postgresql._semaphore_sql import WAKE_PREFIX, SemaphoreStatements
 from tenure.backends.postgresql._sql import Statements
 from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
@@ -72,7 +73,7 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
     seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
     parameter goes to libpq (``sslmode``, ``application_name``, ``connect_timeout``...)."""
 
-    schemes = ("postgresql", "postgres")
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, stored in the table across releases and restarts",
         fences_survive_restart=True,

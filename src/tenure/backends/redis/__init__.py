@@ -7,3 +7,7 @@ See ``_scripts`` (locks) and ``_semaphores`` (semaphores) for the key layouts an
 script's contract, ``_config`` for the URL forms and options, ``_async`` for the code (the
 ``_sync`` package is generated from it), ``docs/backends/redis.md`` for the guarantees.
 """
+
+# The registry entry (``tenure._registry``): read without importing any driver.
+SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
+EXTRA = "redis"

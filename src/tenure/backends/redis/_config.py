@@ -32,13 +32,13 @@ from typing import Any
 from tenure._errors import ConfigurationError
 from tenure._options import flag_option, integer_option, number_option
 from tenure._urls import redact
+from tenure.backends.redis import SCHEMES
 
 __all__ = ["DEFAULT_GC_AFTER", "DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSettings", "parse"]
 
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
 DEFAULT_GC_AFTER = 30 * 24 * 3600.0
-SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
 NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 

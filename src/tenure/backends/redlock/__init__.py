@@ -6,3 +6,7 @@ package adds the fan-out to every node, the quorum and validity arithmetic (``_q
 fence design (``_scripts``: the fence floor) and the URL forms (``_config``). What Redlock
 guarantees and what it does not is in docs/backends/redlock.md.
 """
+
+# The registry entry (``tenure._registry``): read without importing any driver.
+SCHEMES = ("redlock",)
+EXTRA = "redis"

@@ -44,8 +44,8 @@ from tenure.backends.redis._scripts import (
     meta_pattern,
     milliseconds,
 )
+from tenure.backends.redlock import SCHEMES
 from tenure.backends.redlock._config import RedlockSettings, parse
-from tenure.backends.redlock._fanout import async_gather
 from tenure.backends.redlock._quorum import (
     Verdict,
     busy_ttl_left,
@@ -74,7 +74,7 @@ class AsyncRedlockBackend(AsyncBackend):
     """Options: see ``_config`` (every Redis option, for all nodes or per node, plus
     ``clock_drift_rate`` and ``clock_drift_margin``)."""
 
-    schemes = ("redlock",)
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="per name, the largest of a majority's counters, floored on that majority: "
         "greater than every fence granted before, while no node loses its data (AOF "
@@ -123,7 +123,7 @@ class AsyncRedlockBackend(AsyncBackend):
         """``call`` on every node (or those indexed by ``nodes``) at once; a node's driver
         error is its result. Anything else (a bug) is raised."""
         targets = [self._nodes[i] for i in (range(self._count) if nodes is None else nodes)]
-        results = await async_gather([functools.partial(call, node) for node in targets])
+        results = await io.gather([functools.partial(call, node) for node in targets])
         for result in results:
             if isinstance(result, Exception) and not isinstance(result, DRIVER_ERRORS):
                 raise result

@@ -12,6 +12,7 @@ from tenure._errors import ConfigurationError
 from tenure._options import number_option
 from tenure._types import Capabilities
 from tenure._urls import default_sqlite_path
+from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._store import SQLiteStore
 
 __all__ = ["BACKEND", "AsyncSQLiteBackend"]
@@ -24,7 +25,7 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore]):
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
 
-    schemes = ("sqlite",)
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, kept in the file across releases and restarts",
         fences_survive_restart=True,

@@ -22,7 +22,7 @@ from typing import Any
 
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
-from tenure.backends._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import NOW
 

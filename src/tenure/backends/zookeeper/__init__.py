@@ -6,3 +6,7 @@ server's clock: a node whose last write (``mtime``) is older than its ttl, measu
 the server time of a contender's own write, has expired and is removed by that contender.
 See ``_nodes`` for the layout and ``_async/backend.py`` for each step.
 """
+
+# The registry entry (``tenure._registry``): read without importing any driver.
+SCHEMES = ("zookeeper", "zk")
+EXTRA = "zookeeper"

@@ -36,6 +36,7 @@ from tenure._async.backend import AsyncBackend
 from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._async.gateway import JSON, AsyncGateway, NotFound
 from tenure.backends.etcd._config import EtcdSettings, parse
 from tenure.backends.etcd._keys import (
@@ -119,6 +120,7 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport):
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
 
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder key's creation revision (the "
         "cluster's revision), across releases, restarts and leader changes",

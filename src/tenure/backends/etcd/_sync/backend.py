@@ -38,6 +38,7 @@ from tenure._sync.backend import Backend
 from tenure._sync.capabilities import SemaphoreSupport
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._sync.gateway import JSON, Gateway, NotFound
 from tenure.backends.etcd._config import EtcdSettings, parse
 from tenure.backends.etcd._keys import (
@@ -121,6 +122,7 @@ class EtcdBackend(Backend, SemaphoreSupport):
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
 
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder key's creation revision (the "
         "cluster's revision), across releases, restarts and leader changes",

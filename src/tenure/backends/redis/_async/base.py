@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tenure._async.backend import AsyncBackend
 from tenure._types import Capabilities
+from tenure.backends.redis import SCHEMES
 from tenure.backends.redis._async.transport import AsyncTransport, open_transport
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import Translated
@@ -16,7 +17,7 @@ __all__ = ["AsyncRedisBase"]
 class AsyncRedisBase(AsyncBackend):
     """The state the lock steps (``locks``) and the permit steps (``semaphores``) share."""
 
-    schemes = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, kept across releases; across a server restart "
         "only with AOF persistence (appendonly yes, appendfsync always)",

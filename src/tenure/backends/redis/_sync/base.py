@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tenure._sync.backend import Backend
 from tenure._types import Capabilities
+from tenure.backends.redis import SCHEMES
 from tenure.backends.redis._sync.transport import Transport, open_transport
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import Translated
@@ -18,7 +19,7 @@ __all__ = ["RedisBase"]
 class RedisBase(Backend):
     """The state the lock steps (``locks``) and the permit steps (``semaphores``) share."""
 
-    schemes = ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel")
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, kept across releases; across a server restart "
         "only with AOF persistence (appendonly yes, appendfsync always)",

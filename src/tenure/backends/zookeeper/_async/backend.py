@@ -38,6 +38,7 @@ from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._concurrency import async_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._async.session import DECIDING, AsyncSession
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
 from tenure.backends.zookeeper._nodes import (
@@ -96,6 +97,7 @@ class AsyncZooKeeperBackend(AsyncBackend, AsyncSemaphoreSupport):
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
 
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
         "across releases, restarts and leader changes",

@@ -40,6 +40,7 @@ from tenure._sync.capabilities import SemaphoreSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._sync.session import DECIDING, Session
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
 from tenure.backends.zookeeper._nodes import (
@@ -98,6 +99,7 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
 
+    schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
         "across releases, restarts and leader changes",

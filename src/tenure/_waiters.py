@@ -1,4 +1,5 @@
 """In-process wake-ups: a release wakes the waiters of the same name in this process at once.
+Shared by the lock logic's waiting helpers and the backends (the core imports no backend).
 
 Used by backends without server notifications (memory, SQLite): waiters in other processes
 fall back to back-off, waiters in this process hand off without delay.
