@@ -88,11 +88,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_url" in metafunc.fixturenames:
         # A module about one primitive (PRIMITIVE = "semaphore") runs on every backend that
         # implements it; test_capabilities checks that the others refuse it with a reason.
+        # A test may also name the backends it applies to (``test.backends``).
         primitive = getattr(metafunc.module, "PRIMITIVE", None)
+        wanted = getattr(metafunc.function, "backends", None)
         params = [
             pytest.param(name, id=name, marks=getattr(pytest.mark, name))
             for name in selected_backends(metafunc.config)
-            if primitive is None or offers(name, primitive)
+            if (primitive is None or offers(name, primitive))
+            and (wanted is None or name in wanted)
         ]
         metafunc.parametrize("backend_url", params, indirect=True)
 

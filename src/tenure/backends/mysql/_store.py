@@ -92,6 +92,7 @@ class MySQLStore:
         self._idle: list[Connection] = []
         self._pid = os.getpid()
         self._ready = False
+        self._permits_ready = False
         self._closed = False
 
     # ---- connections -------------------------------------------------------------------
@@ -179,8 +180,6 @@ class MySQLStore:
                 cursor.execute(self.sql.create)
                 cursor.execute(self.sql.schema, {"table": self.sql.table})
                 row = cursor.fetchone()
-            # Older lock tables have no permits table yet: it is made on first use too.
-            cursor.execute(self.semaphores.create)
         comment = None if row is None else row[0]
         version = parse_schema_mark(comment)
         if version is None:
@@ -273,9 +272,29 @@ class MySQLStore:
 
     # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
 
+    def _permits(self, *, create: bool) -> bool:
+        """Whether the permits table exists; with ``create``, make it first. Made on the
+        first semaphore acquire, not with the lock table: a user of locks alone needs no
+        privilege on it."""
+        if self._permits_ready:
+            return True
+        name = self.semaphores.quoted.strip("`")
+
+        def ensure(cursor: Cursor) -> bool:
+            cursor.execute(self.sql.schema, {"table": name})
+            if cursor.fetchone() is not None:
+                return True
+            if create:
+                cursor.execute(self.semaphores.create)
+            return create
+
+        self._permits_ready = self._run(ensure)
+        return self._permits_ready
+
     def acquire_permit(
         self, name: str, token: str, ttl: float, holder: Holder, limit: int
     ) -> Grant | Busy:
+        self._permits(create=True)
         params = {
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl), "limit": limit,
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
@@ -325,6 +344,8 @@ class MySQLStore:
         return Grant(fence)
 
     def release_permit(self, name: str, token: str) -> bool:
+        if not self._permits(create=False):
+            return False
         params = {"name": _hex(name), "token": token}
 
         def release(cursor: Cursor) -> bool:
@@ -338,6 +359,8 @@ class MySQLStore:
         return released
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if renewals and not self._permits(create=False):
+            return [False] * len(renewals)
         def extend_all(cursor: Cursor) -> list[bool]:
             return [
                 _execute(cursor, self.semaphores.extend, {
@@ -349,10 +372,14 @@ class MySQLStore:
         return self._run(extend_all) if renewals else []
 
     def permit_owned(self, name: str, token: str) -> bool:
+        if not self._permits(create=False):
+            return False
         params = {"name": _hex(name), "token": token}
         return self._run(lambda cursor: int(cursor.execute(self.semaphores.owned, params)) == 1)
 
     def inspect_semaphore(self, name: str) -> LockInfo | None:
+        if not self._permits(create=False):
+            return None
         def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
             cursor.execute(self.semaphores.inspect, {"name": _hex(name)})
             rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
@@ -362,6 +389,8 @@ class MySQLStore:
         return found[0] if found else None
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
+        if not self._permits(create=False):
+            return []
         try:
             raw = prefix.encode("utf-8")
         except UnicodeEncodeError:
@@ -377,6 +406,8 @@ class MySQLStore:
         return _semaphore_infos(self._run(read))
 
     def break_semaphore(self, name: str) -> bool:
+        if not self._permits(create=False):
+            return False
         params = {"name": _hex(name)}
 
         def break_all(cursor: Cursor) -> bool:

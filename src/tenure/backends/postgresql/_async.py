@@ -96,6 +96,7 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
         self._sql = Statements(options.table)
         self._semaphores = SemaphoreStatements(options.table)
         self._ready = False
+        self._permits_ready = False
         self._closed = False
         self._mutex = io.Mutex()
         self._idle: list[Connection] = []
@@ -218,6 +219,29 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
 
     # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
 
+    async def _permits(self, *, create: bool) -> bool:
+        """Whether the permits table exists; with ``create``, make it first (once, even with
+        many processes racing). Made on the first semaphore acquire, not with the lock
+        table: a user of locks alone needs no privilege on it."""
+        if self._permits_ready:
+            return True
+        sql, params = self._semaphores, {"permits": self._semaphores.quoted}
+
+        async def ensure(connection: Connection) -> bool:
+            cursor = await connection.execute(sql.exists, params)
+            row = await cursor.fetchone()
+            if row is not None and row[0]:
+                return True
+            if not create:
+                return False
+            async with connection.transaction():
+                await connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                await connection.execute(sql.create)
+            return True
+
+        self._permits_ready = await self._run(ensure)
+        return self._permits_ready
+
     async def acquire_permit(
         self,
         name: str,
@@ -236,6 +260,7 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
             "thread": clip(holder.thread, 1024),
         }
         sql = self._semaphores
+        await self._permits(create=True)
 
         async def grant(connection: Connection) -> tuple[Any, ...]:
             async with connection.transaction():
@@ -255,13 +280,15 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     async def release_permit(self, name: str, token: str) -> bool:
+        if not await self._permits(create=False):
+            return False
         params = {"name": name, "token": token, "channel": self._sql.table}
         rows = await self._execute(self._semaphores.release, params)
         return bool(rows and rows[0][0])
 
     async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals:
-            return []
+        if not renewals or not await self._permits(create=False):
+            return [False] * len(renewals)
         params = {
             "names": [r.name for r in renewals],
             "tokens": [r.token for r in renewals],
@@ -272,20 +299,26 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
         return [(r.name, r.token) in extended for r in renewals]
 
     async def permit_owned(self, name: str, token: str) -> bool:
+        if not await self._permits(create=False):
+            return False
         rows = await self._execute(self._semaphores.owned, {"name": name, "token": token})
         return len(rows) == 1
 
     async def inspect_semaphore(self, name: str) -> LockInfo | None:
+        if not await self._permits(create=False):
+            return None
         rows = await self._execute(self._semaphores.inspect, {"name": name})
         return _semaphore_info(rows[0]) if rows else None
 
     async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        if not _storable(prefix):
+        if not _storable(prefix) or not await self._permits(create=False):
             return []
         rows = await self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
         return [_semaphore_info(row) for row in rows]
 
     async def break_semaphore(self, name: str) -> bool:
+        if not await self._permits(create=False):
+            return False
         params = {"name": name, "channel": self._sql.table}
         return len(await self._execute(self._semaphores.break_semaphore, params)) > 0
 
@@ -420,14 +453,6 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
                     await connection.execute(self._sql.comment)
                     comment = schema_mark()
         _check_schema(self._sql.table, comment)
-        semaphores = self._semaphores
-        cursor = await connection.execute(semaphores.exists, {"permits": semaphores.quoted})
-        row = await cursor.fetchone()
-        if row is not None and not row[0]:
-            # Tables made by an older tenure have no permits table yet: add it, once.
-            async with connection.transaction():
-                await connection.execute(self._sql.create_lock, params)
-                await connection.execute(semaphores.create)
 
     # ---- waiting -----------------------------------------------------------------------
 

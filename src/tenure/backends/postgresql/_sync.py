@@ -98,6 +98,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
         self._sql = Statements(options.table)
         self._semaphores = SemaphoreStatements(options.table)
         self._ready = False
+        self._permits_ready = False
         self._closed = False
         self._mutex = io.Mutex()
         self._idle: list[Connection] = []
@@ -220,6 +221,29 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
 
     # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
 
+    def _permits(self, *, create: bool) -> bool:
+        """Whether the permits table exists; with ``create``, make it first (once, even with
+        many processes racing). Made on the first semaphore acquire, not with the lock
+        table: a user of locks alone needs no privilege on it."""
+        if self._permits_ready:
+            return True
+        sql, params = self._semaphores, {"permits": self._semaphores.quoted}
+
+        def ensure(connection: Connection) -> bool:
+            cursor = connection.execute(sql.exists, params)
+            row = cursor.fetchone()
+            if row is not None and row[0]:
+                return True
+            if not create:
+                return False
+            with connection.transaction():
+                connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                connection.execute(sql.create)
+            return True
+
+        self._permits_ready = self._run(ensure)
+        return self._permits_ready
+
     def acquire_permit(
         self,
         name: str,
@@ -238,6 +262,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
             "thread": clip(holder.thread, 1024),
         }
         sql = self._semaphores
+        self._permits(create=True)
 
         def grant(connection: Connection) -> tuple[Any, ...]:
             with connection.transaction():
@@ -257,13 +282,15 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     def release_permit(self, name: str, token: str) -> bool:
+        if not self._permits(create=False):
+            return False
         params = {"name": name, "token": token, "channel": self._sql.table}
         rows = self._execute(self._semaphores.release, params)
         return bool(rows and rows[0][0])
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals:
-            return []
+        if not renewals or not self._permits(create=False):
+            return [False] * len(renewals)
         params = {
             "names": [r.name for r in renewals],
             "tokens": [r.token for r in renewals],
@@ -274,20 +301,26 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
         return [(r.name, r.token) in extended for r in renewals]
 
     def permit_owned(self, name: str, token: str) -> bool:
+        if not self._permits(create=False):
+            return False
         rows = self._execute(self._semaphores.owned, {"name": name, "token": token})
         return len(rows) == 1
 
     def inspect_semaphore(self, name: str) -> LockInfo | None:
+        if not self._permits(create=False):
+            return None
         rows = self._execute(self._semaphores.inspect, {"name": name})
         return _semaphore_info(rows[0]) if rows else None
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        if not _storable(prefix):
+        if not _storable(prefix) or not self._permits(create=False):
             return []
         rows = self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
         return [_semaphore_info(row) for row in rows]
 
     def break_semaphore(self, name: str) -> bool:
+        if not self._permits(create=False):
+            return False
         params = {"name": name, "channel": self._sql.table}
         return len(self._execute(self._semaphores.break_semaphore, params)) > 0
 
@@ -422,14 +455,6 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
                     connection.execute(self._sql.comment)
                     comment = schema_mark()
         _check_schema(self._sql.table, comment)
-        semaphores = self._semaphores
-        cursor = connection.execute(semaphores.exists, {"permits": semaphores.quoted})
-        row = cursor.fetchone()
-        if row is not None and not row[0]:
-            # Tables made by an older tenure have no permits table yet: add it, once.
-            with connection.transaction():
-                connection.execute(self._sql.create_lock, params)
-                connection.execute(semaphores.create)
 
     # ---- waiting -----------------------------------------------------------------------
 
