@@ -49,8 +49,9 @@ class NotReady(RuntimeError):
 def landed(backend: str) -> str | None:
     """None if tenure ships the backend; else why it can't be run."""
     package = PACKAGE.get(backend, backend)
-    path = ROOT / "src" / "tenure" / "backends" / package / "_sync.py"
-    if not path.exists():
+    # A backend's sync flavour is a module or, once split, a package of modules.
+    base = ROOT / "src" / "tenure" / "backends" / package
+    if not (base / "_sync.py").exists() and not (base / "_sync" / "__init__.py").exists():
         return f"tenure.backends.{package} is not written yet"
     return None
 
