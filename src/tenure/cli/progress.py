@@ -77,11 +77,10 @@ class WaitReport:
             self._update()
 
     def tick(self) -> None:
-        if self._verbosity >= VERBOSE and self._live:
+        live = self._verbosity >= VERBOSE and self._live
+        overdue = self._verbosity == 0 and self._clock() - self._start >= QUIET_WAIT
+        if live or (overdue and not self._said):
             self._update()
-        elif self._verbosity == 0 and not self._said:
-            if self._clock() - self._start >= QUIET_WAIT:
-                self._update()
 
     def acquired(self, fence: int | None) -> None:
         self._erase()
