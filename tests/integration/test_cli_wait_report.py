@@ -114,4 +114,6 @@ def test_verbose_on_a_terminal_draws_a_live_line(held: int, env: dict[str, str])
         f"fence {held}, "
     assert text.count(line) >= 2  # redrawn in place, not one line per refresh
     assert "s left" in text
-    assert text.rstrip().endswith("s; not running 'echo'")
+    # The live line is erased before the verdict, which is a line of its own.
+    assert text.rstrip().rsplit(ERASE, 1)[1].startswith("tenure: 'job' was not acquired within")
+    assert text.rstrip().endswith("; not running 'echo'")

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import tenure
 from tenure._types import Holder, LockInfo
 from tenure.cli import EXIT_BUSY
 from tenure.cli.main import _parse, main
@@ -207,7 +208,8 @@ def test_bash_completes_subcommands_flags_and_shells(
 ) -> None:
     script = tmp_path / "tenure.bash"
     script.write_text(_script("bash", capsys))
-    assert {"run", "ls", "show", "break", "demo", "completion"} <= set(_complete(script, "tenure", ""))
+    commands = {"run", "ls", "show", "break", "demo", "completion"}
+    assert commands <= set(_complete(script, "tenure", ""))
     assert _complete(script, "tenure", "sh") == ["show"]
     assert _complete(script, "tenure", "--url", "u", "r") == ["run"]
     assert _complete(script, "tenure", "run", "job", "--no") == ["--no-wait"]
@@ -222,16 +224,33 @@ def test_bash_completes_lock_names_from_tenure_ls(
     script = tmp_path / "tenure.bash"
     script.write_text(_script("bash", capsys))
     url = f"sqlite:///{tmp_path / 'locks.db'}"
-    import tenure
-
-    with tenure.connect(url) as locks:
-        with locks.lock("nightly", 30), locks.lock("deploy", 30):
-            driver = (
-                f"export PATH='{TENURE.parent}':$PATH TENURE_URL='{url}'\n"
-                f"source '{script}'\n"
-                "COMP_WORDS=(tenure show n); COMP_CWORD=2; _tenure\n"
-                'printf "%s\\n" "${COMPREPLY[@]}"\n'
-            )
-            result = subprocess.run(["bash", "-c", driver], capture_output=True, text=True,
-                                    check=True)
+    with tenure.connect(url) as locks, locks.lock("nightly", 30), locks.lock("deploy", 30):
+        driver = (
+            f"export PATH='{TENURE.parent}':$PATH TENURE_URL='{url}'\n"
+            f"source '{script}'\n"
+            "COMP_WORDS=(tenure show n); COMP_CWORD=2; _tenure\n"
+            'printf "%s\\n" "${COMPREPLY[@]}"\n'
+        )
+        result = subprocess.run(["bash", "-c", driver], capture_output=True, text=True,
+                                check=True)
     assert result.stdout.split() == ["nightly"]
+
+
+def test_fish_completes_subcommands_and_flags(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    script = tmp_path / "tenure.fish"
+    script.write_text(_script("fish", capsys))
+
+    def complete(line: str) -> list[str]:
+        result = subprocess.run(
+            ["fish", "--no-config", "-c", f"source '{script}'; complete -C '{line}'"],
+            capture_output=True, text=True, check=True,
+        )
+        return [row.split("\t")[0] for row in result.stdout.splitlines()]
+
+    assert complete("tenure sh") == ["show"]
+    assert complete("tenure run job --no") == ["--no-wait"]
+    assert complete("tenure completion ") == ["bash", "fish", "zsh"]

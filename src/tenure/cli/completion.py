@@ -225,7 +225,9 @@ def _fish(commands: list[_Command]) -> str:
         if command.choices:
             lines.append(f"complete -c tenure -n '{seen}' -a '{' '.join(command.choices)}'")
         elif command.name in NAMED:
-            lines.append(f"complete -c tenure -n '{seen}' -a '({LOCK_NAMES})'")
+            # Double quotes: awk's program is single-quoted; fish would expand a bare $1.
+            names_now = LOCK_NAMES.replace("$", "\\$")
+            lines.append(f"complete -c tenure -n '{seen}' -a \"({names_now})\"")
     return "\n".join(lines) + "\n"
 
 
