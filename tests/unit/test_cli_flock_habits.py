@@ -25,6 +25,9 @@ TENURE = pathlib.Path(sys.executable).parent / "tenure"
     [
         (["-n"], "no_wait", True),
         (["--no-wait"], "no_wait", True),
+        (["--nonblock"], "no_wait", True),
+        (["--nb"], "no_wait", True),
+        (["--wait", "2"], "timeout", 2.0),
         (["-w", "5"], "timeout", 5.0),
         (["-w", "0.5"], "timeout", 0.5),
         (["-E", "0"], "busy_exit_code", 0),

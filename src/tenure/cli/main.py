@@ -1,5 +1,6 @@
 """The ``tenure`` command line: argument parsing, dispatch, and turning errors into one line
-of stderr and a documented exit status. The commands live in ``run``, ``inspect``, ``demo``."""
+of stderr and a documented exit status. The commands live in ``run`` (its wait reports in
+``progress``), ``inspect``, ``demo``, ``completion``."""
 
 from __future__ import annotations
 
@@ -127,9 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="lease in seconds; a crashed tenure frees the lock after this long "
                           "(default: 30)")
     wait = run.add_mutually_exclusive_group()
-    wait.add_argument("-w", "--timeout", type=float, default=None, metavar="S",
+    wait.add_argument("-w", "--timeout", "--wait", type=float, default=None, metavar="S",
                       help="wait at most S seconds for the lock (default: wait forever)")
-    wait.add_argument("-n", "--no-wait", action="store_true",
+    wait.add_argument("-n", "--no-wait", "--nonblock", "--nb", action="store_true",
                       help="try once; if the lock is held, exit at once")
     run.add_argument("-E", "--busy-exit-code", "--conflict-exit-code", type=int,
                      dest="busy_exit_code", default=EXIT_BUSY, metavar="N",
