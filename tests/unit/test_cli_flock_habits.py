@@ -215,7 +215,7 @@ def test_bash_completes_subcommands_flags_and_shells(
     assert commands <= set(_complete(script, "tenure", ""))
     assert _complete(script, "tenure", "sh") == ["show"]
     assert _complete(script, "tenure", "--url", "u", "r") == ["run"]
-    assert _complete(script, "tenure", "run", "job", "--no") == ["--no-wait"]
+    assert _complete(script, "tenure", "run", "job", "--no-") == ["--no-wait"]
     assert "--conflict-exit-code" in _complete(script, "tenure", "run", "job", "-")
     assert _complete(script, "tenure", "run", "job", "-w", "") == []  # a number goes there
     assert _complete(script, "tenure", "completion", "") == ["bash", "zsh", "fish"]
@@ -255,5 +255,5 @@ def test_fish_completes_subcommands_and_flags(
         return [row.split("\t")[0] for row in result.stdout.splitlines()]
 
     assert complete("tenure sh") == ["show"]
-    assert complete("tenure run job --no") == ["--no-wait"]
+    assert complete("tenure run job --no-") == ["--no-wait"]
     assert complete("tenure completion ") == ["bash", "fish", "zsh"]
