@@ -1,10 +1,11 @@
 """The ``tenure`` command: run a command under a lock, look at locks, break one, and a demo.
 
-    tenure run NAME [--ttl S] [--timeout S | --no-wait] -- CMD ARGS...
+    tenure run NAME [--ttl S] [-w S | -n] [-E N] [-q | -v] -- CMD ARGS...
     tenure ls [PREFIX] [--all] [--json]
     tenure show NAME [--json]
     tenure break NAME
     tenure demo [--workers N] [--stock N]
+    tenure completion bash|zsh|fish
 
 Every command takes ``--url U`` (default: ``$TENURE_URL``, else the per-user SQLite file, as
 ``tenure.connect()``). The entry point is ``tenure.cli.main:main``; ``python -m tenure`` runs

@@ -1,11 +1,13 @@
 """The ``tenure`` command line: argument parsing, dispatch, and turning errors into one line
-of stderr and a documented exit status. The commands live in ``run``, ``inspect``, ``demo``."""
+of stderr and a documented exit status. The commands live in ``run`` (its wait reports in
+``progress``), ``inspect``, ``demo``, ``completion``."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import urllib.parse
@@ -24,10 +26,12 @@ from tenure.cli import (
     EXIT_USAGE,
     CommandError,
 )
+from tenure.cli.completion import SHELLS
+from tenure.cli.progress import QUIET, VERBOSE
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("run", "ls", "show", "break", "demo")
+COMMANDS = ("run", "ls", "show", "break", "demo", "completion")
 
 EXIT_STATUSES = f"""\
 exit status:
@@ -44,6 +48,33 @@ exit status:
 """
 
 
+RUN_EXAMPLES = """\
+examples:
+  # cron, skip if the last run is still going: silent, and a skip counts as success
+  */5 * * * * tenure run sync -n -q -E 0 -- ./sync.sh
+  # wait up to 10 s for the lock, showing who holds it meanwhile
+  tenure run deploy -w 10 -v -- ./deploy.sh
+  # at most 3 exports at once, anywhere; wait up to 10 minutes for a permit
+  tenure run exports --semaphore 3 --timeout 600 -- ./export.sh
+
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions (one paragraph) are wrapped to the terminal; epilogs (tables, examples,
+    laid out by hand with newlines) are kept as written."""
+
+    def __init__(self, prog: str) -> None:
+        # argparse reads $COLUMNS, else the terminal, else 80; past 100 lines get hard to read.
+        width = min(shutil.get_terminal_size().columns, 100) - 2
+        super().__init__(prog, width=width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors become one line of stderr (no usage dump), like every other error."""
 
@@ -57,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Distributed locks with fencing tokens: run a command under a lock, look "
         "at the locks a backend holds, break one, or watch the oversold-stock demo.",
         epilog=EXIT_STATUSES + "\nSee docs/cli.md for the full manual.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
     url_help = (
@@ -70,10 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--url", default=argparse.SUPPRESS, metavar="U", help=url_help)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, summary: str, description: str, epilog: str = EXIT_STATUSES
+    ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
             name, parents=[common], help=summary, description=description,
-            epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog=epilog, formatter_class=_Formatter,
         )
         return sub
 
@@ -85,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the fence to the resource you write to). Signals sent to tenure (SIGINT, SIGTERM, "
         "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are forwarded to CMD. If the lock is not obtained, "
         "nothing runs and tenure exits 75. If the lease is lost while CMD runs, CMD gets "
-        "SIGTERM, then SIGKILL after --grace seconds, and tenure exits 76.",
+        "SIGTERM, then SIGKILL after --grace seconds, and tenure exits 76. The short "
+        "options -n, -w, -E are flock(1)'s.",
+        RUN_EXAMPLES + EXIT_STATUSES,
     )
     run.usage = "tenure run NAME [options] -- CMD [ARGS...]"
     run.add_argument("name", metavar="NAME", help="the lock's name")
@@ -93,11 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="lease in seconds; a crashed tenure frees the lock after this long "
                           "(default: 30)")
     wait = run.add_mutually_exclusive_group()
-    wait.add_argument("--timeout", type=float, default=None, metavar="S",
+    wait.add_argument("-w", "--timeout", "--wait", type=float, default=None, metavar="S",
                       help="wait at most S seconds for the lock (default: wait forever)")
-    wait.add_argument("--no-wait", action="store_true",
+    wait.add_argument("-n", "--no-wait", "--nonblock", "--nb", action="store_true",
                       help="try once; if the lock is held, exit at once")
-    run.add_argument("--busy-exit-code", type=int, default=EXIT_BUSY, metavar="N",
+    run.add_argument("-E", "--busy-exit-code", "--conflict-exit-code", type=int,
+                     dest="busy_exit_code", default=EXIT_BUSY, metavar="N",
                      help=f"exit status when the lock is not obtained (default: {EXIT_BUSY})")
     run.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
                      help=f"exit status when the lease is lost while CMD runs "
@@ -108,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")
+    talk = run.add_mutually_exclusive_group()
+    talk.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=QUIET,
+                      default=0,
+                      help="say nothing when the lock is busy or waited for (the exit status "
+                           "tells); errors are still printed")
+    talk.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=VERBOSE,
+                      help="report the wait: a live line on a terminal, else one line when it "
+                           "starts and one when the lock is acquired")
     run.set_defaults(handler=_run)
 
     ls = command(
@@ -157,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--think", type=float, default=0.01, metavar="S",
                       help="seconds between reading the stock and writing it (default: 0.01)")
     demo.set_defaults(handler=_demo)
+
+    completion = command(
+        "completion",
+        "print a shell completion script",
+        "Print the completion script for SHELL on stdout: subcommands, options, and lock "
+        "names (read with 'tenure ls --all') for NAME arguments. Install it as shown in "
+        "docs/cli.md, e.g. for bash: tenure completion bash > "
+        "~/.local/share/bash-completion/completions/tenure",
+    )
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL",
+                            help="one of: " + ", ".join(SHELLS))
+    completion.set_defaults(handler=_completion)
     return parser
 
 
@@ -284,6 +340,7 @@ def _run(options: argparse.Namespace) -> int:
             lost_exit_code=options.lost_exit_code,
             grace=options.grace,
             semaphore=options.semaphore,
+            verbosity=options.verbosity,
         )
     )
 
@@ -329,6 +386,13 @@ def _demo(options: argparse.Namespace) -> int:
         ),
         out=_out(),
     )
+
+
+def _completion(options: argparse.Namespace) -> int:
+    from tenure.cli.completion import script
+
+    _out().write(script(options.shell, build_parser()))
+    return 0
 
 
 def _out() -> TextIO:

@@ -28,6 +28,7 @@ from typing import TextIO
 
 import tenure
 from tenure._sync.lease import Lease
+from tenure._types import LockInfo
 from tenure.cli import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -35,6 +36,7 @@ from tenure.cli import (
     CommandError,
 )
 from tenure.cli.inspect import describe_holder, describe_lease
+from tenure.cli.progress import QUIET, WaitReport
 
 __all__ = ["ABORTING", "FORWARDED", "RunOptions", "run", "should_forward"]
 
@@ -69,6 +71,8 @@ class RunOptions:
     """Seconds between SIGTERM and SIGKILL when the lease is lost."""
     semaphore: int | None = None
     """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
+    verbosity: int = 0
+    """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
 
 
 class _Interrupted(Exception):
@@ -98,26 +102,49 @@ def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
             else locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
         )
         try:
-            acquired = _acquire(lock, options, watched, err)
+            acquired = _acquire(lock, locks, options, watched, err)
         except _Interrupted as stop:
             _say(err, f"{_signame(stop.signum)} while waiting for {options.name!r}; "
                       "nothing was run")
             return EXIT_SIGNAL_BASE + stop.signum
         if not acquired:
-            _say(err, _busy_message(locks, options))
+            if options.verbosity > QUIET:
+                _say(err, _busy_message(locks, options))
             return options.busy_exit_code
         return _hold_and_run(lock, options, watched, err)
     finally:
         locks.close()
 
 
-def _acquire(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -> bool:
+def _acquire(
+    lock: Lease, locks: tenure.Locks, options: RunOptions, watched: set[int], err: TextIO
+) -> bool:
     if lock.acquire(blocking=False):
         return True
     if options.no_wait:
         return False
-    if err.isatty():
-        _say(err, f"waiting for {options.name!r} ...")
+    kind = "lock" if options.semaphore is None else "semaphore"
+    report = WaitReport(
+        options.name,
+        verbosity=options.verbosity,
+        timeout=options.timeout,
+        look=lambda: _look(locks, options.name, kind),
+        err=err,
+    )
+    report.started()
+    try:
+        acquired = _wait(lock, options, watched, report)
+    except BaseException:
+        report.gave_up()
+        raise
+    if acquired:
+        report.acquired(lock.fence)
+    else:
+        report.gave_up()
+    return acquired
+
+
+def _wait(lock: Lease, options: RunOptions, watched: set[int], report: WaitReport) -> bool:
     deadline = None if options.timeout is None else time.monotonic() + options.timeout
     while True:
         # Signals are blocked, so an acquire can't be interrupted: wait in slices and look
@@ -128,9 +155,18 @@ def _acquire(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             return False
+        report.tick()
         wait = WAIT_SLICE if deadline is None else min(WAIT_SLICE, deadline - now)
         if lock.acquire(timeout=wait):
             return True
+
+
+def _look(locks: tenure.Locks, name: str, kind: str) -> LockInfo | None:
+    """Who holds ``name``, for the wait report; a failing look only makes the report vaguer."""
+    try:
+        return locks.inspect(name, kind=kind)
+    except tenure.TenureError:
+        return None
 
 
 def _hold_and_run(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -> int:
