@@ -25,9 +25,11 @@ tenure / filelock). Bounded to about a minute with the defaults. No assertions: 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import multiprocessing
+import os
 import pathlib
 import sqlite3
 import sys
@@ -167,6 +169,39 @@ def contention_line(label: str, result: Contention) -> str:
             f"{min(result.acquisitions):,}..{max(result.acquisitions):,} |")
 
 
+def idle_waiter(subject: Subject, seconds: float, results: Any) -> None:
+    """Blocks in one acquire for ``seconds`` on a lock held elsewhere; reports the share of a
+    core this process burnt meanwhile (user + system time over wall time)."""
+    (acquire, _), close = make_lock(subject)
+    before, started = os.times(), time.monotonic()
+    try:
+        with contextlib.suppress(filelock.Timeout):  # tenure returns False instead
+            acquire(timeout=seconds)
+    finally:
+        after, ended = os.times(), time.monotonic()
+        close()
+    busy = (after.user - before.user) + (after.system - before.system)
+    results.put(busy / (ended - started))
+
+
+def idle_waiter_cpu(context: multiprocessing.context.SpawnContext, subject: Subject,
+                    seconds: float) -> float:
+    """Share of one core used by a waiter blocked ``seconds`` behind a holder in this
+    process."""
+    (acquire, release), close = make_lock(subject)
+    acquire()
+    try:
+        results = context.Queue()
+        waiter = context.Process(target=idle_waiter, args=(subject, seconds, results))
+        waiter.start()
+        share = float(results.get(timeout=seconds + 60))
+        waiter.join()
+    finally:
+        release()
+        close()
+    return share
+
+
 # ---- uncontended ----------------------------------------------------------------------------
 
 
@@ -199,6 +234,9 @@ def main() -> int:
                         help="processes in the contention run (default: 8)")
     parser.add_argument("--contention-seconds", type=float, default=8.0,
                         help="seconds of the contention run (default: 8)")
+    parser.add_argument("--idle-seconds", type=float, default=3.0,
+                        help="seconds a waiter stays blocked for the idle CPU figure "
+                             "(default: 3)")
     parser.add_argument("--no-write", action="store_true",
                         help=f"print only; do not write {REPORT.relative_to(ROOT)}")
     args = parser.parse_args()
@@ -238,7 +276,12 @@ def main() -> int:
             print("contention " + contention_line(subject.label, contended[subject.label]),
                   flush=True)
 
-    report = render(facts, rates, handoffs, contended, args,
+        idle = {subject.label: idle_waiter_cpu(context, subject, args.idle_seconds)
+                for subject in (sqlite, file_lock)}
+        for label, share in idle.items():
+            print(f"idle waiter CPU {label:<30} {100 * share:.2f}% of a core", flush=True)
+
+    report = render(facts, rates, handoffs, contended, idle, args,
                     sqlite, raw, file_lock, memory, fast_file_lock)
     _common.publish(report, REPORT, ROOT, write=not args.no_write)
     return 0
@@ -249,6 +292,7 @@ def render(
     rates: dict[str, tuple[float, int]],
     handoffs: dict[str, list[int]],
     contended: dict[str, Contention],
+    idle: dict[str, float],
     args: argparse.Namespace,
     sqlite: Subject,
     raw: Subject,
@@ -312,6 +356,14 @@ def render(
         "handoff p50 ms | longest wait ms | per-process spread |",
         "|---|--:|--:|--:|--:|--:|--:|",
         *(contention_line(label, result) for label, result in contended.items()),
+        "",
+        f"## Idle waiter CPU (one process blocked {args.idle_seconds:g} s behind a holder)",
+        "",
+        "User + system CPU time of the waiting process over wall time, as a share of one "
+        "core: the price of waiting by polling.",
+        "",
+        *_common.table(["lock", "share of a core"],
+                       [[label, f"{100 * share:.2f}%"] for label, share in idle.items()]),
         "",
     ]
     return "\n".join(lines)
