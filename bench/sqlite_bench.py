@@ -25,19 +25,24 @@ tenure / filelock). Bounded to about a minute with the defaults. No assertions: 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import multiprocessing
+import os
 import pathlib
 import sqlite3
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from typing import Any
 
 import _common
 import filelock
 
 import tenure
+from tenure.backends.sqlite import _store as sqlite_store
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks-sqlite.md"
@@ -55,6 +60,8 @@ class Subject:
 
 def make_lock(subject: Subject) -> tuple[_common.Pair, Callable[[], None]]:
     """(acquire, release) callables for ``subject``, and a clean-up."""
+    if subject.kind == "raw":
+        return raw_statements(subject.target)
     if subject.kind == "tenure":
         locks = tenure.connect(subject.target)
         lock = locks.lock("bench:lock", ttl=30.0)
@@ -62,6 +69,137 @@ def make_lock(subject: Subject) -> tuple[_common.Pair, Callable[[], None]]:
     options = {} if subject.poll_interval is None else {"poll_interval": subject.poll_interval}
     file_lock = filelock.FileLock(subject.target, **options)
     return (file_lock.acquire, file_lock.release), lambda: None
+
+
+def raw_statements(path: str) -> tuple[_common.Pair, Callable[[], None]]:
+    """The floor under tenure's SQLite lock: its own acquire (``BEGIN IMMEDIATE`` upsert) and
+    owner-checked release statements, run as plain sqlite3 calls with no lock logic around
+    them. The statements are imported, not copied, so the floor tracks the backend."""
+    tenure.connect(f"sqlite:///{path}").close()  # the schema, as tenure creates it
+    connection = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+    connection.execute("PRAGMA synchronous = normal")
+    params = {"name": "bench:lock", "token": "raw", "ttl": 30.0,
+              "host": "bench", "pid": 1, "thread": "main"}
+    release_params = {"name": "bench:lock", "token": "raw"}
+
+    def acquire() -> bool:
+        connection.execute("BEGIN IMMEDIATE")
+        granted = connection.execute(sqlite_store.ACQUIRE, params).fetchone() is not None
+        connection.execute("COMMIT")
+        return granted
+
+    def release() -> None:
+        connection.execute(sqlite_store.RELEASE, release_params)
+
+    return (acquire, release), connection.close
+
+
+# ---- contention: N processes looping on one lock --------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Contention:
+    acquisitions: list[int]  # per process
+    cross: int  # acquisitions that followed another process's release
+    handoff_ns: list[int]  # release stamp of another process -> this acquire returning
+    longest_wait_ns: int  # longest time one process spent inside acquire
+
+
+def contender(subject: Subject, index: int, seconds: float, start: Any,
+              last_holder: Any, released_ns: Any, results: Any) -> None:
+    """Loops acquire / release until ``seconds`` have passed since ``start``. While holding the
+    lock it reads who held it before and when they released, so nothing here is racy."""
+    (acquire, release), close = make_lock(subject)
+    count = cross = 0
+    handoff: list[int] = []
+    longest = 0
+    start.wait()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            entered = time.monotonic_ns()
+            acquire()
+            got = time.monotonic_ns()
+            longest = max(longest, got - entered)
+            count += 1
+            previous = last_holder.value
+            if previous not in (-1, index):
+                cross += 1
+                handoff.append(got - released_ns.value)
+            last_holder.value = index
+            released_ns.value = time.monotonic_ns()
+            release()
+    finally:
+        close()
+    results.put((index, count, cross, handoff, longest))
+
+
+def contention(context: multiprocessing.context.SpawnContext, subject: Subject,
+               processes: int, seconds: float) -> Contention:
+    start = context.Event()
+    last_holder = context.Value("i", -1, lock=False)
+    released_ns = context.Value("q", 0, lock=False)
+    results = context.Queue()
+    workers = [
+        context.Process(target=contender, args=(
+            subject, index, seconds, start, last_holder, released_ns, results))
+        for index in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    rows = [results.get(timeout=seconds + 60) for _ in workers]
+    for worker in workers:
+        worker.join()
+    rows.sort()
+    return Contention(
+        acquisitions=[row[1] for row in rows],
+        cross=sum(row[2] for row in rows),
+        handoff_ns=sorted(ns for row in rows for ns in row[3]),
+        longest_wait_ns=max(row[4] for row in rows),
+    )
+
+
+def contention_line(label: str, result: Contention) -> str:
+    total = sum(result.acquisitions)
+    p50 = _common.ms(result.handoff_ns, 0.5) if result.handoff_ns else float("nan")
+    return (f"| {label} | {total:,} | {100 * result.cross / max(total, 1):.1f}% | "
+            f"{result.cross:,} | {p50:.2f} | "
+            f"{result.longest_wait_ns / 1e6:,.0f} | "
+            f"{min(result.acquisitions):,}..{max(result.acquisitions):,} |")
+
+
+def idle_waiter(subject: Subject, seconds: float, results: Any) -> None:
+    """Blocks in one acquire for ``seconds`` on a lock held elsewhere; reports the share of a
+    core this process burnt meanwhile (user + system time over wall time)."""
+    (acquire, _), close = make_lock(subject)
+    before, started = os.times(), time.monotonic()
+    try:
+        with contextlib.suppress(filelock.Timeout):  # tenure returns False instead
+            acquire(timeout=seconds)
+    finally:
+        after, ended = os.times(), time.monotonic()
+        close()
+    busy = (after.user - before.user) + (after.system - before.system)
+    results.put(busy / (ended - started))
+
+
+def idle_waiter_cpu(context: multiprocessing.context.SpawnContext, subject: Subject,
+                    seconds: float) -> float:
+    """Share of one core used by a waiter blocked ``seconds`` behind a holder in this
+    process."""
+    (acquire, release), close = make_lock(subject)
+    acquire()
+    try:
+        results = context.Queue()
+        waiter = context.Process(target=idle_waiter, args=(subject, seconds, results))
+        waiter.start()
+        share = float(results.get(timeout=seconds + 60))
+        waiter.join()
+    finally:
+        release()
+        close()
+    return share
 
 
 # ---- uncontended ----------------------------------------------------------------------------
@@ -92,6 +230,13 @@ def main() -> int:
                         help="seconds per uncontended measurement (default: 3)")
     parser.add_argument("--handoffs", type=int, default=250,
                         help="handoffs per handoff measurement (default: 250)")
+    parser.add_argument("--processes", type=int, default=8,
+                        help="processes in the contention run (default: 8)")
+    parser.add_argument("--contention-seconds", type=float, default=8.0,
+                        help="seconds of the contention run (default: 8)")
+    parser.add_argument("--idle-seconds", type=float, default=3.0,
+                        help="seconds a waiter stays blocked for the idle CPU figure "
+                             "(default: 3)")
     parser.add_argument("--no-write", action="store_true",
                         help=f"print only; do not write {REPORT.relative_to(ROOT)}")
     args = parser.parse_args()
@@ -109,9 +254,10 @@ def main() -> int:
             str(here / "bench-fast.lock"), FILELOCK_FAST_POLL,
         )
 
+        raw = Subject("raw sqlite3 statements (floor)", "raw", str(here / "raw.db"))
         rates = _common.best_of_rounds({
             subject.label: functools.partial(uncontended, subject, args.seconds / ROUNDS)
-            for subject in (sqlite, file_lock, memory)
+            for subject in (sqlite, raw, file_lock, memory)
         }, ROUNDS)
         for label, (rate, cycles) in rates.items():
             print(f"uncontended {label:<34} {rate:>10,.0f} cycles/s "
@@ -123,7 +269,20 @@ def main() -> int:
             for subject in (sqlite, file_lock, fast_file_lock)
         }, args.handoffs, width=34)
 
-    report = render(facts, rates, handoffs, args, sqlite, file_lock, memory, fast_file_lock)
+        contended: dict[str, Contention] = {}
+        for subject in (sqlite, file_lock):
+            contended[subject.label] = contention(
+                context, subject, args.processes, args.contention_seconds)
+            print("contention " + contention_line(subject.label, contended[subject.label]),
+                  flush=True)
+
+        idle = {subject.label: idle_waiter_cpu(context, subject, args.idle_seconds)
+                for subject in (sqlite, file_lock)}
+        for label, share in idle.items():
+            print(f"idle waiter CPU {label:<30} {100 * share:.2f}% of a core", flush=True)
+
+    report = render(facts, rates, handoffs, contended, idle, args,
+                    sqlite, raw, file_lock, memory, fast_file_lock)
     _common.publish(report, REPORT, ROOT, write=not args.no_write)
     return 0
 
@@ -132,8 +291,11 @@ def render(
     facts: dict[str, str],
     rates: dict[str, tuple[float, int]],
     handoffs: dict[str, list[int]],
+    contended: dict[str, Contention],
+    idle: dict[str, float],
     args: argparse.Namespace,
     sqlite: Subject,
+    raw: Subject,
     file_lock: Subject,
     memory: Subject,
     fast_file_lock: Subject,
@@ -158,7 +320,9 @@ def render(
         "database (`synchronous=normal`), so it pays a write transaction where filelock pays "
         "an `open` + `flock`; in exchange it records the holder, a lease that expires, and a "
         f"fencing token. memory:// ({rates[memory.label][0]:,.0f} cycles/s) is the cost of the "
-        "lock logic alone.",
+        "lock logic alone. The raw row runs tenure's own acquire and release statements as "
+        "plain sqlite3 calls: tenure sqlite reaches "
+        f"**{ours / rates[raw.label][0]:.2f}x** that floor.",
         "",
         f"## Handoff latency (2 processes taking turns, {args.handoffs} handoffs per lock)",
         "",
@@ -178,6 +342,28 @@ def render(
         f"The `{fast_file_lock.label}` row is for reference only: polling faster shortens "
         "filelock's handoff at the cost of more wake-ups while waiting. With a few hundred "
         "handoffs, p99 is the 2nd-3rd worst sample: read it as an order of magnitude.",
+        "",
+        f"## Contention ({args.processes} processes looping acquire + release on one lock, "
+        f"{args.contention_seconds:g} s)",
+        "",
+        "Cross-process share: acquisitions that followed another process's release (the rest "
+        "are the releaser taking the lock straight back). Handoff: that release's "
+        "`time.monotonic_ns()` stamp to the next holder's acquire returning. Longest wait: "
+        "the longest time any process spent inside one acquire. Spread: fewest..most "
+        "acquisitions of one process.",
+        "",
+        "| lock | acquisitions | cross-process share | cross-process handoffs | "
+        "handoff p50 ms | longest wait ms | per-process spread |",
+        "|---|--:|--:|--:|--:|--:|--:|",
+        *(contention_line(label, result) for label, result in contended.items()),
+        "",
+        f"## Idle waiter CPU (one process blocked {args.idle_seconds:g} s behind a holder)",
+        "",
+        "User + system CPU time of the waiting process over wall time, as a share of one "
+        "core: the price of waiting by polling.",
+        "",
+        *_common.table(["lock", "share of a core"],
+                       [[label, f"{100 * share:.2f}%"] for label, share in idle.items()]),
         "",
     ]
     return "\n".join(lines)
