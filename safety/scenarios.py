@@ -528,6 +528,10 @@ def server_restart(run: Run, profile: Profile) -> list[Result]:
 # ---- 6. the connection cut -------------------------------------------------------------------
 
 OPERATION_TIMEOUT = {"redis": 3.0, "redis_cluster": 3.0, "redlock": 0.2}
+
+ENSEMBLES = {"etcd", "zookeeper"}
+"""Backends whose nodes form one replicated store (server-side quorum): the client talks to
+any one node and fails over to another, unlike Redlock's independent nodes."""
 """Each backend's default per-operation timeout, seconds (5 s where not listed)."""
 
 TIMEOUT_OPTIONS = {
@@ -568,10 +572,18 @@ def connection_cut(run: Run, profile: Profile) -> list[Result]:
     nodes = len(_endpoints(run.target.url))
     if nodes == 1:
         return [_cut(run.child(mode), profile, mode, cut=1) for mode in ("blackhole", "reset")]
-    # A quorum backend: cutting a majority must cost the lease; cutting a minority must not.
-    majority, minority = nodes // 2 + 1, (nodes - 1) // 2
+    if run.target.backend in ENSEMBLES:
+        # The proxies stand between the client and the nodes only; the nodes still reach each
+        # other. A client cut from some nodes reconnects to one it can reach, whose quorum is
+        # intact: its session (lease) lives on and is renewed there. Only a cut from every
+        # node must cost the lease; a cut from all but one must not.
+        counts = (nodes, nodes - 1)
+    else:
+        # A client-side quorum (Redlock): cutting a majority must cost the lease; cutting a
+        # minority must not.
+        counts = (nodes // 2 + 1, (nodes - 1) // 2)
     return [_cut(run.child(f"{mode}-{count}"), profile, mode, cut=count)
-            for count in (majority, minority) for mode in ("blackhole", "reset")]
+            for count in counts for mode in ("blackhole", "reset")]
 
 
 def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
@@ -585,7 +597,8 @@ def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
     lost_bound = ttl + call_bound
     watch = ttl * 3 + call_bound
     targets = _endpoints(run.target.url)
-    loses = cut > len(targets) // 2  # the whole server, or a quorum's majority
+    # The whole server, every node of an ensemble, or a majority of a client-side quorum.
+    loses = cut == len(targets) if run.target.backend in ENSEMBLES else cut > len(targets) // 2
     violations: list[str] = []
     lost_after: list[float] = []
     checked_after: list[float] = []
