@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 import tenure
 from tenure._registry import builtin_backends
 
@@ -111,3 +113,26 @@ def test_every_floor_is_written_once() -> None:
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_missing_driver_names_its_extra_and_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    module_to_distributions = importlib.metadata.packages_distributions()
+    seen_extras = set()
+    for scheme, entry in builtin_backends().items():
+        if entry.extra is None:
+            continue
+        seen_extras.add(entry.extra)
+        projects = distribution_names(entry.extra)
+        with monkeypatch.context() as patch:
+            for module, distributions in module_to_distributions.items():
+                if {name.lower() for name in distributions} & projects:
+                    patch.setitem(sys.modules, module, None)  # import fails: not installed
+            for loaded in [name for name in sys.modules if name.startswith(entry.package)]:
+                patch.delitem(sys.modules, loaded)
+            with pytest.raises(tenure.ConfigurationError) as caught:
+                tenure.connect(f"{scheme}://127.0.0.1:1/x")
+        message = str(caught.value)
+        assert f"pip install 'tenure[{entry.extra}]'" in message, message
+        assert any(project in message.lower() for project in projects), message
+        assert "bson" not in message.partition("(")[0], message  # never the wrong project
+    assert seen_extras == {"redis", "mongodb", "mysql", "postgresql", "etcd", "zookeeper"}
