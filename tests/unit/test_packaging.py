@@ -17,6 +17,7 @@ import pytest
 
 import tenure
 from tenure._registry import builtin_backends
+from tenure._urls import load_backend_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = pathlib.Path(tenure.__file__).resolve().parent
@@ -124,13 +125,21 @@ def test_a_missing_driver_names_its_extra_and_project(monkeypatch: pytest.Monkey
         seen_extras.add(entry.extra)
         projects = distribution_names(entry.extra)
         with monkeypatch.context() as patch:
-            for module, distributions in module_to_distributions.items():
-                if {name.lower() for name in distributions} & projects:
-                    patch.setitem(sys.modules, module, None)  # import fails: not installed
-            for loaded in [name for name in sys.modules if name.startswith(entry.package)]:
+            blocked = {
+                module
+                for module, distributions in module_to_distributions.items()
+                if {name.lower() for name in distributions} & projects
+            }
+            for loaded in list(sys.modules):
+                if loaded.partition(".")[0] in blocked:  # submodules too: imports look there
+                    patch.setitem(sys.modules, loaded, None)
+            for module in blocked:
+                patch.setitem(sys.modules, module, None)  # import fails: not installed
+            # Every backend module, not only this one's: Redlock imports Redis's transport.
+            for loaded in [name for name in sys.modules if name.startswith("tenure.backends.")]:
                 patch.delitem(sys.modules, loaded)
             with pytest.raises(tenure.ConfigurationError) as caught:
-                tenure.connect(f"{scheme}://127.0.0.1:1/x")
+                load_backend_module(f"{scheme}://", "_sync")  # what connect() calls first
         message = str(caught.value)
         assert f"pip install 'tenure[{entry.extra}]'" in message, message
         assert any(project in message.lower() for project in projects), message
