@@ -17,7 +17,13 @@ import importlib
 import importlib.metadata
 import pkgutil
 
-__all__ = ["ENTRY_POINT_GROUP", "BackendEntry", "builtin_backends", "entry_for_scheme"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BackendEntry",
+    "builtin_backends",
+    "entry_for_scheme",
+    "extra_requirements",
+]
 
 ENTRY_POINT_GROUP = "tenure.backends"
 
@@ -58,3 +64,21 @@ def entry_for_scheme(scheme: str) -> BackendEntry | None:
         if entry_point.name == scheme:
             return BackendEntry(entry_point.value, None, (scheme,))
     return None
+
+
+def extra_requirements(extra: str) -> tuple[str, ...]:
+    """What installing ``tenure[extra]`` brings, as the installed metadata says (``pyproject.toml``
+    is its source), e.g. ``("pymongo>=4.9",)``; empty when tenure's metadata cannot be read
+    (running from a source tree that was never installed)."""
+    try:
+        requirements = importlib.metadata.requires("tenure") or []
+    except importlib.metadata.PackageNotFoundError:
+        return ()
+    found: list[str] = []
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        # Markers read `extra == "mongodb"` (quotes and spacing vary between build backends).
+        normalized = marker.replace(" ", "").replace("'", '"')
+        if f'extra=="{extra}"' in normalized:
+            found.append(spec.strip())
+    return tuple(found)

@@ -9,7 +9,7 @@ import urllib.parse
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
-from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme
+from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme, extra_requirements
 
 __all__ = [
     "default_sqlite_path",
@@ -63,11 +63,21 @@ def load_backend_module(url: str, flavour: str) -> ModuleType:
         return importlib.import_module(f"{entry.package}.{flavour}")
     except ModuleNotFoundError as exc:
         if exc.name and not exc.name.startswith("tenure"):
-            install = f"pip install 'tenure[{entry.extra}]'" if entry.extra else "install it"
-            raise ConfigurationError(
-                f"the {scheme_of(url)!r} backend needs the {exc.name!r} package: {install}"
-            ) from exc
+            raise ConfigurationError(_missing_driver(scheme_of(url), entry, exc.name)) from exc
         raise
+
+
+def _missing_driver(scheme: str, entry: BackendEntry, module: str) -> str:
+    """Name what to install by the extra and its PyPI projects, never by the module that
+    failed to import: that may belong to another project (``bson`` comes with pymongo, and
+    the PyPI project called ``bson`` breaks it)."""
+    if entry.extra is None:  # a third-party backend: only its module's name is known
+        return f"the {scheme!r} backend needs the module {module!r}, which is not installed"
+    needs = ", ".join(extra_requirements(entry.extra)) or f"the {entry.extra} driver"
+    return (
+        f"the {scheme!r} backend needs {needs} (module {module.partition('.')[0]!r} is not "
+        f"installed): pip install 'tenure[{entry.extra}]'"
+    )
 
 
 def redact(url: str) -> str:

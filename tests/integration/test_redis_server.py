@@ -545,6 +545,7 @@ def test_lost_script_cache_is_reloaded(redis_url: str) -> None:
     client.close()
 
 
+@pytest.mark.smoke  # redis-py 8.0.0 cannot connect over a unix socket: the floor is 8.0.1
 def test_unix_socket(redis_unix_url: str) -> None:
     name = f"unix:{secrets.token_hex(8)}"
     with tenure.connect(redis_unix_url) as locks:

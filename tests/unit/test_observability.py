@@ -19,6 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import tenure
 
+# Fast and the only user of the otel extra: scripts/floors runs it at the lowest release.
+pytestmark = pytest.mark.smoke
+
 READER = InMemoryMetricReader()
 SPANS = InMemorySpanExporter()
 

@@ -33,6 +33,10 @@ __all__ = ["build_parser", "main"]
 
 COMMANDS = ("run", "ls", "show", "break", "demo", "completion")
 
+# The manual on the documentation site: docs/ is not in the wheel, so --help cannot point
+# there (the site is built from docs/cli.md).
+MANUAL_URL = "https://tenure-dev.github.io/tenure/cli/"
+
 EXIT_STATUSES = f"""\
 exit status:
   0     success (run: the command's own status)
@@ -87,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tenure",
         description="Distributed locks with fencing tokens: run a command under a lock, look "
         "at the locks a backend holds, break one, or watch the oversold-stock demo.",
-        epilog=EXIT_STATUSES + "\nSee docs/cli.md for the full manual.",
+        epilog=EXIT_STATUSES + f"
+The full manual: {MANUAL_URL}",
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")

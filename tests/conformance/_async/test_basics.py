@@ -8,6 +8,7 @@ import tenure
 from tests.conformance import async_helpers as helpers
 
 
+@pytest.mark.smoke
 async def test_acquire_release_round_trip(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lock = locks.lock(name, ttl=10)
@@ -22,6 +23,7 @@ async def test_acquire_release_round_trip(backend_url: str, name: str) -> None:
         assert await lock.locked() is False
 
 
+@pytest.mark.smoke
 async def test_second_handle_is_refused_while_held(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         first = locks.lock(name, ttl=10)
@@ -41,6 +43,7 @@ async def test_two_clients_exclude_each_other(backend_url: str, name: str) -> No
         assert await two.lock(name, ttl=10).acquire(blocking=False) is False
 
 
+@pytest.mark.smoke
 async def test_fences_strictly_increase_and_survive_release(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         seen = []
@@ -90,6 +93,7 @@ async def test_release_without_holding_is_not_owned(backend_url: str, name: str)
             lock.check()
 
 
+@pytest.mark.smoke
 async def test_expired_lease_is_taken_over_and_loser_is_told(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         first = locks.lock(name, ttl=0.3)
@@ -119,6 +123,7 @@ async def test_expired_lease_release_raises_lock_lost(backend_url: str, name: st
             await lock.release()
 
 
+@pytest.mark.smoke
 async def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lock = locks.lock(name, ttl=0.5)

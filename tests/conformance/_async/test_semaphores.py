@@ -14,6 +14,7 @@ from tests.conformance import async_helpers as helpers
 PRIMITIVE = "semaphore"
 
 
+@pytest.mark.smoke
 async def test_permit_round_trip(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         permit = locks.semaphore(name, limit=2, ttl=10)
@@ -51,6 +52,7 @@ async def test_clients_share_the_limit(backend_url: str, name: str) -> None:
         assert await two.semaphore(name, limit=2, ttl=10).acquire(blocking=False) is False
 
 
+@pytest.mark.smoke
 async def test_fences_strictly_increase_across_permits(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         seen: list[int] = []
@@ -120,6 +122,7 @@ async def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> No
         await waiter.release()
 
 
+@pytest.mark.smoke
 async def test_release_and_extend_need_the_permit(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         permit = locks.semaphore(name, limit=2, ttl=10)

@@ -10,6 +10,7 @@ import tenure
 from tests.conformance import sync_helpers as helpers
 
 
+@pytest.mark.smoke
 def test_acquire_release_round_trip(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lock = locks.lock(name, ttl=10)
@@ -24,6 +25,7 @@ def test_acquire_release_round_trip(backend_url: str, name: str) -> None:
         assert lock.locked() is False
 
 
+@pytest.mark.smoke
 def test_second_handle_is_refused_while_held(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         first = locks.lock(name, ttl=10)
@@ -43,6 +45,7 @@ def test_two_clients_exclude_each_other(backend_url: str, name: str) -> None:
         assert two.lock(name, ttl=10).acquire(blocking=False) is False
 
 
+@pytest.mark.smoke
 def test_fences_strictly_increase_and_survive_release(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         seen = []
@@ -92,6 +95,7 @@ def test_release_without_holding_is_not_owned(backend_url: str, name: str) -> No
             lock.check()
 
 
+@pytest.mark.smoke
 def test_expired_lease_is_taken_over_and_loser_is_told(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         first = locks.lock(name, ttl=0.3)
@@ -121,6 +125,7 @@ def test_expired_lease_release_raises_lock_lost(backend_url: str, name: str) -> 
             lock.release()
 
 
+@pytest.mark.smoke
 def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lock = locks.lock(name, ttl=0.5)

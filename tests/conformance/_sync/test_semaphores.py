@@ -16,6 +16,7 @@ from tests.conformance import sync_helpers as helpers
 PRIMITIVE = "semaphore"
 
 
+@pytest.mark.smoke
 def test_permit_round_trip(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         permit = locks.semaphore(name, limit=2, ttl=10)
@@ -53,6 +54,7 @@ def test_clients_share_the_limit(backend_url: str, name: str) -> None:
         assert two.semaphore(name, limit=2, ttl=10).acquire(blocking=False) is False
 
 
+@pytest.mark.smoke
 def test_fences_strictly_increase_across_permits(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         seen: list[int] = []
@@ -122,6 +124,7 @@ def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> None:
         waiter.release()
 
 
+@pytest.mark.smoke
 def test_release_and_extend_need_the_permit(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         permit = locks.semaphore(name, limit=2, ttl=10)

@@ -1,0 +1,147 @@
+"""What pyproject.toml publishes agrees with the code: each backend's EXTRA is an extra,
+each extra's driver is imported only by the backends that declare it, the core imports only
+the standard library, and the installed metadata carries the licence, the classifiers, the
+project URLs and no development tools."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import pathlib
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+import tenure
+from tenure._registry import builtin_backends
+from tenure._urls import load_backend_module
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = pathlib.Path(tenure.__file__).resolve().parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[str]] = PYPROJECT["optional-dependencies"]
+
+# Extras whose drivers are imported outside a backend that declares them, and where: the
+# OpenTelemetry API by the observability module (lazily, when installed); hiredis, which
+# only speeds up redis-py, by the Redis-family backends.
+ALSO_IMPORTED_BY = {"otel": ("_observe.py",), "hiredis": ("backends/redis/", "backends/redlock/")}
+
+
+def distribution_names(extra: str) -> set[str]:
+    names = set()
+    for requirement in EXTRAS[extra]:
+        match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+        assert match is not None, requirement
+        names.add(match[0].lower())
+    return names
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    """Top-level modules a source file imports, anywhere in it (lazy imports included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def test_every_backend_extra_is_a_published_extra_installed_by_all() -> None:
+    (everything,) = EXTRAS["all"]
+    in_all = set(everything.partition("[")[2].rstrip("]").split(","))
+    for scheme, entry in builtin_backends().items():
+        if entry.extra is not None:
+            assert entry.extra in EXTRAS, (scheme, entry.extra)
+            assert entry.extra in in_all, (scheme, entry.extra)
+
+
+def test_drivers_are_imported_only_by_their_backends() -> None:
+    module_to_distributions = importlib.metadata.packages_distributions()
+    extra_of: dict[str, str] = {}  # installed driver module -> the extra that brings it
+    for extra in EXTRAS:
+        if extra in ("all", "postgresql-binary"):  # aggregates / another build of a driver
+            continue
+        for module, distributions in module_to_distributions.items():
+            if {name.lower() for name in distributions} & distribution_names(extra):
+                extra_of.setdefault(module, extra)
+    assert {"redis", "pymongo", "bson", "pymysql", "psycopg", "httpx", "kazoo"} <= set(extra_of)
+
+    extras_of_backend = {
+        entry.package.removeprefix("tenure."): entry.extra for entry in builtin_backends().values()
+    }
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        for module in imported_modules(path):
+            if module == "tenure" or module in sys.stdlib_module_names:
+                continue
+            assert module in extra_of, f"{relative} imports {module!r}, which no extra installs"
+            extra = extra_of[module]
+            owners = [
+                package.replace(".", "/") + "/"
+                for package, declared in extras_of_backend.items()
+                if declared == extra
+            ]
+            allowed = (*owners, *ALSO_IMPORTED_BY.get(extra, ()))
+            assert relative.startswith(allowed), (
+                f"{relative} imports {module!r} of the {extra!r} extra; only {allowed} may"
+            )
+
+
+def test_the_installed_metadata_is_complete_and_publishes_no_tools() -> None:
+    metadata = importlib.metadata.metadata("tenure")
+    classifiers = set(metadata.get_all("Classifier") or [])
+    for version in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+    assert "Typing :: Typed" in classifiers
+    assert metadata["License-Expression"] == "MIT"
+    assert "LICENSE" in (metadata.get_all("License-File") or [])
+    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL") or [])
+    assert set(urls) == {"Documentation", "Source", "Issues", "Changelog"}
+    assert all(url.startswith("https://") for url in urls.values())
+    published = set(metadata.get_all("Provides-Extra") or [])
+    assert published == set(EXTRAS)
+    assert not published & {"test", "bench"}
+    assert (PACKAGE / "py.typed").is_file()
+
+
+def test_every_floor_is_written_once() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "floors.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_missing_driver_names_its_extra_and_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    module_to_distributions = importlib.metadata.packages_distributions()
+    seen_extras = set()
+    for scheme, entry in builtin_backends().items():
+        if entry.extra is None:
+            continue
+        seen_extras.add(entry.extra)
+        projects = distribution_names(entry.extra)
+        with monkeypatch.context() as patch:
+            blocked = {
+                module
+                for module, distributions in module_to_distributions.items()
+                if {name.lower() for name in distributions} & projects
+            }
+            for loaded in list(sys.modules):
+                if loaded.partition(".")[0] in blocked:  # submodules too: imports look there
+                    patch.setitem(sys.modules, loaded, None)
+            for module in blocked:
+                patch.setitem(sys.modules, module, None)  # import fails: not installed
+            # Every backend module, not only this one's: Redlock imports Redis's transport.
+            for loaded in [name for name in sys.modules if name.startswith("tenure.backends.")]:
+                patch.delitem(sys.modules, loaded)
+            with pytest.raises(tenure.ConfigurationError) as caught:
+                load_backend_module(f"{scheme}://", "_sync")  # what connect() calls first
+        message = str(caught.value)
+        assert f"pip install 'tenure[{entry.extra}]'" in message, message
+        assert any(project in message.lower() for project in projects), message
+        assert "bson" not in message.partition("(")[0], message  # never the wrong project
+    assert seen_extras == {"redis", "mongodb", "mysql", "postgresql", "etcd", "zookeeper"}
