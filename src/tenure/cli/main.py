@@ -91,8 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tenure",
         description="Distributed locks with fencing tokens: run a command under a lock, look "
         "at the locks a backend holds, break one, or watch the oversold-stock demo.",
-        epilog=EXIT_STATUSES + f"
-The full manual: {MANUAL_URL}",
+        epilog=EXIT_STATUSES + f"\nThe full manual: {MANUAL_URL}",
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
