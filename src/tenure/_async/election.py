@@ -139,6 +139,21 @@ class AsyncElection:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
 
+    def candidate(
+        self, value: str = "", *, on_lost: Callable[[AsyncLeadership], Any] | None = None
+    ) -> AsyncLeadership:
+        """A leadership handle that has not campaigned yet: its ``acquire(timeout=...)``
+        campaigns once (True if elected), for callers that wait in slices (``tenure
+        elect``). ``campaign`` is the usual way in."""
+        return AsyncLeadership(
+            self._client,
+            self._values,
+            self.name,
+            self.ttl,
+            value=validate_value(value),
+            on_lost=on_lost,
+        )
+
     async def campaign(
         self,
         value: str = "",
@@ -150,14 +165,7 @@ class AsyncElection:
         (``on_lost(leadership)`` runs once then). ``timeout`` None waits forever; when it
         passes, raises LockTimeout, and the campaign leaves nothing on the server (an
         acquire granted while the reply was lost is undone by the lease core)."""
-        leadership = AsyncLeadership(
-            self._client,
-            self._values,
-            self.name,
-            self.ttl,
-            value=validate_value(value),
-            on_lost=on_lost,
-        )
+        leadership = self.candidate(value, on_lost=on_lost)
         wait = validate_timeout(timeout)
         if not await leadership.acquire(timeout=wait):
             raise LockTimeout(self.name, wait)

@@ -24,10 +24,14 @@ from tenure.cli import (
     EXIT_USAGE,
     CommandError,
 )
+from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
+from tenure.cli.election import add_commands as add_election_commands
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("run", "ls", "show", "break", "demo")
+CMD_COMMANDS = ("run", "elect")
+"""Commands whose CMD follows ``--``, untouched by option parsing."""
+COMMANDS = ("run", "ls", "show", "break", "demo", *ELECTION_COMMANDS)
 
 EXIT_STATUSES = f"""\
 exit status:
@@ -157,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--think", type=float, default=0.01, metavar="S",
                       help="seconds between reading the stock and writing it (default: 0.01)")
     demo.set_defaults(handler=_demo)
+    add_election_commands(command)
     return parser
 
 
@@ -199,15 +204,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(arguments: list[str]) -> argparse.Namespace:
     parser = build_parser()
     command: list[str] | None = None
-    if "--" in arguments and _command_of(arguments[: arguments.index("--")]) == "run":
+    if "--" in arguments and _command_of(arguments[: arguments.index("--")]) in CMD_COMMANDS:
         # Everything after `--` is CMD, untouched: `tenure run x -- ls -la` must not read -la.
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
     options, extra = parser.parse_known_args(arguments)
-    if options.command == "run" and (extra or not command):
+    if options.command in CMD_COMMANDS and (extra or not command):
         shown = f"unexpected {extra[0]!r}: " if extra else ""
         raise CommandError(
-            f"run: {shown}give the command after --, as in: tenure run NAME -- CMD [ARGS...]"
+            f"{options.command}: {shown}give the command after --, as in: tenure "
+            f"{options.command} NAME -- CMD [ARGS...]"
         )
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
