@@ -121,7 +121,10 @@ class AsyncLeadership(AsyncLease):
         await self.release()
 
     async def __aenter__(self) -> Self:
-        # A leadership is entered already won (``campaign`` returns it held).
+        # ``campaign`` returns a leadership already won: entering it must not campaign
+        # again. A ``candidate`` not yet elected campaigns here, as a lock's enter acquires.
+        if self.fence is None:
+            return await super().__aenter__()
         return self
 
 

@@ -123,7 +123,10 @@ class Leadership(Lease):
         self.release()
 
     def __enter__(self) -> Self:
-        # A leadership is entered already won (``campaign`` returns it held).
+        # ``campaign`` returns a leadership already won: entering it must not campaign
+        # again. A ``candidate`` not yet elected campaigns here, as a lock's enter acquires.
+        if self.fence is None:
+            return super().__enter__()
         return self
 
 

@@ -137,3 +137,14 @@ async def test_listing_shows_the_leader_value(backend_url: str, name: str) -> No
         await leadership.resign()
         info = await locks.inspect(name)
         assert info is not None and info.value is None
+
+
+async def test_a_candidate_campaigns_when_entered(backend_url: str, name: str) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        election = locks.election(name, ttl=10)
+        candidate = election.candidate("c")
+        assert candidate.term is None and await election.leader() is None
+        async with candidate as leadership:
+            leader = await election.leader()
+            assert leader is not None and (leader.value, leader.term) == ("c", leadership.term)
+        assert await election.leader() is None

@@ -139,3 +139,14 @@ def test_listing_shows_the_leader_value(backend_url: str, name: str) -> None:
         leadership.resign()
         info = locks.inspect(name)
         assert info is not None and info.value is None
+
+
+def test_a_candidate_campaigns_when_entered(backend_url: str, name: str) -> None:
+    with tenure.connect(backend_url) as locks:
+        election = locks.election(name, ttl=10)
+        candidate = election.candidate("c")
+        assert candidate.term is None and election.leader() is None
+        with candidate as leadership:
+            leader = election.leader()
+            assert leader is not None and (leader.value, leader.term) == ("c", leadership.term)
+        assert election.leader() is None
