@@ -1,6 +1,7 @@
-"""Leader election with real processes on a real SQLite file: three candidates, the leader
-SIGKILLed in turn, a fourth process watching with `tenure leader --watch`; and `tenure elect`
-running its command on exactly one of three competing processes at a time."""
+"""Leader election with real processes on SQLite files and real Redis servers: three
+candidates, the leader SIGKILLed in turn, a fourth process watching with `tenure leader
+--watch`; and `tenure elect` running its command on exactly one of three competing processes
+at a time."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ import pytest
 
 import tenure
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.slow]
+pytestmark = pytest.mark.slow
+
+# The backends whose server the SIGKILL test campaigns on: fixture name per marker.
+SERVERS = {"sqlite": None, "redis": "redis_url", "redis_cluster": "redis_cluster_url"}
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 TTL = 2.0
@@ -57,10 +61,17 @@ def _wait_for(predicate: object, limit: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize(
+    "server",
+    [pytest.param(marker, marks=getattr(pytest.mark, marker)) for marker in SERVERS],
+)
 def test_sigkilled_leaders_are_replaced_and_observed_in_order(
-    tmp_path: pathlib.Path, name: str
+    tmp_path: pathlib.Path, name: str, server: str, request: pytest.FixtureRequest
 ) -> None:
     env = _env(tmp_path)
+    fixture = SERVERS[server]
+    if fixture is not None:
+        env["TENURE_URL"] = request.getfixturevalue(fixture)
     url = env["TENURE_URL"]
     observer = subprocess.Popen(
         [str(TENURE), "leader", name, "--watch", "--interval", "0.01"],
@@ -116,6 +127,7 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
             for line in lines] == expected
 
 
+@pytest.mark.sqlite
 def test_elect_runs_the_command_on_one_process_at_a_time(
     tmp_path: pathlib.Path, name: str
 ) -> None:
@@ -142,6 +154,7 @@ def test_elect_runs_the_command_on_one_process_at_a_time(
     assert (result.returncode, result.stdout) == (1, "no leader\n")
 
 
+@pytest.mark.sqlite
 def test_leader_prints_the_leader_and_its_value(tmp_path: pathlib.Path, name: str) -> None:
     env = _env(tmp_path)
     with (
@@ -161,6 +174,7 @@ def test_leader_prints_the_leader_and_its_value(tmp_path: pathlib.Path, name: st
         assert "leader value: host-a:8080" in shown.stdout
 
 
+@pytest.mark.sqlite
 def test_a_file_from_before_lease_values_gains_them_in_place(
     tmp_path: pathlib.Path, name: str
 ) -> None:
