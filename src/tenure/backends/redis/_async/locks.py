@@ -86,7 +86,7 @@ class AsyncLockSteps(AsyncRedisBase):
                  "0" if value is None else "1", value or ""),
             )
         return self._outcome(
-            reply, waiter, name, token=token, ttl=ttl, holder=holder, value=value
+            reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
         )
 
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
@@ -103,7 +103,7 @@ class AsyncLockSteps(AsyncRedisBase):
 
     def _outcome(
         self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
-        holder: Holder, value: str | None = None,
+        holder: Holder, lease_value: str | None = None,
     ) -> Grant | Busy:
         status, value = reply[0], reply[1]
         if status == 1:
@@ -112,7 +112,7 @@ class AsyncLockSteps(AsyncRedisBase):
             left = int(value)
             return Busy(
                 None if left < 0 else left / 1000,
-                waiter or LockWaiter(self, name, token, ttl, holder, value),
+                waiter or LockWaiter(self, name, token, ttl, holder, lease_value),
             )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
