@@ -31,21 +31,23 @@ def yes(flag: bool) -> str:
     return "yes" if flag else "**no**"
 
 
-def primitives(backend: type) -> str:
-    """The primitives beyond the mutex this backend offers, or refuses (with a note)."""
-    from tenure._async.capabilities import AsyncSemaphoreSupport
+def primitives(backend: type, primitive: str) -> str:
+    """Whether this backend offers ``primitive`` beyond the mutex, or refuses it (with a
+    note below the table)."""
+    from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
 
-    if issubclass(backend, AsyncSemaphoreSupport):
+    interface = {"semaphore": AsyncSemaphoreSupport, "election": AsyncLeaseValueSupport}
+    if issubclass(backend, interface[primitive]):
         return "yes"
-    return "**no** (see below)" if "semaphore" in backend.refusals else "not yet"
+    return "**no** (see below)" if primitive in backend.refusals else "not yet"
 
 
 def table() -> str:
     rows = [
         "| backend | URLs | fencing | fences survive a server restart | leases survive a "
         "server restart | waiters woken by | across hosts | survives losing one server "
-        "| semaphores |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| semaphores | elections |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refused = []
     for package, urls in backends():
@@ -54,7 +56,8 @@ def table() -> str:
         rows.append(
             f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "
             f"{yes(caps.leases_survive_restart)} | {caps.wakeups} | {yes(caps.multi_host)} | "
-            f"{yes(caps.fault_tolerant)} | {primitives(module.BACKEND)} |"
+            f"{yes(caps.fault_tolerant)} | {primitives(module.BACKEND, 'semaphore')} | "
+            f"{primitives(module.BACKEND, 'election')} |"
         )
         refused += [
             f"- **{package}** has no {primitive}s: {reason}."

@@ -42,6 +42,7 @@ SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"\bfor asyncio\b", "for threads"),
     (r"\bpymongo\.asynchronous\b", "pymongo.synchronous"),
     (r"\baiter_lines\b", "iter_lines"),
+    (r"\banext\(", "next("),
 ]
 COMPILED = [(re.compile(pattern), replacement) for pattern, replacement in SUBSTITUTIONS]
 

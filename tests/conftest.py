@@ -57,10 +57,12 @@ SCHEMES: dict[str, str] = {
 
 def offers(backend: str, primitive: str) -> bool:
     """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE)."""
-    from tenure._async.capabilities import AsyncSemaphoreSupport
+    from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
     from tenure._urls import load_backend_module
 
-    interface = {"semaphore": AsyncSemaphoreSupport}[primitive]
+    interface = {"semaphore": AsyncSemaphoreSupport, "election": AsyncLeaseValueSupport}[
+        primitive
+    ]
     backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
     return issubclass(backend_class, interface)
 

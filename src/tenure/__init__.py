@@ -10,6 +10,7 @@
 
 
 from tenure._async.client import AsyncLocks, connect_async
+from tenure._async.election import AsyncElection, AsyncLeadership
 from tenure._async.lock import AsyncLock
 from tenure._async.semaphore import AsyncSemaphore
 from tenure._errors import (
@@ -25,23 +26,29 @@ from tenure._errors import (
 )
 from tenure._fencing import FenceGuard, StaleFence
 from tenure._sync.client import Locks, connect
+from tenure._sync.election import Election, Leadership
 from tenure._sync.lock import Lock
 from tenure._sync.semaphore import Semaphore
-from tenure._types import Capabilities, Holder, LeaseInfo, LockInfo
+from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLocks",
     "AsyncSemaphore",
     "BackendError",
     "Capabilities",
     "ConfigurationError",
+    "Election",
     "FenceGuard",
     "Holder",
     "InvalidArgument",
     "InvalidArgumentType",
+    "Leader",
+    "Leadership",
     "LeaseInfo",
     "Lock",
     "LockError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-__all__ = ["Busy", "Capabilities", "Grant", "Holder", "LeaseInfo", "LockInfo", "Renewal"]
+__all__ = ["Busy", "Capabilities", "Grant", "Holder", "Leader", "LeaseInfo", "LockInfo", "Renewal"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,6 +54,9 @@ class LockInfo:
     """A semaphore's limit, as stored with its live permits (None for a lock)."""
     leases: tuple[LeaseInfo, ...] = ()
     """A semaphore's live permits, oldest first (empty for a lock: see ``holder``)."""
+    value: str | None = None
+    """The opaque value stored with a lock's live lease (an election's leader value), read
+    in the same atomic step as holder and fence; None when there is none."""
 
     @property
     def held(self) -> bool:
@@ -66,6 +69,18 @@ class LockInfo:
         if self.leases or self.holder is None:
             return self.leases
         return (LeaseInfo(self.holder, self.acquired_at, self.ttl_left or 0.0, self.fence),)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Leader:
+    """The leader of an election, read in one atomic step with its lease."""
+
+    value: str | None
+    term: int
+    """The fence of the winning lease: strictly increases per election name."""
+    holder: Holder
+    since: datetime.datetime | None
+    """When this leader won, by the server's clock (UTC)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -55,3 +55,25 @@ def test_each_backend_class_serves_the_schemes_its_package_declares(package: str
     for flavour in ("_async", "_sync"):
         backend = load_backend_module(f"{entry.schemes[0]}://", flavour).BACKEND
         assert backend.schemes == entry.schemes, (package, flavour)
+
+
+def test_redlock_refuses_elections_saying_why() -> None:
+    with tenure.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3") as locks:
+        assert locks.supports("election") is False
+        with pytest.raises(tenure.ConfigurationError) as raised:
+            locks.election("scheduler")
+        message = str(raised.value)
+        assert "redlock://" in message and "elections" in message and "majority" in message
+
+
+def test_election_arguments_are_checked() -> None:
+    with tenure.connect("memory://elections-args") as locks:
+        assert locks.supports("election") is True
+        with pytest.raises(tenure.InvalidArgument):
+            locks.election("")
+        with pytest.raises(tenure.InvalidArgument):
+            locks.election("scheduler", ttl=0)
+        election = locks.election("scheduler", ttl=5)
+        with pytest.raises(tenure.InvalidArgument):
+            election.campaign(value="v", timeout=-1)
+        assert election.leader() is None

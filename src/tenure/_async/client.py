@@ -12,7 +12,8 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+from tenure._async.election import AsyncElection
 from tenure._async.lock import AsyncLock
 from tenure._async.semaphore import AsyncSemaphore
 from tenure._concurrency import async_io as io
@@ -164,10 +165,30 @@ class AsyncLocks:
             on_lost=validate_callback(on_lost, "on_lost"),
         )
 
+    def election(self, name: str, ttl: float | None = None) -> AsyncElection:
+        """A handle on the leader election ``name``; nothing is sent until campaign.
+
+        The leader is the holder of a lock lease on ``name`` (renewed while it leads; ``ttl``
+        seconds after its process dies, another campaign wins), its term is that lease's
+        fence and its value is stored in the same lease record.
+
+        Raises ConfigurationError on a backend without lease values, saying why.
+        """
+        if isinstance(self.backend, AsyncLeaseValueSupport):
+            return AsyncElection(
+                self,
+                self.backend,
+                validate_name(name),
+                self.default_ttl if ttl is None else validate_ttl(ttl),
+            )
+        raise self._refused("election")
+
     def supports(self, primitive: str) -> bool:
-        """Whether this backend offers ``primitive`` ("lock", "semaphore")."""
+        """Whether this backend offers ``primitive`` ("lock", "semaphore", "election")."""
         if primitive == "lock":
             return True
+        if primitive == "election":
+            return isinstance(self.backend, AsyncLeaseValueSupport)
         if primitive == "semaphore":
             return isinstance(self.backend, AsyncSemaphoreSupport)
         raise InvalidArgument(f"unknown primitive {primitive!r}; tenure knows {list(KINDS)}")

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 
-__all__ = ["SemaphoreSupport"]
+__all__ = ["LeaseValueSupport", "SemaphoreSupport"]
 
 
 class SemaphoreSupport(abc.ABC):
@@ -88,3 +88,32 @@ class SemaphoreSupport(abc.ABC):
         """Return when a permit of ``name`` may have been freed, or after ``timeout``
         seconds. Spurious returns are fine; the default sleeps."""
         io.sleep(timeout)
+
+
+class LeaseValueSupport(abc.ABC):
+    """An opaque value stored in a lock's lease record (``Locks.election``).
+
+    The value is set in the same atomic step that grants the lease, replaced only by the
+    token that holds the live lease, cleared whenever the lease ends (release, expiry, break),
+    and returned by ``inspect`` as ``LockInfo.value`` together with holder and fence, so a
+    reader never pairs one leader's value with another leader's fence.
+    """
+
+    @abc.abstractmethod
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        """``Backend.acquire``, storing ``value`` with the lease when it is granted.
+        A retry with the same token keeps the value already stored."""
+
+    @abc.abstractmethod
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        """Replace the value if ``token`` holds a live lease on ``name``, in one atomic
+        step; False (nothing changed) otherwise."""

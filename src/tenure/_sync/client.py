@@ -14,7 +14,8 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
+from tenure._sync.election import Election
 from tenure._sync.lock import Lock
 from tenure._sync.semaphore import Semaphore
 from tenure._concurrency import sync_io as io
@@ -166,10 +167,30 @@ class Locks:
             on_lost=validate_callback(on_lost, "on_lost"),
         )
 
+    def election(self, name: str, ttl: float | None = None) -> Election:
+        """A handle on the leader election ``name``; nothing is sent until campaign.
+
+        The leader is the holder of a lock lease on ``name`` (renewed while it leads; ``ttl``
+        seconds after its process dies, another campaign wins), its term is that lease's
+        fence and its value is stored in the same lease record.
+
+        Raises ConfigurationError on a backend without lease values, saying why.
+        """
+        if isinstance(self.backend, LeaseValueSupport):
+            return Election(
+                self,
+                self.backend,
+                validate_name(name),
+                self.default_ttl if ttl is None else validate_ttl(ttl),
+            )
+        raise self._refused("election")
+
     def supports(self, primitive: str) -> bool:
-        """Whether this backend offers ``primitive`` ("lock", "semaphore")."""
+        """Whether this backend offers ``primitive`` ("lock", "semaphore", "election")."""
         if primitive == "lock":
             return True
+        if primitive == "election":
+            return isinstance(self.backend, LeaseValueSupport)
         if primitive == "semaphore":
             return isinstance(self.backend, SemaphoreSupport)
         raise InvalidArgument(f"unknown primitive {primitive!r}; tenure knows {list(KINDS)}")

@@ -15,8 +15,9 @@ import dataclasses
 __all__ = ["SHELLS", "script"]
 
 SHELLS = ("bash", "zsh", "fish")
-NAMED = ("run", "show", "break", "ls")
-"""Subcommands whose first positional argument is a lock name (``ls``: a name prefix)."""
+NAMED = ("run", "show", "break", "ls", "leader", "elect")
+"""Subcommands whose first positional argument is a lock (or election) name (``ls``: a name
+prefix)."""
 LOCK_NAMES = "tenure ls --all 2>/dev/null | awk 'NR > 1 { print $1 }'"
 """Every name the backend remembers: the first column of the table, after its header."""
 
@@ -96,7 +97,7 @@ _tenure() {{
     for ((i = 1; i < COMP_CWORD; i++)); do
         word="${{COMP_WORDS[i]}}"
         if ((skip)); then skip=0; continue; fi
-        if [[ $word == -- && $cmd == run ]]; then
+        if [[ $word == -- && ($cmd == run || $cmd == elect) ]]; then
             COMPREPLY=($(compgen -c -- "$cur")); return
         fi
         if [[ -z $cmd ]]; then
@@ -153,7 +154,7 @@ _tenure() {{
   for ((i = 2; i < CURRENT; i++)); do
     word=${{words[i]}}
     if ((skip)); then skip=0; continue; fi
-    if [[ $word == -- && $cmd == run ]]; then
+    if [[ $word == -- && ($cmd == run || $cmd == elect) ]]; then
       shift $i words; (( CURRENT -= i )); _normal; return
     fi
     if [[ -z $cmd ]]; then

@@ -93,6 +93,7 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
         if info.holder is not None:
             fields += [
                 ("holder", describe_holder(info)),
+                *([] if info.value is None else [("leader value", _printable(info.value))]),
                 ("thread", _printable(info.holder.thread)),
                 ("since", _since(info.acquired_at)),
                 ("ttl left", _ttl(info.ttl_left)),
@@ -150,6 +151,7 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
         "held": info.held,
         "fence": info.fence,
         "limit": info.limit,
+        "value": info.value,
         "holder": None if holder is None else {
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
         },
@@ -171,6 +173,9 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
 def _rows(info: LockInfo) -> list[list[str]]:
     """One row per live lease (a semaphore's permits each), or one ``(free)`` row."""
     kind = "lock" if info.kind == "lock" else f"sem {len(info.leases)}/{info.limit}"
+    if info.value is not None:
+        # An election's leader: its lock carries the value it campaigned or proclaimed with.
+        kind = f"leader {_printable(info.value)}"
     if not info.holders:
         return [[_printable(info.name), kind, "(free)", "-", "-", str(info.fence), "-"]]
     return [

@@ -27,11 +27,15 @@ from tenure.cli import (
     CommandError,
 )
 from tenure.cli.completion import SHELLS
+from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
+from tenure.cli.election import add_commands as add_election_commands
 from tenure.cli.progress import QUIET, VERBOSE
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("run", "ls", "show", "break", "demo", "completion")
+CMD_COMMANDS = ("run", "elect")
+"""Commands whose CMD follows ``--``, untouched by option parsing."""
+COMMANDS = ("run", "ls", "show", "break", "demo", "completion", *ELECTION_COMMANDS)
 
 # The manual on the documentation site: docs/ is not in the wheel, so --help cannot point
 # there (the site is built from docs/cli.md).
@@ -217,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL",
                             help="one of: " + ", ".join(SHELLS))
     completion.set_defaults(handler=_completion)
+    add_election_commands(command)
     return parser
 
 
@@ -259,15 +264,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(arguments: list[str]) -> argparse.Namespace:
     parser = build_parser()
     command: list[str] | None = None
-    if "--" in arguments and _command_of(arguments[: arguments.index("--")]) == "run":
+    if "--" in arguments and _command_of(arguments[: arguments.index("--")]) in CMD_COMMANDS:
         # Everything after `--` is CMD, untouched: `tenure run x -- ls -la` must not read -la.
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
     options, extra = parser.parse_known_args(arguments)
-    if options.command == "run" and (extra or not command):
+    if options.command in CMD_COMMANDS and (extra or not command):
         shown = f"unexpected {extra[0]!r}: " if extra else ""
         raise CommandError(
-            f"run: {shown}give the command after --, as in: tenure run NAME -- CMD [ARGS...]"
+            f"{options.command}: {shown}give the command after --, as in: tenure "
+            f"{options.command} NAME -- CMD [ARGS...]"
         )
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -73,6 +73,9 @@ class RunOptions:
     """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
     verbosity: int = 0
     """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
+    leader_value: str | None = None
+    """Campaign in the election NAME with this value instead of taking the lock NAME
+    (``tenure elect``): CMD runs while this process is the leader."""
 
 
 class _Interrupted(Exception):
@@ -96,11 +99,13 @@ def run(options: RunOptions, err: TextIO = sys.stderr) -> int:
 def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
     locks = tenure.connect(options.url)
     try:
-        lock: Lease = (
-            locks.lock(options.name, options.ttl, renew=True)
-            if options.semaphore is None
-            else locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
-        )
+        lock: Lease
+        if options.leader_value is not None:
+            lock = locks.election(options.name, options.ttl).candidate(options.leader_value)
+        elif options.semaphore is None:
+            lock = locks.lock(options.name, options.ttl, renew=True)
+        else:
+            lock = locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
         try:
             acquired = _acquire(lock, locks, options, watched, err)
         except _Interrupted as stop:

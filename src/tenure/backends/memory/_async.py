@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
@@ -18,7 +18,7 @@ from tenure.backends.memory._store import MemoryStore, store_named
 __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
 
-class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport):
+class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
@@ -51,6 +51,21 @@ class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport):
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
         return self.store.acquire(name, token, ttl, holder)
+
+    async def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire(name, token, ttl, holder, value)
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        return self.store.set_value(name, token, value)
 
     async def release(self, name: str, token: str) -> bool:
         return self.store.release(name, token)

@@ -26,6 +26,7 @@ class _Entry:
     expires_at: float = 0.0
     holder: Holder | None = None
     acquired_at: datetime.datetime | None = None
+    value: str | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -59,7 +60,9 @@ class MemoryStore:
     def _live(self, entry: _Entry, now: float) -> bool:
         return entry.token is not None and entry.expires_at > now
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None = None
+    ) -> Grant | Busy:
         with self._mutex:
             now = self.clock()
             entry = self._entries.setdefault(name, _Entry())
@@ -73,7 +76,16 @@ class MemoryStore:
             entry.expires_at = now + ttl
             entry.holder = holder
             entry.acquired_at = datetime.datetime.now(datetime.UTC)
+            entry.value = value
             return Grant(entry.fence)
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        with self._mutex:
+            entry = self._entries.get(name)
+            if entry is None or entry.token != token or not self._live(entry, self.clock()):
+                return False
+            entry.value = value
+            return True
 
     def release(self, name: str, token: str) -> bool:
         with self._mutex:
@@ -127,11 +139,19 @@ class MemoryStore:
         entry.holder = None
         entry.acquired_at = None
         entry.expires_at = 0.0
+        entry.value = None
 
     def _info(self, name: str, entry: _Entry, now: float) -> LockInfo:
         if not self._live(entry, now):
             return LockInfo(name, entry.fence, None, None, None)
-        return LockInfo(name, entry.fence, entry.holder, entry.acquired_at, entry.expires_at - now)
+        return LockInfo(
+            name,
+            entry.fence,
+            entry.holder,
+            entry.acquired_at,
+            entry.expires_at - now,
+            value=entry.value,
+        )
 
 
     # ---- semaphores: a set of permits per name -------------------------------------------

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
@@ -20,7 +20,7 @@ from tenure.backends.memory._store import MemoryStore, store_named
 __all__ = ["BACKEND", "MemoryBackend"]
 
 
-class MemoryBackend(Backend, SemaphoreSupport):
+class MemoryBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
@@ -53,6 +53,21 @@ class MemoryBackend(Backend, SemaphoreSupport):
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
         return self.store.acquire(name, token, ttl, holder)
+
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire(name, token, ttl, holder, value)
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        return self.store.set_value(name, token, value)
 
     def release(self, name: str, token: str) -> bool:
         return self.store.release(name, token)

@@ -134,6 +134,7 @@ ACQUIRE = Script(
 -- KEYS[1] meta hash   KEYS[2] lease   KEYS[3] next   KEYS[4] queue   KEYS[5] lapse
 -- KEYS[6] this token's wake list
 -- ARGV[1] token   ARGV[2] ttl ms   ARGV[3] name   ARGV[4] host   ARGV[5] pid   ARGV[6] thread
+-- ARGV[8] '1' to store ARGV[9] as the lease's value (an election leader's), else '0'
 -- ARGV[7] '1' if this token has waited in the queue, else '0'. A queued waiter's attempt
 --   ends its current wait: granted, it leaves the queue; busy, it is no longer woken (it
 --   keeps its place, and is woken again once it announces its next wait).
@@ -167,6 +168,9 @@ if not stored then
 end
 redis.call('HSET', KEYS[2], 'token', token, 'host', ARGV[4], 'pid', ARGV[5],
            'thread', ARGV[6], 'since', now_us)
+if ARGV[8] == '1' then
+  redis.call('HSET', KEYS[2], 'value', ARGV[9])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if reserved then
   redis.call('DEL', KEYS[3])
@@ -223,16 +227,19 @@ INSPECT = Script(
     """
 -- KEYS[1] meta hash   KEYS[2] lease
 -- Returns nil if the lock was never acquired, else
---   {name, fence, host, pid, thread, since us, lease ms left}  (holder fields nil when free)
+--   {name, fence, host, pid, thread, since us, lease ms left, value}  (holder fields and
+--   value nil when free; value nil when the lease has none). The value lives in the lease
+--   hash, so it goes with the lease (release, expiry, break) in the same step.
 local meta = redis.call('HMGET', KEYS[1], 'name', 'fence')
 if not meta[1] then
   return nil
 end
-local lease = redis.call('HMGET', KEYS[2], 'token', 'host', 'pid', 'thread', 'since')
+local lease = redis.call('HMGET', KEYS[2], 'token', 'host', 'pid', 'thread', 'since', 'value')
 if not lease[1] then
-  return {meta[1], meta[2], false, false, false, false, -2}
+  return {meta[1], meta[2], false, false, false, false, -2, false}
 end
-return {meta[1], meta[2], lease[2], lease[3], lease[4], lease[5], redis.call('PTTL', KEYS[2])}
+return {meta[1], meta[2], lease[2], lease[3], lease[4], lease[5], redis.call('PTTL', KEYS[2]),
+        lease[6]}
 """,
 )
 
@@ -321,7 +328,21 @@ return 1
 """,
 )
 
-ALL_SCRIPTS = (ACQUIRE, RELEASE, EXTEND, INSPECT, BREAK, ANNOUNCE, LEAVE)
+SET_VALUE = Script(
+    "set_value",
+    """
+-- KEYS[1] lease
+-- ARGV[1] token   ARGV[2] the new value
+-- Returns 1 if this token holds the live lease and its value was replaced, else 0.
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'value', ARGV[2])
+return 1
+""",
+)
+
+ALL_SCRIPTS = (ACQUIRE, RELEASE, EXTEND, INSPECT, BREAK, ANNOUNCE, LEAVE, SET_VALUE)
 
 
 # ---- replies --------------------------------------------------------------------------------
@@ -335,7 +356,7 @@ def decode_info(reply: Any) -> LockInfo | None:
     """INSPECT's reply as a LockInfo."""
     if reply is None:
         return None
-    name, fence, host, pid, thread, since, ttl_ms = reply
+    name, fence, host, pid, thread, since, ttl_ms, value = reply
     ttl_ms = int(ttl_ms)
     if host is None or ttl_ms == -2:
         return LockInfo(_text(name), int(fence), None, None, None)
@@ -345,4 +366,5 @@ def decode_info(reply: Any) -> LockInfo | None:
         Holder(_text(host), int(pid), _text(thread)),
         datetime.datetime.fromtimestamp(int(since) / 1_000_000, datetime.UTC),
         None if ttl_ms < 0 else ttl_ms / 1000,
+        value=None if value is None else _text(value),
     )

@@ -74,6 +74,8 @@ class LockWaiter:
     token: str
     ttl: float
     holder: Holder
+    value: str | None = None
+    """The value its grant stores with the lease (an election's campaign), if any."""
     arrival: Any = None
     """Its first place in the queue (server microseconds), once it has waited."""
     outcome: Any = None

@@ -95,6 +95,14 @@ class RedlockBackend(Backend):
             "increase per name; use redis://, a SQL backend, MongoDB, or a consensus store "
             "(etcd://, zookeeper://) for semaphores"
         ),
+        "election": (
+            "a leader's value would live on each independent node: a majority lock can be "
+            "won while a minority still holds the previous leader's record, a proclaim that "
+            "reaches some nodes and not others leaves nodes disagreeing with no atomic read "
+            "of holder, term and value across them, and Redlock's fences are not one "
+            "counter per name, so terms could not be compared; use redis://, a SQL backend, "
+            "MongoDB, or a consensus store (etcd://, zookeeper://) for elections"
+        ),
     }
     max_backoff = 0.1
     """No notifications across independent nodes: waiters retry with jittered, doubling

@@ -8,9 +8,11 @@ import urllib.parse
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingSemaphoreBackend
+from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._concurrency import async_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
-from tenure._types import Capabilities
+from tenure._types import Busy, Capabilities, Grant, Holder
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._store import SQLiteStore
@@ -20,7 +22,7 @@ __all__ = ["BACKEND", "AsyncSQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore]):
+class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseValueSupport):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -68,6 +70,21 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore]):
 
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
+
+    async def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await io.run_blocking(self.store.acquire, name, token, ttl, holder, value)
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        return await io.run_blocking(self.store.set_value, name, token, value)
 
 
 BACKEND = AsyncSQLiteBackend

@@ -40,21 +40,35 @@ CREATE TABLE IF NOT EXISTS tenure_locks (
     acquired_at REAL,
     host        TEXT,
     pid         INTEGER,
-    thread      TEXT
+    thread      TEXT,
+    value       TEXT,
+    value_token TEXT
 ) WITHOUT ROWID
 """
 
-# Inputs :name :token :ttl :host :pid :thread. Takes the lock if the row is absent, free,
-# expired, or already ours (a retried acquire); bumps the fence unless it was already ours.
-# RETURNING yields the fence when granted and no row when held by another token. In an
-# upsert's SET, column names mean the old row; excluded.* the proposed one.
+# An election leader's value lives in its lease row. ``value_token`` is the token that wrote
+# it: a value counts only while that token holds the row, so a tenure from before these
+# columns, which neither sets nor clears them, can never make a stale value look current.
+# Added to an older file in place (plain nullable columns, the schema version unchanged):
+# older tenure processes keep working on the same file.
+VALUE_COLUMNS = (("value", "TEXT"), ("value_token", "TEXT"))
+
+# Inputs :name :token :ttl :host :pid :thread :value (NULL for a lock). Takes the lock if the
+# row is absent, free, expired, or already ours (a retried acquire); bumps the fence unless it
+# was already ours, and a retry keeps the value it stored. RETURNING yields the fence when
+# granted and no row when held by another token. In an upsert's SET, column names mean the
+# old row; excluded.* the proposed one.
 ACQUIRE = f"""
-INSERT INTO tenure_locks (name, fence, token, expires_at, acquired_at, host, pid, thread)
-VALUES (:name, 1, :token, {NOW} + :ttl, {NOW}, :host, :pid, :thread)
+INSERT INTO tenure_locks
+    (name, fence, token, expires_at, acquired_at, host, pid, thread, value, value_token)
+VALUES (:name, 1, :token, {NOW} + :ttl, {NOW}, :host, :pid, :thread, :value, :token)
 ON CONFLICT (name) DO UPDATE SET
     fence = CASE WHEN token IS excluded.token THEN fence ELSE fence + 1 END,
     acquired_at = CASE WHEN token IS excluded.token THEN acquired_at
                        ELSE excluded.acquired_at END,
+    value = CASE WHEN token IS excluded.token AND value_token IS excluded.token THEN value
+                 ELSE excluded.value END,
+    value_token = excluded.token,
     token = excluded.token,
     expires_at = excluded.expires_at,
     host = excluded.host,
@@ -67,7 +81,16 @@ RETURNING fence
 # Inputs :name. The holder's remaining lease, to bound a waiter's back-off.
 TTL_LEFT = f"SELECT expires_at - {NOW} FROM tenure_locks WHERE name = :name"
 
-FREE = "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+FREE = (
+    "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, "
+    "thread = NULL, value = NULL, value_token = NULL"
+)
+
+# Inputs :name :token :value. One row changed = the value of our live lease was replaced.
+SET_VALUE = f"""
+UPDATE tenure_locks SET value = :value
+WHERE name = :name AND token = :token AND value_token = :token AND expires_at > {NOW}
+"""
 
 # Inputs :name :token. One row changed = our live lease was released.
 RELEASE = f"""
@@ -89,7 +112,8 @@ SELECT 1 FROM tenure_locks WHERE name = :name AND token = :token AND expires_at 
 BREAK = f"UPDATE tenure_locks SET {FREE} WHERE name = :name AND expires_at > {NOW}"
 
 COLUMNS = f"""
-SELECT name, fence, expires_at > {NOW}, host, pid, thread, acquired_at, expires_at - {NOW}
+SELECT name, fence, expires_at > {NOW}, host, pid, thread, acquired_at, expires_at - {NOW},
+       CASE WHEN value_token IS token THEN value END
 FROM tenure_locks
 """
 INSPECT = COLUMNS + " WHERE name = :name"
@@ -129,6 +153,10 @@ class SQLiteStore:
                 )
             with self._transaction(connection):
                 connection.execute(CREATE_TABLE)
+                present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_locks)")}
+                for column, kind in VALUE_COLUMNS:
+                    if column not in present:
+                        connection.execute(f"ALTER TABLE tenure_locks ADD COLUMN {column} {kind}")
                 connection.execute(semaphore_sql.CREATE_TABLE)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
@@ -179,10 +207,12 @@ class SQLiteStore:
 
     # ---- the atomic steps ----------------------------------------------------------------
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None = None
+    ) -> Grant | Busy:
         params: dict[str, Any] = {
             "name": name, "token": token, "ttl": ttl,
-            "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+            "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
         }
         with self._errors() as connection, self._transaction(connection):
             row = connection.execute(ACQUIRE, params).fetchone()
@@ -197,6 +227,11 @@ class SQLiteStore:
         if released:
             self.waiters.notify(name)
         return released
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        with self._errors() as connection:
+            params = {"name": name, "token": token, "value": value}
+            return connection.execute(SET_VALUE, params).rowcount == 1
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
         with self._errors() as connection:
@@ -352,7 +387,7 @@ class SQLiteStore:
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
-    name, fence, live, host, pid, thread, acquired_at, ttl_left = row
+    name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
     if not live:
         return LockInfo(name, int(fence), None, None, None)
     return LockInfo(
@@ -361,4 +396,5 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         datetime.datetime.fromtimestamp(acquired_at, datetime.UTC),
         float(ttl_left),
+        value=value,
     )

@@ -10,9 +10,11 @@ import urllib.parse
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingSemaphoreBackend
+from tenure._sync.capabilities import LeaseValueSupport
+from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
-from tenure._types import Capabilities
+from tenure._types import Busy, Capabilities, Grant, Holder
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._store import SQLiteStore
@@ -22,7 +24,7 @@ __all__ = ["BACKEND", "SQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore]):
+class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -70,6 +72,21 @@ class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore]):
 
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
+
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return io.run_blocking(self.store.acquire, name, token, ttl, holder, value)
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        return io.run_blocking(self.store.set_value, name, token, value)
 
 
 BACKEND = SQLiteBackend

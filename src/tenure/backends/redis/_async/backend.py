@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure._async.capabilities import AsyncLeaseValueSupport
 from tenure.backends.redis._async.locks import AsyncLockSteps
 from tenure.backends.redis._async.semaphores import AsyncPermitSteps
 from tenure.backends.redis._config import parse
@@ -11,7 +12,7 @@ from tenure.backends.redis._config import parse
 __all__ = ["AsyncRedisBackend"]
 
 
-class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps):
+class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps, AsyncLeaseValueSupport):
     """Options (URL query or keyword): ``socket_timeout``, ``socket_connect_timeout`` (seconds,
     default 3), ``retries`` (redis-py connection retries, default 0), ``namespace`` (key
     prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default

@@ -19,6 +19,7 @@ from tenure.backends.redis._scripts import (
     INSPECT,
     LEAVE,
     RELEASE,
+    SET_VALUE,
     LockKeys,
     decode_info,
     lock_keys,
@@ -36,8 +37,39 @@ class AsyncLockSteps(AsyncRedisBase):
     async def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
+        return await self._acquire(name, token, ttl, holder, waited, None)
+
+    async def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await self._acquire(name, token, ttl, holder, waited, value)
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("proclaim", name):
+            done = await self._transport.script(SET_VALUE, (keys.lease,), (token, value))
+        return bool(done == 1)
+
+    async def _acquire(  # noqa: PLR0917 - the core acquire's arguments, plus the value
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        waited: Busy | None,
+        value: str | None,
+    ) -> Grant | Busy:
         waiter = waiter_of(self, waited, name)
-        if waiter is not None and (waiter.token != token or waiter.ttl != ttl):
+        if waiter is not None and (
+            waiter.token != token or waiter.ttl != ttl or waiter.value != value
+        ):
             waiter = None
         if waiter is not None and waiter.outcome is not None:
             reply, waiter.outcome = waiter.outcome, None
@@ -50,9 +82,12 @@ class AsyncLockSteps(AsyncRedisBase):
                 ACQUIRE,
                 (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
                 (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
-                 "0" if waiter is None or waiter.arrival is None else "1"),
+                 "0" if waiter is None or waiter.arrival is None else "1",
+                 "0" if value is None else "1", value or ""),
             )
-        return self._outcome(reply, waiter, name, token=token, ttl=ttl, holder=holder)
+        return self._outcome(
+            reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
+        )
 
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
@@ -68,7 +103,7 @@ class AsyncLockSteps(AsyncRedisBase):
 
     def _outcome(
         self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
-        holder: Holder,
+        holder: Holder, lease_value: str | None = None,
     ) -> Grant | Busy:
         status, value = reply[0], reply[1]
         if status == 1:
@@ -77,7 +112,7 @@ class AsyncLockSteps(AsyncRedisBase):
             left = int(value)
             return Busy(
                 None if left < 0 else left / 1000,
-                waiter or LockWaiter(self, name, token, ttl, holder),
+                waiter or LockWaiter(self, name, token, ttl, holder, lease_value),
             )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
@@ -182,6 +217,7 @@ class AsyncLockSteps(AsyncRedisBase):
             keys.meta, *lease_keys, wake,
             token, milliseconds(waiter.ttl + GRANT_SLACK), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
+            "0" if waiter.value is None else "1", waiter.value or "",
         )
         waiter.outcome = None
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure._sync.capabilities import LeaseValueSupport
 from tenure.backends.redis._sync.locks import LockSteps
 from tenure.backends.redis._sync.semaphores import PermitSteps
 from tenure.backends.redis._config import parse
@@ -13,7 +14,7 @@ from tenure.backends.redis._config import parse
 __all__ = ["RedisBackend"]
 
 
-class RedisBackend(LockSteps, PermitSteps):
+class RedisBackend(LockSteps, PermitSteps, LeaseValueSupport):
     """Options (URL query or keyword): ``socket_timeout``, ``socket_connect_timeout`` (seconds,
     default 3), ``retries`` (redis-py connection retries, default 0), ``namespace`` (key
     prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default

@@ -21,6 +21,7 @@ from tenure.backends.redis._scripts import (
     INSPECT,
     LEAVE,
     RELEASE,
+    SET_VALUE,
     LockKeys,
     decode_info,
     lock_keys,
@@ -38,8 +39,39 @@ class LockSteps(RedisBase):
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
+        return self._acquire(name, token, ttl, holder, waited, None)
+
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self._acquire(name, token, ttl, holder, waited, value)
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        keys = lock_keys(self._namespace, name)
+        with self._translated("proclaim", name):
+            done = self._transport.script(SET_VALUE, (keys.lease,), (token, value))
+        return bool(done == 1)
+
+    def _acquire(  # noqa: PLR0917 - the core acquire's arguments, plus the value
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        waited: Busy | None,
+        value: str | None,
+    ) -> Grant | Busy:
         waiter = waiter_of(self, waited, name)
-        if waiter is not None and (waiter.token != token or waiter.ttl != ttl):
+        if waiter is not None and (
+            waiter.token != token or waiter.ttl != ttl or waiter.value != value
+        ):
             waiter = None
         if waiter is not None and waiter.outcome is not None:
             reply, waiter.outcome = waiter.outcome, None
@@ -52,9 +84,12 @@ class LockSteps(RedisBase):
                 ACQUIRE,
                 (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
                 (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
-                 "0" if waiter is None or waiter.arrival is None else "1"),
+                 "0" if waiter is None or waiter.arrival is None else "1",
+                 "0" if value is None else "1", value or ""),
             )
-        return self._outcome(reply, waiter, name, token=token, ttl=ttl, holder=holder)
+        return self._outcome(
+            reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
+        )
 
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
@@ -70,7 +105,7 @@ class LockSteps(RedisBase):
 
     def _outcome(
         self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
-        holder: Holder,
+        holder: Holder, lease_value: str | None = None,
     ) -> Grant | Busy:
         status, value = reply[0], reply[1]
         if status == 1:
@@ -79,7 +114,7 @@ class LockSteps(RedisBase):
             left = int(value)
             return Busy(
                 None if left < 0 else left / 1000,
-                waiter or LockWaiter(self, name, token, ttl, holder),
+                waiter or LockWaiter(self, name, token, ttl, holder, lease_value),
             )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
@@ -184,6 +219,7 @@ class LockSteps(RedisBase):
             keys.meta, *lease_keys, wake,
             token, milliseconds(waiter.ttl + GRANT_SLACK), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
+            "0" if waiter.value is None else "1", waiter.value or "",
         )
         waiter.outcome = None
         try:
