@@ -327,12 +327,17 @@ def server_clocks(target: Target, moved: int = 0) -> list[float]:
         return [float(_mysql_value(target.url, "SELECT UNIX_TIMESTAMP(NOW(6))"))]
     if target.backend == "mongodb":
         import pymongo
+        from bson.codec_options import CodecOptions
 
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
             target.url, serverSelectionTimeoutMS=5000, tz_aware=True
         )
         try:
-            return [client.admin.command("hello")["localTime"].timestamp()]
+            # command() decodes with its own codec options, not the client's: without
+            # tz_aware here localTime comes back naive and .timestamp() would read it as
+            # local time (off by the machine's UTC offset whenever TZ is not UTC).
+            hello = client.admin.command("hello", codec_options=CodecOptions(tz_aware=True))
+            return [hello["localTime"].timestamp()]
         finally:
             client.close()
     raise ValueError(f"no way to read {target.backend}'s server clock")

@@ -11,6 +11,7 @@ import redis
 
 import tenure
 from tenure._errors import BackendError, LockLost
+from tenure.backends.redis._scripts import lock_keys
 from tests.servers.redlock import RedlockNodes
 
 pytestmark = [pytest.mark.redlock, pytest.mark.slow]
@@ -98,3 +99,36 @@ def test_a_healed_node_rejoins(redlock_proxied: RedlockNodes) -> None:
         # Two of three again, one of them the healed node.
         with locks.lock("heal", ttl=5, timeout=2) as lock:
             assert lock.owned()
+
+
+def test_a_renewal_one_node_refused_and_one_did_not_answer_keeps_the_lease(
+    redlock_proxied: RedlockNodes,
+) -> None:
+    # One node's copy gone early (its clock jumped, or it restarted empty) and one node slow
+    # to answer: the majority may still be ours, so the renewal is an error to retry, not a
+    # loss, and nothing is released; once the slow node answers again, the renewal succeeds.
+    first = redlock_proxied.servers[0]
+    with tenure.connect(redlock_proxied.url) as locks:
+        lock = locks.lock("undecided", ttl=5)
+        assert lock.acquire(timeout=2)
+        forgetful = redis.Redis(port=first.port)
+        try:
+            assert forgetful.delete(lock_keys("tenure", "undecided").lease) == 1
+        finally:
+            forgetful.close()
+        redlock_proxied.proxies[1].set_mode("blackhole")
+        try:
+            with pytest.raises(BackendError):
+                lock.extend()
+        finally:
+            redlock_proxied.proxies[1].set_mode("pass")
+        # The third node still holds our lease (nothing was released on it) ...
+        third = redis.Redis(port=redlock_proxied.servers[2].port)
+        try:
+            assert third.exists(lock_keys("tenure", "undecided").lease)
+        finally:
+            third.close()
+        # ... so with the slow node back, the majority renews.
+        lock.extend()  # raises LockLost had it been released
+        assert lock.owned()
+        lock.release()

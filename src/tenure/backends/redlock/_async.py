@@ -289,9 +289,13 @@ class AsyncRedlockBackend(AsyncBackend):
             extended = sum(1 for reply in answers if reply[index] == 1)
             outcome = verdict(extended, len(failures), self._count)
             results.append(outcome is Verdict.YES and validity(renewal.ttl, elapsed) > 0)
-            undecided = undecided or outcome is Verdict.UNKNOWN
-        for renewal, extended in zip(renewals, results, strict=True):
-            if not extended:
+            if outcome is Verdict.UNKNOWN:
+                # Some nodes said no and too many did not answer to tell: the majority may
+                # still be ours (one node whose key expired early, another slow to answer).
+                # Releasing here would turn a slow node into a lost lease; raising leaves the
+                # keys to their expiry and the watchdog retries until the lease's end.
+                undecided = True
+            elif not results[-1]:
                 # Lost (or renewed too late to vouch for): free the nodes that still have it.
                 await self._release_everywhere(
                     lock_keys(self._namespace, renewal.name), renewal.token
