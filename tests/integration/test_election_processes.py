@@ -1,7 +1,7 @@
-"""Leader election with real processes on SQLite files and real Redis servers: three
-candidates, the leader SIGKILLed in turn, a fourth process watching with `tenure leader
---watch`; and `tenure elect` running its command on exactly one of three competing processes
-at a time."""
+"""Leader election with real processes on SQLite files, real Redis servers and 3-node etcd
+and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
+watching with `tenure leader --watch`; and `tenure elect` running its command on exactly one
+of three competing processes at a time."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ import tenure
 pytestmark = pytest.mark.slow
 
 # The backends whose server the SIGKILL test campaigns on: fixture name per marker.
-SERVERS = {"sqlite": None, "redis": "redis_url", "redis_cluster": "redis_cluster_url"}
+SERVERS = {
+    "sqlite": None,
+    "redis": "redis_url",
+    "redis_cluster": "redis_cluster_url",
+    "etcd": "etcd_url",
+    "zookeeper": "zookeeper_url",
+}
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 TTL = 2.0
