@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 import tenure
 from tenure.backends.etcd._keys import b64, name_prefix, prefix_end
@@ -36,7 +37,7 @@ def _records(locks: tenure.Locks, server: str, name: str) -> list[str]:
         nodes: list[str] = backend.session.call(
             "get_children", f"/tenure/lock/{encode_name(name)}"
         )
-    except Exception:  # noqa: BLE001 - kazoo's NoNodeError: nothing was ever written
+    except NoNodeError:  # nothing was ever written under the name
         return []
     return [node for node in nodes if node.startswith("t-")]
 
