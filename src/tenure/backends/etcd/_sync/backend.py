@@ -548,7 +548,9 @@ class EtcdBackend(Backend, SemaphoreSupport, LeaseValueSupport):
         records = [Record.decode(kv.get("value", "")) for kv in info_keys]
         count = (records[0].limit or 1) if records and kind == "semaphore" else 1
         broken = False
-        for kv in info_keys[:count]:
+        for kv, record in list(zip(info_keys, records, strict=True))[:count]:
+            if record.queued:
+                continue  # a waiter about to be granted holds nothing yet: not ours to break
             broken = self._revoke(str(kv.get("lease", "0"))) or broken
         return broken
 
