@@ -1,7 +1,7 @@
-"""Leader election with real processes on SQLite files and real Redis servers: three
-candidates, the leader SIGKILLed in turn, a fourth process watching with `tenure leader
---watch`; and `tenure elect` running its command on exactly one of three competing processes
-at a time."""
+"""Leader election with real processes on SQLite files, real Redis servers and 3-node etcd
+and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
+watching with `tenure leader --watch`; and `tenure elect` running its command on exactly one
+of three competing processes at a time."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ import tenure
 pytestmark = pytest.mark.slow
 
 # The backends whose server the SIGKILL test campaigns on: fixture name per marker.
-SERVERS = {"sqlite": None, "redis": "redis_url", "redis_cluster": "redis_cluster_url"}
+SERVERS = {
+    "sqlite": None,
+    "redis": "redis_url",
+    "redis_cluster": "redis_cluster_url",
+    "etcd": "etcd_url",
+    "zookeeper": "zookeeper_url",
+}
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 TTL = 2.0
@@ -127,11 +133,29 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
             for line in lines] == expected
 
 
-@pytest.mark.sqlite
-def test_elect_runs_the_command_on_one_process_at_a_time(
-    tmp_path: pathlib.Path, name: str
-) -> None:
+# The backends the CLI tests run on: the file, and the consensus stores (whose lease values
+# live in the holder's key or node rather than in a row).
+CLI_SERVERS = {"sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url"}
+
+
+def _cli_env(
+    tmp_path: pathlib.Path, server: str, request: pytest.FixtureRequest
+) -> dict[str, str]:
     env = _env(tmp_path)
+    fixture = CLI_SERVERS[server]
+    if fixture is not None:
+        env["TENURE_URL"] = request.getfixturevalue(fixture)
+    return env
+
+
+@pytest.mark.parametrize(
+    "server",
+    [pytest.param(marker, marks=getattr(pytest.mark, marker)) for marker in CLI_SERVERS],
+)
+def test_elect_runs_the_command_on_one_process_at_a_time(
+    tmp_path: pathlib.Path, name: str, server: str, request: pytest.FixtureRequest
+) -> None:
+    env = _cli_env(tmp_path, server, request)
     log = tmp_path / "turns.log"
     electors = [
         subprocess.Popen(
@@ -154,9 +178,14 @@ def test_elect_runs_the_command_on_one_process_at_a_time(
     assert (result.returncode, result.stdout) == (1, "no leader\n")
 
 
-@pytest.mark.sqlite
-def test_leader_prints_the_leader_and_its_value(tmp_path: pathlib.Path, name: str) -> None:
-    env = _env(tmp_path)
+@pytest.mark.parametrize(
+    "server",
+    [pytest.param(marker, marks=getattr(pytest.mark, marker)) for marker in CLI_SERVERS],
+)
+def test_leader_prints_the_leader_and_its_value(
+    tmp_path: pathlib.Path, name: str, server: str, request: pytest.FixtureRequest
+) -> None:
+    env = _cli_env(tmp_path, server, request)
     with (
         tenure.connect(env["TENURE_URL"]) as locks,
         locks.election(name, ttl=30).campaign(value="host-a:8080") as leadership,
@@ -172,6 +201,11 @@ def test_leader_prints_the_leader_and_its_value(tmp_path: pathlib.Path, name: st
             check=False,
         )
         assert "leader value: host-a:8080" in shown.stdout
+        listed = subprocess.run(
+            [str(TENURE), "ls", name], env=env, capture_output=True, text=True, check=False
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert "leader host-a:8080" in listed.stdout
 
 
 @pytest.mark.sqlite

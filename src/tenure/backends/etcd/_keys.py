@@ -6,7 +6,10 @@
 escaped, so that one name's keys never fall inside another's range (``a/b`` is ``a%2Fb``) and
 a listing by name prefix is one key range. ``{token}`` is the acquisition's random token. The
 value is JSON: who holds it (host, pid, thread), since when (the holder's clock: etcd has no
-clock to read), and the limit it was taken with.
+clock to read), the limit it was taken with, an election leader's ``value`` (written in the
+granting transaction, so it lives and dies with the key and its lease), and ``queued`` on a
+waiter's key, which holds nothing even once it is the oldest, until it moves onto its own
+lease in the transaction that grants it.
 
 Each key is attached to an etcd lease. The name is granted to its ``limit`` oldest keys by
 creation revision; the others are waiting, first in, first out. A key's creation revision is
@@ -76,16 +79,25 @@ class Record:
     holder: Holder
     since: float
     limit: int
+    value: str | None = None
+    queued: bool = False
 
     def encode(self) -> str:
-        return b64(json.dumps({
+        fields: dict[str, Any] = {
             "host": self.holder.host, "pid": self.holder.pid, "thread": self.holder.thread,
             "since": self.since, "limit": self.limit,
-        }, separators=(",", ":")))
+        }
+        if self.value is not None:
+            fields["value"] = self.value
+        if self.queued:
+            fields["queued"] = True
+        return b64(json.dumps(fields, separators=(",", ":")))
 
     @classmethod
-    def new(cls, holder: Holder, limit: int) -> Record:
-        return cls(holder, time.time(), limit)
+    def new(
+        cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False
+    ) -> Record:
+        return cls(holder, time.time(), limit, value, queued)
 
     @classmethod
     def decode(cls, value: str) -> Record:
@@ -95,6 +107,8 @@ class Record:
                 Holder(str(data["host"]), int(data["pid"]), str(data["thread"])),
                 float(data["since"]),
                 int(data["limit"]),
+                None if data.get("value") is None else str(data["value"]),
+                data.get("queued") is True,
             )
         except (ValueError, KeyError, TypeError):
             # Not ours (written by hand?): show it, never crash a listing.

@@ -8,7 +8,9 @@ letters, digits, ``-``, ``_`` and ``~``), a valid node name whatever the name ho
 is ZooKeeper's sequence number under ``{N}``: the order of arrival. A node's data is JSON:
 who holds or waits (host, pid, thread), since when (the holder's clock), the limit, and the
 ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against the server time
-of their own latest write.
+of their own latest write; an election leader's ``value``, written by the create or versioned
+set that grants the node, so it goes with the node; and ``queued`` on a waiter's node, which
+holds nothing even once it is first, until the versioned set that grants it.
 """
 
 from __future__ import annotations
@@ -51,16 +53,26 @@ class Record:
     since: float
     limit: int
     ttl_ms: int
+    value: str | None = None
+    queued: bool = False
 
     def encode(self) -> bytes:
-        return json.dumps({
+        fields: dict[str, Any] = {
             "host": self.holder.host, "pid": self.holder.pid, "thread": self.holder.thread,
             "since": self.since, "limit": self.limit, "ttl_ms": self.ttl_ms,
-        }, separators=(",", ":")).encode()
+        }
+        if self.value is not None:
+            fields["value"] = self.value
+        if self.queued:
+            fields["queued"] = True
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
-    def new(cls, holder: Holder, limit: int, ttl: float) -> Record:
-        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)))
+    def new(
+        cls, holder: Holder, limit: int, ttl: float, *, value: str | None = None,
+        queued: bool = False,
+    ) -> Record:
+        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued)
 
     def with_ttl(self, ttl: float) -> Record:
         return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
@@ -72,6 +84,8 @@ class Record:
             return cls(
                 Holder(str(fields["host"]), int(fields["pid"]), str(fields["thread"])),
                 float(fields["since"]), int(fields["limit"]), int(fields["ttl_ms"]),
+                None if fields.get("value") is None else str(fields["value"]),
+                fields.get("queued") is True,
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.

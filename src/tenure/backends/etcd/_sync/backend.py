@@ -22,6 +22,13 @@ hold the name, and a waiter watches for a deletion ahead of it. The steps:
 - **Release**: revoking the holder's lease deletes its key in one step; watchers wake.
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
+- **Election values** (``LeaseValueSupport``): the leader's value is a field of the
+  holder key's record, written by the transaction that grants the key, replaced by a
+  transaction that compares the key's creation revision (only the live holder's key, never a
+  later one), and deleted with the key when its lease ends (release, expiry, break). A
+  waiter's key is marked ``queued`` and carries no value: it is nobody's leadership until the
+  transaction that grants it. ``inspect`` takes holder, value and term (the key's creation
+  revision) from that one key, read in one transaction.
 
 Fence: the holder key's creation revision. A ``{kind}.fence`` key per name remembers the last
 fence granted, for ``inspect`` after release.
@@ -35,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends.etcd import SCHEMES
@@ -71,6 +78,8 @@ class _Held:
     lease: str
     ttl: int
     revision: int
+    record: Record
+    """What the key holds, rewritten whole when an election's value changes."""
 
 
 @dataclasses.dataclass
@@ -82,6 +91,8 @@ class QueuePlace:
     key: str
     limit: int
     record: str
+    value: str | None = None
+    """The election value the key gets when it is granted (None: a lock or a permit)."""
     revision: int = 0
     """The key's creation revision once queued (0: not queued, or lapsed)."""
     lease: str = ""
@@ -117,7 +128,7 @@ def _created_at(key: str, revision: int) -> JSON:
             "create_revision": str(revision)}
 
 
-class EtcdBackend(Backend, SemaphoreSupport):
+class EtcdBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
@@ -160,6 +171,39 @@ class EtcdBackend(Backend, SemaphoreSupport):
     ) -> Grant | Busy:
         return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
 
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self._acquire(
+            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
+        )
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        held = self._held.get(("lock", name, token))
+        if held is None:
+            return False
+        record = dataclasses.replace(held.record, value=value)
+        key = name_prefix(self.settings.namespace, "lock", name) + token
+        # The creation revision is the term: the put lands only on the key this lease was
+        # granted, still alive (etcd deletes it with its lease), and keeps it on that lease.
+        answer = self.gateway.post("/v3/kv/txn", {
+            "compare": [_created_at(key, held.revision)],
+            "success": [{"request_put": {
+                "key": b64(key), "value": record.encode(), "ignore_lease": True,
+            }}],
+        })
+        if not answer.get("succeeded"):
+            return False
+        held.record = record
+        return True
+
     def release(self, name: str, token: str) -> bool:
         return self._release("lock", name, token)
 
@@ -183,7 +227,7 @@ class EtcdBackend(Backend, SemaphoreSupport):
         return self._break("lock", name)
 
     def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait(busy, timeout)
+        self._wait("lock", name, busy, timeout)
 
     # ---- the semaphore: the same queue with limit N ------------------------------------
 
@@ -220,7 +264,7 @@ class EtcdBackend(Backend, SemaphoreSupport):
         return self._break("semaphore", name)
 
     def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait(busy, timeout)
+        self._wait("semaphore", name, busy, timeout)
 
     # ---- the steps, once for both --------------------------------------------------------
 
@@ -237,16 +281,17 @@ class EtcdBackend(Backend, SemaphoreSupport):
         *,
         limit: int,
         waited: Busy | None,
+        value: str | None = None,
     ) -> Grant | Busy:
         prefix = name_prefix(self.settings.namespace, kind, name)
         key = prefix + token
         place = waited.waiting if waited is not None else None
         if isinstance(place, QueuePlace) and place.key == key and place.revision:
             return self._settle(place, ttl, holder)
-        record = Record.new(holder, limit).encode()
+        record = Record.new(holder, limit, value=value)
         lease = self._grant(whole_seconds(ttl))
         oldest = _oldest(prefix, limit)
-        txn: JSON = {"success": [_put(key, record, lease), oldest]}
+        txn: JSON = {"success": [_put(key, record.encode(), lease), oldest]}
         if limit == 1:
             # A lock is written only into an empty range: never past a queued waiter.
             txn["compare"] = [_created_at(prefix, 0) | {"range_end": b64(prefix_end(prefix))}]
@@ -261,13 +306,15 @@ class EtcdBackend(Backend, SemaphoreSupport):
             if mine.get("lease") != lease:  # a retry found the key its lost reply wrote
                 self._revoke(lease)
                 lease = str(mine.get("lease", "0"))
-            self._held[(kind, name, token)] = _Held(lease, whole_seconds(ttl), revision)
+                record = Record.decode(mine.get("value", ""))  # and keeps what it stored
+            self._held[(kind, name, token)] = _Held(lease, whole_seconds(ttl), revision, record)
             self._record_fence(kind, name, revision)
             return Grant(revision)
         self._revoke(lease)  # removes our key, if this try wrote one
         if conflict is not None and kind == "semaphore":
             raise limit_mismatch(name, conflict, limit)
-        return Busy(None, QueuePlace(kind, name, key, limit, record))
+        queued = Record.new(holder, limit, queued=True).encode()
+        return Busy(None, QueuePlace(kind, name, key, limit, queued, value))
 
     def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
         """A queued waiter's acquire: granted once its key is among the ``limit`` oldest."""
@@ -295,9 +342,10 @@ class EtcdBackend(Backend, SemaphoreSupport):
             raise limit_mismatch(place.name, conflict, place.limit)
         seconds = whole_seconds(ttl)
         lease = self._grant(seconds)
+        record = Record.new(holder, place.limit, value=place.value)
         moved = self.gateway.post("/v3/kv/txn", {
             "compare": [_created_at(place.key, place.revision)],
-            "success": [_put(place.key, Record.new(holder, place.limit).encode(), lease)],
+            "success": [_put(place.key, record.encode(), lease)],
         })
         if not moved.get("succeeded"):
             # Our queue lease lapsed (a stalled waiter): join again at the back.
@@ -306,7 +354,9 @@ class EtcdBackend(Backend, SemaphoreSupport):
             return Busy(None, place)
         self._revoke(place.lease)  # the key left it; nothing else is on it
         token = place.key.rpartition("/")[2]
-        self._held[(place.kind, place.name, token)] = _Held(lease, seconds, place.revision)
+        self._held[(place.kind, place.name, token)] = _Held(
+            lease, seconds, place.revision, record
+        )
         self._record_fence(place.kind, place.name, place.revision)
         return Grant(place.revision)
 
@@ -328,9 +378,13 @@ class EtcdBackend(Backend, SemaphoreSupport):
                 "success": [put],
             })
 
-    def _wait(self, busy: Busy | None, timeout: float) -> None:
+    def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None:
         place = busy.waiting if busy is not None else None
         if not isinstance(place, QueuePlace):
+            # Not queued (an election's observer): wake at the next deletion under the name
+            # (a release, expiry or break), else after ``timeout``.
+            prefix = name_prefix(self.settings.namespace, kind, name)
+            self.gateway.watch_deletes(b64(prefix), b64(prefix_end(prefix)), 0, timeout)
             return
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         if place.revision and not self._keep_alive(place.lease):
@@ -458,8 +512,13 @@ class EtcdBackend(Backend, SemaphoreSupport):
         """The holders are the ``limit`` oldest keys; the rest are waiting."""
         records = [Record.decode(kv.get("value", "")) for kv in keys]
         limit = records[0].limit if records else None
-        held = list(zip(keys, records, strict=True))[: (limit or 1) if kind == "semaphore" else 1]
+        ranked = list(zip(keys, records, strict=True))
+        # A queued key among the oldest holds nothing yet: its waiter is about to move it
+        # onto its own lease (or to give up). Showing it would report a leader that may never be.
+        held = [(kv, record) for kv, record in ranked[: (limit or 1) if kind == "semaphore"
+                else 1] if not record.queued]
         leases = []
+        values = []
         for kv, record in held:
             left = self._time_to_live(str(kv.get("lease", "0")))
             if left >= 0:  # etcd counts whole seconds: 0 is a lease in its last second
@@ -467,13 +526,19 @@ class EtcdBackend(Backend, SemaphoreSupport):
                     record.holder, _utc(record.since), max(left, 0.5),
                     int(kv["create_revision"]),
                 ))
+                values.append(record.value)
         if kind == "semaphore":
             return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
                             leases=tuple(leases))
         if not leases:
             return LockInfo(name, fence, None, None, None)
         (lease,) = leases
-        return LockInfo(name, fence, lease.holder, lease.acquired_at, lease.ttl_left)
+        # The holder key's own creation revision, read with its holder and value: the name's
+        # fence key is written just after a grant, so it may still show the previous term.
+        return LockInfo(
+            name, max(fence, lease.fence or 0), lease.holder, lease.acquired_at, lease.ttl_left,
+            value=values[0],
+        )
 
     def _break(self, kind: str, name: str) -> bool:
         info_keys = _kvs(self.gateway.post(
@@ -483,7 +548,9 @@ class EtcdBackend(Backend, SemaphoreSupport):
         records = [Record.decode(kv.get("value", "")) for kv in info_keys]
         count = (records[0].limit or 1) if records and kind == "semaphore" else 1
         broken = False
-        for kv in info_keys[:count]:
+        for kv, record in list(zip(info_keys, records, strict=True))[:count]:
+            if record.queued:
+                continue  # a waiter about to be granted holds nothing yet: not ours to break
             broken = self._revoke(str(kv.get("lease", "0"))) or broken
         return broken
 

@@ -23,6 +23,13 @@ both (a lock is ``limit = 1``).
 - **Release**: a versioned rewrite (to read the server's time) and delete; a release that
   finds its lease already expired by the server's clock answers False (LockLost).
 
+- **Election values** (``LeaseValueSupport``): the leader's value is a field of the
+  holder node's record, written by the create or versioned set that grants the node,
+  replaced by a versioned set of that node (only while it exists: a node deleted as
+  expired, broken or with its session is gone for good), and gone with the node. A waiter's
+  node is marked ``queued`` and carries no value until it is granted. ``inspect`` takes
+  holder, value and term (the node's czxid) from one ``getData`` of the holder's node.
+
 Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
 """
 
@@ -36,7 +43,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
@@ -79,6 +86,8 @@ class QueuePlace:
     limit: int
     parent: str
     record: Record
+    value: str | None = None
+    """The election value the node gets when it is granted (None: a lock or a permit)."""
     path: str = ""
     """Our node once queued ("": not queued, or lapsed)."""
     version: int = 0
@@ -94,7 +103,7 @@ class _Ranked:
         return len(self.live_ahead) < limit
 
 
-class ZooKeeperBackend(Backend, SemaphoreSupport):
+class ZooKeeperBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
@@ -136,6 +145,55 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
     ) -> Grant | Busy:
         return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
 
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self._acquire(
+            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
+        )
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        held = self._held.get(("lock", name, token))
+        if held is None:
+            return False
+        # Recorded before the write: a renewal racing this set retries with the new record,
+        # never putting the old value back. If the node is gone, the value no longer matters.
+        held.record = dataclasses.replace(held.record, value=value)
+        stat = self._write_held(held)
+        if stat is None:
+            return False
+        if held.mtime + held.record.ttl_ms < stat.mtime:
+            # The lease had run out by the server's clock: it is not ours to relabel.
+            self._delete(held.path, stat.version)
+            return False
+        held.version, held.mtime = stat.version, stat.mtime
+        return True
+
+    def _write_held(self, held: _Held) -> Any:
+        """A versioned set of our granted node to ``held.record``; its stat, or None once the
+        node is gone. Only this process writes the node (others only delete it), so a version
+        conflict is our own renewal or proclaim landing first: read the version, retry."""
+        version = held.version
+        while True:
+            try:
+                return self.session.call(
+                    "set", held.path, held.record.encode(), version=version
+                )
+            except NoNodeError:
+                return None
+            except BadVersionError:
+                stat = self.session.call("exists", held.path)
+                if stat is None:
+                    return None
+                version = stat.version
+
     def release(self, name: str, token: str) -> bool:
         return self._release("lock", name, token)
 
@@ -159,7 +217,7 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         return self._break("lock", name)
 
     def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait(busy, timeout)
+        self._wait("lock", name, busy, timeout)
 
     # ---- the semaphore: the same queue with limit N ------------------------------------
 
@@ -196,7 +254,7 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         return self._break("semaphore", name)
 
     def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait(busy, timeout)
+        self._wait("semaphore", name, busy, timeout)
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting
@@ -219,12 +277,13 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         *,
         limit: int,
         waited: Busy | None,
+        value: str | None = None,
     ) -> Grant | Busy:
         place = waited.waiting if waited is not None else None
         if isinstance(place, QueuePlace) and place.token == token and place.path:
             return self._settle(place, ttl, holder)
         parent = self._parent(kind, name)
-        record = Record.new(holder, limit, ttl)
+        record = Record.new(holder, limit, ttl, value=value)
         path, stat = self.session.call(
             "create", f"{parent}/{node_prefix(token)}", record.encode(),
             ephemeral=True, sequence=True, makepath=True, include_data=True,
@@ -237,8 +296,8 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         self._delete(path)
         if ranked.conflict is not None:
             raise limit_mismatch(name, ranked.conflict, limit)
-        queued = Record.new(holder, limit, QUEUE_TTL)
-        return Busy(None, QueuePlace(kind, name, token, limit, parent, queued))
+        queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
+        return Busy(None, QueuePlace(kind, name, token, limit, parent, queued, value))
 
     def _rank(self, parent: str, path: str, now_ms: int, limit: int) -> _Ranked:
         """The live nodes ahead of ``path`` (deleting those expired at ``now_ms``, the server
@@ -271,7 +330,7 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
         if not ranked.granted(place.limit):
             return Busy(None, place)
-        record = Record.new(holder, place.limit, ttl)
+        record = Record.new(holder, place.limit, ttl, value=place.value)
         try:
             stat = self.session.call(
                 "set", place.path, record.encode(), version=place.version
@@ -298,9 +357,18 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         place.version = stat.version
         return stat
 
-    def _wait(self, busy: Busy | None, timeout: float) -> None:
+    def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None:
         place = busy.waiting if busy is not None else None
         if not isinstance(place, QueuePlace):
+            # Not queued (an election's observer): wake when the name's nodes change (a
+            # release, expiry judged by a contender, break or new contender), else after
+            # ``timeout``.
+            signal = io.Signal()
+            with contextlib.suppress(NoNodeError):
+                self.session.call(
+                    "get_children", self._parent(kind, name), watch=lambda _: signal.set()
+                )
+            signal.wait(timeout)
             return
         if place.path:
             self._rewrite(place)
@@ -354,10 +422,15 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
                 results.append(False)
                 continue
             stat = next(answers)
-            if isinstance(stat, Exception):
+            granted_ms = held.record.ttl_ms
+            if isinstance(stat, BadVersionError):
+                # An election's proclaim landed first: write its record, with the new ttl.
+                held.record = held.record.with_ttl(renewal.ttl)
+                stat = self._write_held(held)
+            if stat is None or isinstance(stat, Exception):
                 results.append(False)  # deleted as expired, broken, or the session ended
                 continue
-            if held.mtime + held.record.ttl_ms < stat.mtime:
+            if held.mtime + granted_ms < stat.mtime:
                 # The lease had run out by the server's clock before this renewal came.
                 self._delete(held.path, stat.version)
                 results.append(False)
@@ -389,14 +462,22 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         nodes = self._children(parent)
         answers = self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
         live = []
+        values = []
         for answer in answers:
             if isinstance(answer, Exception):
                 continue
             record = Record.decode(answer[0])
             stat = answer[1]
             left = (stat.mtime + record.ttl_ms - now) / 1000
+            if record.queued:
+                # A live waiter ahead of the rest: nothing behind it holds, and it holds
+                # nothing itself until the set that grants it.
+                if left > 0:
+                    break
+                continue
             if left > 0:
                 live.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid))
+                values.append(record.value)
         if kind == "semaphore":
             limit = None
             if answers and not isinstance(answers[0], Exception):
@@ -407,7 +488,12 @@ class ZooKeeperBackend(Backend, SemaphoreSupport):
         if not live:
             return LockInfo(name, fence, None, None, None)
         first = live[0]
-        return LockInfo(name, fence, first.holder, first.acquired_at, first.ttl_left)
+        # Holder, term (the node's czxid) and value come from one getData of one node; the
+        # name's fence is written just after a grant, so it may still show the previous term.
+        return LockInfo(
+            name, max(fence, first.fence or 0), first.holder, first.acquired_at, first.ttl_left,
+            value=values[0],
+        )
 
     def _list(self, kind: str, prefix: str) -> list[LockInfo]:
         try:
