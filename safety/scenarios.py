@@ -1,4 +1,4 @@
-"""The ten scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The eleven scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -18,7 +18,7 @@ import time
 import traceback
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import tenure
 from safety.checker import Figures, check, check_races
@@ -74,6 +74,9 @@ class Profile:
     fuzz_examples: int
     clock_trials: int
     clock_ttl: float
+    node_processes: int
+    node_sections: int
+    """Per variant (a follower stopped, the leader stopped)."""
 
 
 PROFILES = {
@@ -89,6 +92,7 @@ PROFILES = {
         race_rounds=20, race_processes=4, race_threads=4,
         fuzz_examples=80,
         clock_trials=1, clock_ttl=1.0,
+        node_processes=4, node_sections=120,
     ),
     "full": Profile(
         name="full",
@@ -102,6 +106,7 @@ PROFILES = {
         race_rounds=1000, race_processes=8, race_threads=8,
         fuzz_examples=1000,
         clock_trials=10, clock_ttl=1.0,
+        node_processes=8, node_sections=4000,
     ),
 }
 
@@ -156,6 +161,10 @@ class Traits:
     clock: str | None = None
     """Some wall clock of its processes can be moved (``safety.clock``): its servers' or its
     clients'."""
+    nodes: str | None = ("one server holds every lease: stopping it is a restart (scenario 5) "
+                         "or a cut (scenario 6), not the loss of one replica")
+    """Its store is replicated over nodes that elect a leader, one of which the harness can
+    stop while the others keep a quorum."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -171,17 +180,30 @@ TRAITS: dict[str, Traits] = {
         "holder dying with its process is scenario 4; the file keeps fences across process "
         "restarts)",
         proxy="no network connection to cut: processes open the file directly",
+        nodes="one database file, no replicas",
     ),
     "redis_cluster": Traits(
+        nodes="each slot lives on one primary without a replica here: stopping it is the "
+        "restart of scenario 5 (replica failover is not run)",
         proxy="cluster clients follow MOVED redirects to each node's announced address, "
         "around a single proxy",
     ),
     "redlock": Traits(
+        nodes="independent nodes without a leader: a minority of them restarted is a variant "
+        "of scenario 5, cut from the client one of scenario 6",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
         "split the nodes between them so that none has a majority, every one of them fails "
         "and gives its nodes back (a blocking acquire then retries after a random pause)",
     ),
 }
+
+
+for _ensemble in ("etcd", "zookeeper"):
+    TRAITS[_ensemble] = Traits(
+        nodes=None,
+        clock="not run yet: moving one node's wall clock under a JVM or Go runtime is not "
+        "verified to take",
+    )
 
 
 def traits(backend: str) -> Traits:
@@ -542,9 +564,14 @@ TIMEOUT_OPTIONS = {
 
 
 def _with_timeout(url: str, backend: str, seconds: float) -> str:
+    for option in TIMEOUT_OPTIONS.get(backend, ("timeout",)):
+        url = _with_option(url, option, seconds)
+    return url
+
+
+def _with_option(url: str, option: str, value: float) -> str:
     parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qsl(parts.query)
-    query += [(option, str(seconds)) for option in TIMEOUT_OPTIONS.get(backend, ("timeout",))]
+    query = [*urllib.parse.parse_qsl(parts.query), (option, str(value))]
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
 
 
@@ -593,12 +620,23 @@ def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
     if profile.cut_operation_timeout is not None and profile.cut_operation_timeout < operation:
         operation = profile.cut_operation_timeout
         url = _with_timeout(url, run.target.backend, operation)
+    targets = _endpoints(run.target.url)
+    # The whole server, every node of an ensemble, or a majority of a client-side quorum.
+    ensemble = run.target.backend in ENSEMBLES
+    loses = cut == len(targets) if ensemble else cut > len(targets) // 2
+    if ensemble:
+        # A client cut from the node it talks to must notice (a call or, on ZooKeeper, the
+        # session's read timeout of 2/3 of its timeout) and move to a reachable node before
+        # its lease ends: the lease must outlast that, so that keeping it is the promise
+        # tested. The session timeout is shortened to keep the run short.
+        session = 3 * operation
+        url = _with_option(url, "session_timeout", session) \
+            if run.target.backend == "zookeeper" else url
+        if not loses:
+            ttl = max(ttl, 2 * session + operation + 1.0)
     call_bound = 2 * operation + 1.0
     lost_bound = ttl + call_bound
     watch = ttl * 3 + call_bound
-    targets = _endpoints(run.target.url)
-    # The whole server, every node of an ensemble, or a majority of a client-side quorum.
-    loses = cut == len(targets) if run.target.backend in ENSEMBLES else cut > len(targets) // 2
     violations: list[str] = []
     lost_after: list[float] = []
     checked_after: list[float] = []
@@ -827,6 +865,86 @@ def clock_jumped(run: Run, profile: Profile) -> list[Result]:
                    None, None, details=details, violations=violations)]
 
 
+# ---- 11. a node of a replicated store stopped ---------------------------------------------
+
+
+@runtime_checkable
+class NodeControl(Protocol):
+    """What scenario 11 needs of an ensemble: stop one node by its role, start it again."""
+
+    def stop_node(self, role: str) -> str: ...
+
+    def start_stopped(self) -> None: ...
+
+
+NODE_STOP_AFTER = 0.2
+"""Share of a variant's sections completed before the node is stopped."""
+
+
+def node_stopped(run: Run, profile: Profile) -> list[Result]:
+    return [_node_stopped(run.child(role), profile, role) for role in ("follower", "leader")]
+
+
+def _node_stopped(run: Run, profile: Profile, role: str) -> Result:
+    """Processes contend on one lock around a shared counter (scenario 2's read, sleep,
+    write); once a fifth of the sections are done, one node (a follower, or the Raft / Zab
+    leader) is SIGKILLed. The remaining two keep a quorum, so the contention must go on
+    through the change: 0 overlaps, 0 lost updates, fences never repeating or going back, and
+    sections completed after the stop. Calls cut off by the stop may fail with BackendError
+    (counted and reported) and are retried."""
+    nodes = run.target.server
+    if not isinstance(nodes, NodeControl):
+        raise RuntimeError(f"the harness cannot stop single nodes of {run.target.backend}")
+    total, processes = profile.node_sections, profile.node_processes
+    name = run.name(f"node-{role}")
+    resource = Resource(run.workdir, fenced=False).start()
+    stopped_at = None
+    stopped = ""
+    try:
+        workers = [
+            run.spawn("sections", name=name, count=share, ttl=5.0, acquire_timeout=60.0,
+                      renew=True, resource=str(resource.path), hold=[0, 0.001],
+                      tolerate_errors=True)
+            for share in _split(total, processes)
+        ]
+        _ready(*workers)
+        deadline = time.monotonic() + STALL
+        while len(run.history().sections) < total * NODE_STOP_AFTER:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {total * NODE_STOP_AFTER:.0f} sections in "
+                                   f"{STALL:.0f} s before the stop")
+            time.sleep(0.05)
+        stopped = nodes.stop_node(role)
+        stopped_at = now_ns()
+        run.recorder.event("node-stopped", stopped, role=role)
+        for worker in workers:
+            worker.expect_progressing(stall=STALL)
+    finally:
+        resource.stop()
+        nodes.start_stopped()
+    history = run.history()
+    figures = check(history)
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    if figures.lost_updates:
+        violations.append(f"{figures.lost_updates} updates lost: the counter reads "
+                          f"{figures.final_value} after {figures.writes_accepted} increments")
+    after = [section for section in history.sections if section.start > (stopped_at or 0)]
+    if not after:
+        violations.append(f"no section completed after the {role} was stopped")
+    if figures.sections != total:
+        violations.append(f"{figures.sections} sections recorded, {total} expected")
+    first_after = (min(section.start for section in after) - (stopped_at or 0)) / 1e9 \
+        if after else None
+    errors = len(history.events_named("backend-error"))
+    return Result(11, "A node of three stopped", f"the {role}, SIGKILL", run.target.backend, 1,
+                  figures.sections, figures.overlaps, figures.stale_writes_accepted,
+                  first_after, None, "the stop to the next section's start",
+                  details={"processes": processes, "ttl": 5.0, "stopped": stopped,
+                           "sections_after_the_stop": len(after),
+                           "backend_errors_seen": errors, **_figures_details(figures)},
+                  violations=violations)
+
+
 # ---- the table -------------------------------------------------------------------------------
 
 
@@ -881,6 +999,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "a wall clock jumps past the lease inside a holder's section: where that clock "
                  "judges expiry the lease ends early, the holder is told and the fence check "
                  "rejects its write; the clients' clocks never end a lease"),
+        Scenario(11, "nodes", "A node of three stopped", ("shared", "nodes"), node_stopped,
+                 "a follower, then the leader, of a replicated store is SIGKILLed while "
+                 "processes contend: locks are still granted, no overlap, no lost update, "
+                 "fences keep increasing across the change of leader"),
     ]
 }
 

@@ -12,12 +12,14 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
+import json
 import pathlib
 import shutil
 import sqlite3
 import tempfile
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 KNOWN_BACKENDS = ["memory", "sqlite", "redis", "redis_cluster", "redlock", "mongodb", "mysql",
-                  "postgresql"]
+                  "postgresql", "etcd", "zookeeper"]
 
 PACKAGE = {"redis_cluster": "redis"}
 """Backend table name -> tenure.backends package, where they differ."""
@@ -149,6 +151,9 @@ class Servers:
                 yield target
         elif backend == "redlock":
             with redlock_nodes(self._directory(backend), variant, env, moved) as target:
+                yield target
+        elif backend in ("etcd", "zookeeper"):
+            with ensemble(backend, self._directory(backend)) as target:
                 yield target
         else:
             raise NotReady(f"the harness cannot start a {backend} server yet (no start "
@@ -277,6 +282,64 @@ def redlock_nodes(workdir: pathlib.Path, variant: str = "", env: dict[str, str] 
         nodes.stop()
 
 
+class _Ensemble:
+    """A replicated store's nodes (etcd members, ZooKeeper servers): restart all of them in
+    place (scenario 5), or stop one chosen by its role and start it again (scenario 11)."""
+
+    def __init__(self, backend: str, nodes: Any) -> None:
+        self.backend = backend
+        self.nodes = nodes
+        self._stopped: Any = None
+
+    @property
+    def _members(self) -> list[Any]:
+        members: list[Any] = self.nodes.members
+        return members
+
+    def _wait(self, members: list[Any] | None = None) -> None:
+        if self.backend == "etcd":
+            self.nodes.wait_healthy(60.0, members)
+        else:
+            self.nodes.wait_serving(60.0, members)
+
+    def restart(self) -> None:
+        # All at once, as a power cut would: a node restarted alone would rejoin a live quorum.
+        for member in self._members:
+            member.server.stop()
+        for member in self._members:
+            member.server.start()
+        self._wait()
+
+    def stop_node(self, role: str) -> str:
+        """Stop the leader (``role="leader"``) or a follower with SIGKILL; its name."""
+        leader = self.nodes.leader()
+        member = leader if role == "leader" else next(m for m in self._members if m is not leader)
+        member.server.kill()
+        self._stopped = member
+        return str(member.server.name)
+
+    def start_stopped(self) -> None:
+        if self._stopped is not None:
+            self._stopped.server.start()
+            self._stopped = None
+        self._wait()
+
+
+@contextlib.contextmanager
+def ensemble(backend: str, workdir: pathlib.Path) -> Iterator[Target]:
+    """A 3-node etcd cluster or ZooKeeper ensemble, started by the test suite's functions."""
+    if backend == "etcd":
+        from tests.servers.etcd import start_etcd_cluster as start
+    else:
+        from tests.servers.zookeeper import start_zookeeper_ensemble as start
+    nodes = start(_fresh(workdir, "nodes-"))
+    try:
+        yield Target(backend, nodes.url, _Ensemble(backend, nodes),
+                     f"{len(nodes.members)} nodes, every node restarted")
+    finally:
+        nodes.stop()
+
+
 # ---- clocks (scenario 10) ---------------------------------------------------------------------
 
 CLIENTS = ClockSetup("the clients (every worker process)", False, moves_workers=True)
@@ -360,7 +423,7 @@ def _redis_time(port: int) -> float:
 def driver_versions() -> dict[str, str]:
     found = {}
     for distribution in ("redis", "hiredis", "pymongo", "psycopg", "psycopg-binary", "PyMySQL",
-                         "hypothesis"):
+                         "httpx", "kazoo", "hypothesis"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found[distribution] = importlib.metadata.version(distribution)
     return found
@@ -410,6 +473,18 @@ def _server_version(target: Target) -> str:
         finally:
             client.close()
         return f"MongoDB wire protocol {answer.get('version', '?')} ({_mongoeco_version()})"
+    if target.backend == "etcd":
+        first = urllib.parse.urlsplit(url).netloc.split("@")[-1].split(",")[0]
+        with urllib.request.urlopen(f"http://{first}/version", timeout=5) as reply:
+            answer = json.loads(reply.read())
+        return f"etcd {answer.get('etcdserver', '?')}"
+    if target.backend == "zookeeper":
+        from tests.servers.zookeeper import four_letter_word
+
+        first = urllib.parse.urlsplit(url).netloc.split("@")[-1].split(",")[0]
+        banner = four_letter_word(int(first.rpartition(":")[2]), b"srvr", timeout=5.0)
+        version = banner.splitlines()[0].partition(":")[2].strip()
+        return f"ZooKeeper {version.split('-')[0] or '?'}"
     return "unknown"
 
 

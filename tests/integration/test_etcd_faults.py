@@ -271,3 +271,24 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def test_a_hung_member_does_not_keep_renewals_from_the_others(
+    dedicated_etcd: EtcdCluster, name: str
+) -> None:
+    # The member the client talks to first is SIGSTOPped: it accepts connections and never
+    # answers, so each request to it uses up its whole deadline. Renewals must move on to a
+    # member that answers instead of returning to the hung one until the lease ends.
+    first = dedicated_etcd.members[0]
+    url = "etcd://" + ",".join(f"127.0.0.1:{m.client_port}" for m in dedicated_etcd.members)
+    with tenure.connect(url, timeout=0.5) as locks:
+        lock = locks.lock(name, ttl=3, renew=True)
+        assert lock.acquire(timeout=5)
+        first.server.pause()
+        try:
+            time.sleep(3 * 3)  # three leases' worth of renewals past the hung member
+            assert not lock.lost.is_set()
+            lock.check()
+            lock.release()
+        finally:
+            first.server.resume()

@@ -31,7 +31,7 @@ def scenario(key: str) -> Callable[[F], F]:
     table's ``pytest_generate_tests`` reads ``backends``)."""
 
     def mark(test: F) -> F:
-        # The backends the harness can start servers for (etcd and ZooKeeper: not yet).
+        # The backends the harness can start servers for.
         known = [backend for backend in BACKENDS if backend in servers.KNOWN_BACKENDS]
         test.backends = applicable(key, known)  # type: ignore[attr-defined]
         return test
@@ -187,3 +187,19 @@ def test_clock_jumps_end_leases_only_where_that_clock_judges_them(
             else:
                 assert result.overlaps == 0
                 assert result.details["victims_told_of_loss"] == 0
+
+
+@scenario("nodes")
+def test_a_stopped_node_of_three_neither_stops_nor_breaks_the_lock(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    # A dedicated ensemble: its nodes are stopped and started again.
+    with servers.Servers(tmp_path) as started:
+        target = started.target(backend_name)
+        results = run("nodes", target, tmp_path / "nodes")
+    assert [r.variant for r in results] == ["the follower, SIGKILL", "the leader, SIGKILL"]
+    for result in results:
+        assert result.overlaps == 0
+        assert result.details["lost_updates"] == 0
+        assert result.details["fence_regressions"] == 0
+        assert result.details["sections_after_the_stop"] > 0

@@ -99,6 +99,11 @@ class Gateway:
                 response = self._send(clients[index], path, body, left)
             except (httpx.TransportError, OSError) as exc:
                 last = exc
+                if index == self._preferred:
+                    # A member that hangs (partitioned, paused) uses up the whole deadline,
+                    # leaving no time to try another: the next request must start elsewhere,
+                    # or a renewal would go to the same silent member until the lease ends.
+                    self._preferred = (index + 1) % len(clients)
                 continue
             self._preferred = index
             return self._answer(path, response, body, clients[index], left)
