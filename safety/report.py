@@ -179,6 +179,8 @@ NOTE_KEYS: dict[int, list[str]] = {
         "arguments_refused", "arguments_accepted"],
     10: ["clock_moved", "jump_seconds", "victims_told_of_loss", "silent_overlaps",
          "stale_writes_refused"],
+    11: ["processes", "stopped", "sections_after_the_stop", "backend_errors_seen",
+         "lost_updates", "fence_regressions"],
 }
 
 
