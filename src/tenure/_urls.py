@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
-import urllib.parse
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
+from tenure._hosts import split_hosts, split_location
 from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme, extra_requirements
 
 __all__ = [
@@ -23,8 +23,23 @@ __all__ = [
 
 
 def default_sqlite_path() -> pathlib.Path:
-    """The per-user state file: the same for every process of this user, whatever its cwd."""
-    state_home = os.environ.get("XDG_STATE_HOME") or str(pathlib.Path.home() / ".local" / "state")
+    """The per-user state file: the same for every process of this user, whatever its cwd.
+
+    ``$XDG_STATE_HOME/tenure/locks.db``, else ``~/.local/state/tenure/locks.db``. A relative
+    ``XDG_STATE_HOME`` is ignored, as the XDG Base Directory specification says: it would
+    make the "per-user" file depend on the working directory, and two processes of one user
+    would then not coordinate. Written here rather than taken from platformdirs, which uses
+    a relative value as it is.
+    """
+    state_home = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state_home):
+        try:
+            state_home = str(pathlib.Path.home() / ".local" / "state")
+        except RuntimeError as exc:  # no $HOME and no password-database entry
+            raise ConfigurationError(
+                "no place for the default SQLite file: neither XDG_STATE_HOME nor a home "
+                "directory is set; set TENURE_URL (e.g. sqlite:///path/to/locks.db)"
+            ) from exc
     return pathlib.Path(state_home) / "tenure" / "locks.db"
 
 
@@ -81,14 +96,26 @@ def _missing_driver(scheme: str, entry: BackendEntry, module: str) -> str:
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``: URLs carry credentials."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    # Multi-host URLs (redlock://a:1,b:2) defeat urlsplit's port parsing but not its netloc.
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if not at or ":" not in userinfo:
+    """The URL with every password field replaced by ``***`` (each host's, where a multi-host
+    URL gives credentials per host); nothing else is changed. A URL whose credentials cannot
+    be told apart keeps none of them."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
         return url
-    user = userinfo.split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
+    location, query_mark, query = rest.partition("?")
+    netloc, path = split_location(location)
+    if "@" not in netloc:
+        return url
+    try:
+        entries = split_hosts(netloc, "")
+    except ConfigurationError:
+        return f"{scheme}://***@{netloc.rpartition('@')[2]}{path}{query_mark}{query}"
+    hosts = []
+    shared = len({entry.userinfo for entry in entries}) == 1 and netloc.count("@") == 1
+    for index, entry in enumerate(entries):
+        if entry.userinfo is None or (shared and index > 0):
+            hosts.append(entry.address)
+            continue
+        user, colon, _ = entry.userinfo.partition(":")
+        hosts.append(f"{user}{':***' if colon else ''}@{entry.address}")
+    return f"{scheme}://{','.join(hosts)}{path}{query_mark}{query}"

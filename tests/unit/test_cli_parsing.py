@@ -201,14 +201,14 @@ def test_an_unreachable_backend_exits_69_without_the_password(
     url = "redis://app:hunter%402@db.example:6379/0"
 
     def unreachable(given: str | None = None) -> tenure.Locks:
-        raise tenure.BackendError(f"cannot reach {given}\n(password hunter@2)")
+        raise tenure.BackendError(f"cannot reach {given}\n(user app)")
 
     monkeypatch.setattr(tenure, "connect", unreachable)
     assert main(["show", "job", "--url", url]) == 69
     error = capsys.readouterr().err
-    assert error == (
-        "tenure: error: cannot reach redis://app:***@db.example:6379/0 (password ***)\n"
-    )
+    # The URL a message quotes is printed redacted, on one line; only its password field
+    # is hidden (the rest of the message is never rewritten: see the redaction test below).
+    assert error == "tenure: error: cannot reach redis://app:***@db.example:6379/0 (user app)\n"
 
 
 def test_an_internal_error_is_one_line_with_status_70(
@@ -225,3 +225,31 @@ def test_an_internal_error_is_one_line_with_status_70(
     monkeypatch.setenv("TENURE_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["ls", "--url", "memory://"])
+
+
+def test_an_unusable_default_location_is_a_usage_error_not_an_internal_one(
+    env: dict[str, str],
+) -> None:
+    env = {k: v for k, v in env.items() if k != "XDG_STATE_HOME"}
+    env["HOME"] = "/proc"  # no directory can be created there, even by root
+    result = tenure_command("ls", env=env)
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert "/proc/.local/state/tenure/locks.db" in result.stderr
+    assert "TENURE_URL" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("password", "name"), [("s3cret", "lock-s3cret"), ("1", "job-1")]
+)
+def test_redaction_hides_the_password_field_and_nothing_else(
+    env: dict[str, str], password: str, name: str
+) -> None:
+    # Port 1 refuses at once: the error quotes the URL, the name and the driver's message.
+    url = f"redis://:{password}@127.0.0.1:1/0"
+    result = tenure_command("show", name, "--url", url, env=env)
+    assert result.returncode != 0
+    assert f":{password}@" not in result.stderr
+    assert "redis://:***@127.0.0.1:1/0" in result.stderr
+    assert f"'{name}'" in result.stderr  # the lock's own name is printed as it is
+    assert "127.0.0.1:1." in result.stderr  # so is the driver's "connecting to 127.0.0.1:1."

@@ -72,6 +72,27 @@ def test_default_url_is_the_per_user_state_file(monkeypatch: pytest.MonkeyPatch,
     assert resolve_url(None) == "memory://from-env"
 
 
+def test_a_relative_state_home_is_ignored(monkeypatch: pytest.MonkeyPatch,
+                                         tmp_path: pathlib.Path) -> None:
+    # XDG: "If an implementation encounters a relative path in any of these variables it
+    # should consider the path invalid and ignore it." A relative one would give each
+    # working directory its own "per-user" file.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
+    assert default_sqlite_path() == tmp_path / ".local" / "state" / "tenure" / "locks.db"
+
+
+def test_an_unusable_default_location_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc refuses new directories, even to root: the default file cannot be created.
+    monkeypatch.delenv("TENURE_URL", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/proc")
+    with pytest.raises(tenure.ConfigurationError, match=r"/proc/\.local/state/tenure.*TENURE_URL"):
+        tenure.connect()
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -170,3 +191,26 @@ def test_numeric_options_are_checked_alike_by_every_backend(
 def test_a_number_option_refuses_what_is_not_a_finite_number(value: object) -> None:
     with pytest.raises(tenure.ConfigurationError, match="busy_timeout"):
         tenure.connect("sqlite:///" + str(pathlib.Path.cwd() / "x.db"), busy_timeout=value)
+
+
+def test_multi_host_urls_take_credentials_once_or_per_host_but_one_set() -> None:
+    from tenure.backends.etcd._config import parse as parse_etcd
+    from tenure.backends.redis._config import parse as parse_redis
+    from tenure.backends.zookeeper._config import parse as parse_zookeeper
+
+    for url in ("redis+cluster://:pw@a:1,b:2", "redis+cluster://:pw@a:1,:pw@b:2"):
+        cluster = parse_redis(url, {})
+        assert cluster.addresses == (("a", 1), ("b", 2)) and cluster.password == "pw"
+    etcd = parse_etcd("etcd://u:pw@a:1,u:pw@b:2", {})
+    assert len(etcd.endpoints) == 2 and etcd.password == "pw"
+    zookeeper = parse_zookeeper("zk://u:pw@a:1,u:pw@b:2/chroot", {})
+    assert zookeeper.hosts == "a:1,b:2/chroot"
+    for parse, url in [
+        (parse_redis, "redis+cluster://:pw@a:1,:other@b:2"),
+        (parse_redis, "redis+sentinel://:pw@a:1,b:2,:pw@c:3/mymaster"),
+        (parse_etcd, "etcd://u:pw@a:1,v:pw@b:2"),
+        (parse_zookeeper, "zk://u:pw@a:1,u:other@b:2"),
+    ]:
+        with pytest.raises(tenure.ConfigurationError, match="credentials") as caught:
+            parse(url, {})
+        assert "pw" not in str(caught.value) and "other" not in str(caught.value)

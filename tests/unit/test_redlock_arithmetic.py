@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tenure
 from tenure._errors import ConfigurationError
 from tenure._types import Holder, LockInfo
 from tenure.backends.redlock._config import parse
@@ -127,6 +128,38 @@ def test_url_forms() -> None:
     assert all(node.socket_timeout == 0.2 and node.socket_connect_timeout == 0.2
                for node in default.nodes)
     assert default.drift_rate == 0.01 and default.drift_margin == 0.002
+
+
+def test_credentials_before_each_host_give_three_nodes_not_one() -> None:
+    # Split at the last "@", this URL was ONE node (127.0.0.1:3) whose password held the
+    # other two hosts: a one-node "Redlock" that looked fine.
+    settings = parse("redlock://:pw@127.0.0.1:1,:pw@127.0.0.1:2,:pw@127.0.0.1:3", {})
+    assert [node.addresses for node in settings.nodes] == [
+        (("127.0.0.1", 1),), (("127.0.0.1", 2),), (("127.0.0.1", 3),)
+    ]
+    assert [node.password for node in settings.nodes] == ["pw", "pw", "pw"]
+    # Independent servers may each have their own.
+    own = parse("redlock://:one@a:1,u:two@b:2,:th%40ree@c:3", {})
+    assert [(n.username, n.password) for n in own.nodes] == [
+        (None, "one"), ("u", "two"), (None, "th@ree")
+    ]
+    assert "one" not in own.display and "two" not in own.display
+    assert own.display == "redlock://:***@a:1,u:***@b:2,:***@c:3"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redlock://127.0.0.1:6379", "at least 3 independent nodes, not 1"),
+        ("redlock://:pw@a:1,b:2", "at least 3 independent nodes, not 2"),
+        ("redlock://:pw@a:1,b:2,:pw@c:3", "cannot tell which credentials go with which host"),
+        ("redlock://:p,w@a:1,b:2,c:3", "cannot tell which credentials go with which host"),
+    ],
+)
+def test_a_quorum_url_that_may_not_mean_what_it_says_is_refused(url: str, message: str) -> None:
+    with pytest.raises(tenure.ConfigurationError, match=message) as caught:
+        parse(url, {})
+    assert "pw" not in str(caught.value)
 
 
 def test_keyword_form_with_per_node_options() -> None:

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import sys
-import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
@@ -305,17 +304,15 @@ def _fail(message: str, status: int, url: str | None) -> int:
 
 
 def _secrets(url: str | None) -> list[tuple[str, str]]:
+    """The URL as written, with its redacted form: only whole URLs are replaced. Replacing
+    the password wherever its characters appear would mangle the rest of the message (a
+    password "1" masks every digit 1; "s3cret" masks a lock named "lock-s3cret"), and the
+    backends already print URLs redacted."""
     try:
         resolved = resolve_url(url)
     except tenure.TenureError:
         return []
-    pairs = [(resolved, redact(resolved))]
-    with contextlib.suppress(ValueError):
-        password = urllib.parse.urlsplit(resolved).password
-        if password:
-            pairs.append((password, "***"))
-            pairs.append((urllib.parse.unquote(password), "***"))
-    return pairs
+    return [(resolved, redact(resolved))] if redact(resolved) != resolved else []
 
 
 def _connect(options: argparse.Namespace) -> tenure.Locks:

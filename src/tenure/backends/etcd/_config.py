@@ -15,6 +15,7 @@ import urllib.parse
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._hosts import shared_credentials
 from tenure._options import number_option
 from tenure._urls import redact
 
@@ -56,15 +57,15 @@ def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
             f"an etcd URL names members only (etcd://host:port,host:port), not a path: "
             f"{display!r}; the key prefix is the namespace option"
         )
-    userinfo, at, hosts = netloc.rpartition("@")
+    userinfo, addresses = shared_credentials(netloc, display, "etcd")
     username = password = None
-    if at:
+    if userinfo is not None:
         user, colon, secret = userinfo.partition(":")
         username = urllib.parse.unquote(user) or None
         password = urllib.parse.unquote(secret) if colon else None
         if username is None:
             raise ConfigurationError(f"etcd credentials need a user name: {display!r}")
-    endpoints = tuple(_endpoint(host, scheme, display) for host in hosts.split(","))
+    endpoints = tuple(_endpoint(host, scheme, display) for host in addresses)
     query = dict(urllib.parse.parse_qsl(query_text, keep_blank_values=True))
     merged: dict[str, Any] = {**query, **options}
     unknown = set(merged) - set(URL_OPTIONS)

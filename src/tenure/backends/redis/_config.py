@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._hosts import shared_credentials, split_location
 from tenure._options import flag_option, integer_option, number_option
 from tenure._urls import redact
 from tenure.backends.redis import SCHEMES
@@ -189,8 +190,10 @@ def parse(url: str, options: dict[str, Any]) -> RedisSettings:
         )
     values = {key: OPTIONS[key](value) for key, value in settings.items()}
 
-    userinfo, at, hosts_and_path = location.rpartition("@")
-    username, password = _credentials(userinfo) if at else (None, None)
+    netloc, hosts_and_path = split_location(location)
+    userinfo, hosts_only = shared_credentials(netloc, display, f"{scheme}://")
+    hosts_and_path = ",".join(hosts_only) + hosts_and_path
+    username, password = _credentials(userinfo) if userinfo is not None else (None, None)
     username = values.pop("username", username)
     password = values.pop("password", password)
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._hosts import split_hosts, split_location
 from tenure._options import number_option
 from tenure._urls import redact
 from tenure.backends.redis._config import RedisSettings
@@ -40,6 +41,8 @@ __all__ = ["DEFAULT_NODE_OPTIONS", "RedlockSettings", "parse"]
 
 DEFAULT_NODE_OPTIONS: dict[str, Any] = {"socket_timeout": 0.2, "socket_connect_timeout": 0.2}
 NODE_SCHEMES = ("redis", "rediss", "unix")
+MIN_NODES = 3
+"""Fewer independent nodes give a quorum no fault tolerance (see ``parse``)."""
 IGNORED_REDIS_OPTIONS = ("handoff_window", "wait_connections", "gc_after")
 """Options of the Redis backend that Redlock does not use (its waiting, the semaphore records'
 clean-up): refused, not ignored."""
@@ -113,10 +116,10 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
         if name in common:
             raise ConfigurationError(f"redlock does not use the redis option {name}")
 
-    userinfo, at, hosts_and_path = location.rpartition("@")
-    hosts, _, path = hosts_and_path.partition("/")
+    hosts, path = split_location(location)
+    path = path.removeprefix("/")
     if nodes_option is not None:
-        if hosts or at or path:
+        if hosts or path:
             raise ConfigurationError(
                 "name the Redlock nodes either in the URL or with nodes=..., not both: "
                 f"{display!r}"
@@ -127,12 +130,19 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
             raise ConfigurationError(
                 f"no nodes in Redlock URL {display!r}: redlock://host1:6379,host2:6379,host3:6379"
             )
-        credentials = f"{userinfo}@" if at else ""
+        # Each node is an independent server: each may have its own credentials.
         specs = [
-            (f"redis://{credentials}{item.strip()}/{path}", {}) for item in hosts.split(",")
+            (f"redis://{entry.userinfo + '@' if entry.userinfo is not None else ''}"
+             f"{entry.address.strip()}/{path}", {})
+            for entry in split_hosts(hosts, display)
         ]
-    if not specs:
-        raise ConfigurationError("a Redlock needs at least one node")
+    if len(specs) < MIN_NODES:
+        raise ConfigurationError(
+            f"a Redlock needs at least {MIN_NODES} independent nodes, not {len(specs)} "
+            f"({display!r}): with fewer, one node's failure stops every lock (with 2) or a "
+            "lock rests on one server (with 1), and the quorum buys nothing; for one server, "
+            "use redis://host:port"
+        )
 
     nodes: list[RedisSettings] = []
     for node_url, node_options in specs:

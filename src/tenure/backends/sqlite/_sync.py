@@ -65,7 +65,14 @@ class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
         path = pathlib.Path(raw_path)
         if path == default_sqlite_path():
             # The per-user default: private to the user, created on first use.
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot create the directory of the default SQLite file {path}: "
+                    f"{exc.strerror or exc}; set XDG_STATE_HOME to a writable directory, or "
+                    "TENURE_URL (e.g. sqlite:///path/to/locks.db)"
+                ) from exc
         elif not path.parent.is_dir():
             raise ConfigurationError(f"cannot use SQLite database {path}: no such directory")
         return cls(SQLiteStore(path, busy_timeout, synchronous))

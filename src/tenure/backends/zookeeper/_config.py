@@ -14,6 +14,7 @@ import urllib.parse
 from typing import Any
 
 from tenure._errors import ConfigurationError
+from tenure._hosts import shared_credentials, split_location
 from tenure._options import number_option
 from tenure._urls import redact
 
@@ -43,10 +44,11 @@ def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
     if scheme.lower() not in ("zookeeper", "zk"):
         raise ConfigurationError(f"not a ZooKeeper URL: {display!r}")
     rest, _, query_text = rest.partition("?")
-    netloc, slash, chroot = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
+    netloc, chroot = split_location(rest)
+    chroot = chroot.removeprefix("/")
+    userinfo, addresses = shared_credentials(netloc, display, "ZooKeeper")
     auth = None
-    if at:
+    if userinfo is not None:
         user, colon, secret = userinfo.partition(":")
         if not user or not colon:
             raise ConfigurationError(
@@ -54,7 +56,7 @@ def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
             )
         auth = (urllib.parse.unquote(user), urllib.parse.unquote(secret))
     members = []
-    for host in hosts.split(","):
+    for host in addresses:
         try:
             parts = urllib.parse.urlsplit(f"//{host}")
             port = parts.port or DEFAULT_PORT
@@ -79,7 +81,7 @@ def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
             f"ZooKeeper option namespace must be a non-empty name without '/', not {namespace!r}"
         )
     return ZooKeeperSettings(
-        hosts=",".join(members) + (f"/{chroot}" if slash and chroot else ""),
+        hosts=",".join(members) + (f"/{chroot}" if chroot else ""),
         namespace=namespace,
         timeout=number_option("zookeeper", "timeout", merged.get("timeout", 5.0),
                               unit=" seconds", above=0, at_most=3600),
