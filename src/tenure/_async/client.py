@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,8 @@ from tenure._validation import (
     validate_ttl,
 )
 
+logger = logging.getLogger("tenure.client")
+
 __all__ = ["KINDS", "AsyncLocks", "connect_async"]
 
 P = ParamSpec("P")
@@ -37,8 +40,12 @@ R = TypeVar("R")
 DEFAULT_TTL = 30.0
 KINDS = ("lock", "semaphore")
 """The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read."""
-CLEANUP_GRACE = 2.0
-"""How long closing a client waits for pending undo steps (seconds)."""
+CLOSE_LIMIT = 1.0
+"""How long closing a client waits for the backend to close its connections (seconds)."""
+CLEANUP_GRACE = 0.2
+"""How long closing a client waits for pending undo steps (seconds): enough for a release on
+a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
+failed ``tenure run`` against a down server exits at once."""
 
 
 def connect_async(
@@ -292,7 +299,13 @@ class AsyncLocks:
     async def aclose(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         await io.drain_cleanups(CLEANUP_GRACE)
-        await self.backend.aclose()
+        try:
+            await io.bounded(self.backend.aclose, CLOSE_LIMIT)
+        except io.DeadlineExceeded:
+            # A driver stuck on a dead server (kazoo's stop waits out its reconnect attempt):
+            # its connections end with the process; closing must not hang on them.
+            logger.info("tenure: %s did not close within %s s; left to finish on its own",
+                        self.backend.describe(), CLOSE_LIMIT)
 
     async def __aenter__(self) -> AsyncLocks:
         return self

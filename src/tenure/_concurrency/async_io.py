@@ -30,6 +30,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
+    "DeadlineExceeded",
+    "bounded",
+    "settle",
     "Event",
     "Mutex",
     "ThreadResult",
@@ -98,6 +101,48 @@ async def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwar
     return await complete(loop.run_in_executor(None, functools.partial(function, *args, **kwargs)))
 
 
+class DeadlineExceeded(TimeoutError):
+    """A call ``bounded`` gave up on. It may still be running (a request already sent can
+    still take effect on the server): ``pending`` finishes with it, for an undo to wait on
+    so that it never overtakes the call it undoes."""
+
+    def __init__(self, seconds: float, pending: Any) -> None:
+        super().__init__(f"no answer within {seconds:.3f} s")
+        self.seconds = seconds
+        self.pending = pending
+
+
+async def bounded(call: Callable[[], Awaitable[T]], seconds: float | None) -> T:
+    """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound), leaving
+    the call running. A cancelled caller behaves as in ``complete``."""
+    if seconds is None:
+        return await complete(call())
+    task = asyncio.ensure_future(call())
+    try:
+        await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await _finish_despite_cancellation(task)
+        if not task.cancelled():
+            task.exception()
+        raise
+    if not task.done():
+        task.add_done_callback(_retrieve)
+        raise DeadlineExceeded(seconds, task)
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # a late failure is expected: asyncio must not log it
+
+
+async def settle(pending: Any, timeout: float) -> None:
+    """Wait up to ``timeout`` for the call ``DeadlineExceeded.pending`` stands for."""
+    if timeout > 0:
+        await asyncio.wait({pending}, timeout=timeout)
+
+
 async def complete(awaitable: Awaitable[T]) -> T:
     """Await ``awaitable``; if the caller is cancelled meanwhile, let it finish first (its
     result or error dropped), then propagate the cancellation. An acquire's undo must not
@@ -140,8 +185,15 @@ async def drain_cleanups(timeout: float) -> None:
 def _log_cleanup_failure(task: asyncio.Future[Any]) -> None:
     _cleanups.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        logger.info("tenure: clean-up failed; the lease's TTL will end it",
-                    exc_info=task.exception())
+        _log_cleanup_failure_of(task.exception())
+
+
+def _log_cleanup_failure_of(error: BaseException | None) -> None:
+    # One line at INFO (the lease ends by its TTL anyway: nothing for the user to do); the
+    # traceback only for those debugging.
+    logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
+                type(error).__name__, error)
+    logger.debug("tenure: the clean-up's failure", exc_info=error)
 
 
 def scope() -> object:

@@ -6,6 +6,7 @@ import concurrent.futures
 import inspect
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
+    "DeadlineExceeded",
+    "bounded",
+    "settle",
     "Event",
     "Mutex",
     "ThreadResult",
@@ -70,12 +74,100 @@ def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     return function(*args, **kwargs)
 
 
+class DeadlineExceeded(TimeoutError):
+    """See ``async_io.DeadlineExceeded``."""
+
+    def __init__(self, seconds: float, pending: Any) -> None:
+        super().__init__(f"no answer within {seconds:.3f} s")
+        self.seconds = seconds
+        self.pending = pending
+
+
+def bounded(call: Callable[[], T], seconds: float | None) -> T:
+    """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound). A thread
+    blocked in a socket read cannot be interrupted, so a bounded call runs on the shared
+    pool and this thread waits for it at most ``seconds``; the call goes on there."""
+    if seconds is None:
+        return call()
+    future = _runner().submit(call)
+    try:
+        return future.result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        if future.done():  # the call itself raised TimeoutError (Python < 3.11 spelling)
+            raise
+        raise DeadlineExceeded(seconds, future) from None
+
+
+class _DaemonRunner:
+    """Daemon threads for bounded calls. A call given up on may hang in a driver until its
+    own timeout: on a ThreadPoolExecutor's threads, which are joined at interpreter exit,
+    that would keep a failed ``tenure run`` from exiting. A new thread starts only when none
+    is idle, so a hung call never delays another."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]]
+        self._jobs = queue.SimpleQueue()
+        self._idle = 0
+        self._mutex = threading.Lock()
+
+    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._mutex:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        if start:
+            threading.Thread(target=self._work, name="tenure-bounded", daemon=True).start()
+        self._jobs.put((call, future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            call, future = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del call, future
+            with self._mutex:
+                self._idle += 1
+
+
+_daemon_runner: _DaemonRunner | None = None
+_daemon_runner_mutex = threading.Lock()
+
+
+def _runner() -> _DaemonRunner:
+    global _daemon_runner
+    with _daemon_runner_mutex:
+        if _daemon_runner is None:
+            _daemon_runner = _DaemonRunner()
+        return _daemon_runner
+
+
+def _forget_runner_after_fork() -> None:
+    global _daemon_runner, _daemon_runner_mutex
+    _daemon_runner = None  # its threads did not survive the fork
+    _daemon_runner_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_runner_after_fork)
+
+
+def settle(pending: Any, timeout: float) -> None:
+    if timeout > 0:
+        concurrent.futures.wait([pending], timeout=timeout)
+
+
 def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
     def undo() -> None:
         try:
             function(*args)
-        except Exception:
-            logger.info("tenure: clean-up failed; the lease's TTL will end it", exc_info=True)
+        except Exception as exc:
+            logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
+                        type(exc).__name__, exc)
+            logger.debug("tenure: the clean-up's failure", exc_info=True)
         finally:
             with _cleanups_mutex:
                 _cleanups.discard(threading.current_thread())

@@ -34,6 +34,9 @@ class Backend(abc.ABC):
     here is simply not built yet; either way the client raises ConfigurationError."""
     max_backoff: ClassVar[float] = 0.05
     """Longest pause between two acquire attempts when no notification arrives (seconds)."""
+    local: ClassVar[bool] = False
+    """The store is in this process or a file on this host (memory, SQLite): no network
+    call that can hang, so an acquire's deadline needs no guard around each call."""
     notifies: ClassVar[bool] = False
     """``wait_for_release`` returns as soon as any process releases the lock (pub/sub, list
     wake-ups, LISTEN/NOTIFY). A waiter then waits ``max_backoff`` at once (bounded by the

@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
+import functools
 import os
 import secrets
 import socket
@@ -32,7 +33,14 @@ from tenure import _forks, _observe
 from tenure._sync.renewer import Renewer, renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import sync_io as io
-from tenure._errors import InvalidArgument, InvalidArgumentType, LockLost, LockTimeout, NotOwned
+from tenure._errors import (
+    BackendError,
+    InvalidArgument,
+    InvalidArgumentType,
+    LockLost,
+    LockTimeout,
+    NotOwned,
+)
 from tenure._types import Busy, Grant, Holder, Renewal
 from tenure._validation import validate_timeout, validate_ttl
 
@@ -51,6 +59,11 @@ class _Default(enum.Enum):
 
 DEFAULT = _Default.TIMEOUT
 """acquire()'s timeout when not given: the ``timeout`` the handle was created with."""
+
+DEADLINE_SLACK = 0.5
+"""Seconds an ``acquire(timeout=T)`` may overrun T while a server call is under way: a
+server that accepts connections but never answers (hung, partitioned, paused) costs at most
+T + this, whatever the driver's own timeouts."""
 
 
 class LeaseKind(abc.ABC):
@@ -221,12 +234,21 @@ class Lease:
                 started = self.clock()
                 attempts += 1
                 try:
-                    outcome = io.complete(
-                        self.kind.acquire(self.name, token, self.ttl, holder, waited)
+                    outcome = io.bounded(
+                        functools.partial(
+                            self.kind.acquire, self.name, token, self.ttl, holder, waited
+                        ),
+                        self._call_limit(deadline, started),
                     )
+                except io.DeadlineExceeded as late:
+                    io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
+                    raise BackendError(
+                        f"{backend.describe()}: no answer to acquire of {self.name!r} within "
+                        f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
+                    ) from None
                 except BaseException:
                     # The grant may have landed before the failure reached us: undo it.
-                    io.run_cleanup(self._undo, token, started + self.ttl)
+                    io.run_cleanup(self._undo, token, started + self.ttl, None)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
@@ -243,7 +265,10 @@ class Lease:
                 if deadline is not None:
                     pause = min(pause, deadline - now)
                 try:
-                    self.kind.wait(self.name, pause, outcome)
+                    io.bounded(functools.partial(self.kind.wait, self.name, pause, outcome),
+                                     self._call_limit(deadline, self.clock()))
+                except io.DeadlineExceeded:
+                    pass  # a wait that overran is a spurious wake-up: the next try decides
                 except BaseException:
                     io.run_cleanup(self.kind.abandon, self.name, outcome)
                     raise
@@ -398,9 +423,20 @@ class Lease:
 
     # ---- internals ---------------------------------------------------------------------
 
-    def _undo(self, token: str, lease_end: float) -> None:
+    def _call_limit(self, deadline: float | None, now: float) -> float | None:
+        """How long one server call of an acquire may take: to the caller's deadline plus
+        ``DEADLINE_SLACK`` (None: unbounded, or a local store, whose calls cannot hang)."""
+        if deadline is None or self.backend.local:
+            return None
+        return max(0.0, deadline - now) + DEADLINE_SLACK
+
+    def _undo(self, token: str, lease_end: float, pending: Any) -> None:
         """Release whatever a failed acquire may have been granted under ``token``, retrying
-        while the server can't be reached and such a lease could still be alive."""
+        while the server can't be reached and such a lease could still be alive. ``pending``:
+        the acquire call given up on, still running; the release waits for it first (up to
+        the lease's end), so that it cannot overtake the grant it undoes."""
+        if pending is not None:
+            io.settle(pending, lease_end - self.clock())
         pause = 0.05
         while True:
             try:

@@ -124,7 +124,11 @@ def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
 def _acquire(
     lock: Lease, locks: tenure.Locks, options: RunOptions, watched: set[int], err: TextIO
 ) -> bool:
-    if lock.acquire(blocking=False):
+    # The first try counts toward -w: with a timeout it is bounded like every later one (a
+    # server that never answers costs the timeout, not the driver's own, longer ones).
+    began = time.monotonic()
+    first = lock.acquire(blocking=False) if options.timeout is None else lock.acquire(timeout=0)
+    if first:
         return True
     if options.no_wait:
         return False
@@ -138,7 +142,7 @@ def _acquire(
     )
     report.started()
     try:
-        acquired = _wait(lock, options, watched, report)
+        acquired = _wait(lock, options, watched, report, began)
     except BaseException:
         report.gave_up()
         raise
@@ -149,8 +153,10 @@ def _acquire(
     return acquired
 
 
-def _wait(lock: Lease, options: RunOptions, watched: set[int], report: WaitReport) -> bool:
-    deadline = None if options.timeout is None else time.monotonic() + options.timeout
+def _wait(
+    lock: Lease, options: RunOptions, watched: set[int], report: WaitReport, began: float
+) -> bool:
+    deadline = None if options.timeout is None else began + options.timeout
     while True:
         # Signals are blocked, so an acquire can't be interrupted: wait in slices and look
         # at pending signals between them.

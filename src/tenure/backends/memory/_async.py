@@ -20,6 +20,7 @@ __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
 class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport):
     schemes = SCHEMES
+    local = True
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
         fences_survive_restart=False,

@@ -22,6 +22,7 @@ __all__ = ["BACKEND", "MemoryBackend"]
 
 class MemoryBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     schemes = SCHEMES
+    local = True
     capabilities = Capabilities(
         fencing="strictly increasing per name, within this process",
         fences_survive_restart=False,

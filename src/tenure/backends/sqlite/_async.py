@@ -37,6 +37,7 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
         fault_tolerant=False,
     )
     max_backoff = 0.02
+    local = True
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncSQLiteBackend:

@@ -39,6 +39,7 @@ class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
         fault_tolerant=False,
     )
     max_backoff = 0.02
+    local = True
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteBackend:

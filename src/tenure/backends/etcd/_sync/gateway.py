@@ -34,6 +34,16 @@ __all__ = ["Gateway", "NotFound"]
 JSON = dict[str, Any]
 
 
+UNAVAILABLE = 14
+"""gRPC's UNAVAILABLE: etcd's "leader changed" and "no leader", while members elect."""
+UNAVAILABLE_PAUSE = 0.05
+"""Seconds between two tries of a request that a member answered with UNAVAILABLE."""
+
+
+class _Unavailable(Exception):
+    """A member answered UNAVAILABLE: try again until the request's deadline."""
+
+
 class NotFound(Exception):
     """etcd answered "not found" (gRPC code 5), e.g. a lease that expired or was revoked."""
 
@@ -90,8 +100,11 @@ class Gateway:
         clients = self._endpoints()  # first: opening them is not the server's reply time
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
-        for attempt in range(len(clients)):
+        unreachable = 0
+        attempt = 0
+        while unreachable < len(clients):
             index = (self._preferred + attempt) % len(clients)
+            attempt += 1
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -99,6 +112,7 @@ class Gateway:
                 response = self._send(clients[index], path, body, left)
             except (httpx.TransportError, OSError) as exc:
                 last = exc
+                unreachable += 1
                 if index == self._preferred:
                     # A member that hangs (partitioned, paused) uses up the whole deadline,
                     # leaving no time to try another: the next request must start elsewhere,
@@ -106,7 +120,15 @@ class Gateway:
                     self._preferred = (index + 1) % len(clients)
                 continue
             self._preferred = index
-            return self._answer(path, response, body, clients[index], left)
+            try:
+                return self._answer(path, response, body, clients[index], left)
+            except _Unavailable as exc:
+                # "leader changed", "no leader": an election is under way, usually over in
+                # well under a second. Ask again (another member first) until the deadline;
+                # every request tenure sends is safe to repeat (see above).
+                last = exc
+                unreachable = 0
+                io.sleep(min(UNAVAILABLE_PAUSE, max(0.0, deadline - time.monotonic())))
         raise BackendError(
             f"etcd {self.settings.display}: no member answered {path} within "
             f"{timeout or self.settings.timeout} s: {last}"
@@ -149,6 +171,8 @@ class Gateway:
         message = answer.get("message") or answer.get("error") or response.text[:200]
         if code == 5:
             raise NotFound(message)
+        if code == UNAVAILABLE:
+            raise _Unavailable(f"{message} (code {code})")
         raise BackendError(f"etcd {self.settings.display}: {path}: {message} (code {code})")
 
     def _login(self, client: httpx.Client, timeout: float) -> str:
