@@ -92,6 +92,8 @@ def parser() -> argparse.ArgumentParser:
                         help="one run's --workdir, or several runs' that split the backends "
                         "(a scenario run on a backend more than once is taken from the latest run)")
     render.add_argument("--report", type=pathlib.Path, default=ROOT / "docs" / "safety.md")
+    render.add_argument("--title", default=report.TITLE,
+                        help=f"the page's heading (default: {report.TITLE!r})")
     return top
 
 
@@ -108,7 +110,8 @@ def _render(args: argparse.Namespace) -> int:
     used = [env for index, (_, env, _) in enumerate(runs) if index in latest.values()]
     asked = {backend for _, _, backends in runs for backend in backends}
     backends = [backend for backend in KNOWN_BACKENDS if backend in asked]
-    report.write(args.report, results, report.Environment.merged(used), backends)
+    report.write(args.report, results, report.Environment.merged(used), backends,
+                 title=args.title)
     sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)
     print(f"safety: wrote {args.report} from {sources}")
     return 0 if all(r.passed for r in results) else 1
