@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -30,8 +29,6 @@ from tenure._validation import (
     validate_ttl,
 )
 
-logger = logging.getLogger("tenure.client")
-
 __all__ = ["KINDS", "AsyncLocks", "connect_async"]
 
 P = ParamSpec("P")
@@ -40,8 +37,6 @@ R = TypeVar("R")
 DEFAULT_TTL = 30.0
 KINDS = ("lock", "semaphore")
 """The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read."""
-CLOSE_LIMIT = 1.0
-"""How long closing a client waits for the backend to close its connections (seconds)."""
 CLEANUP_GRACE = 0.2
 """How long closing a client waits for pending undo steps (seconds): enough for a release on
 a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
@@ -299,13 +294,7 @@ class AsyncLocks:
     async def aclose(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         await io.drain_cleanups(CLEANUP_GRACE)
-        try:
-            await io.bounded(self.backend.aclose, CLOSE_LIMIT)
-        except io.DeadlineExceeded:
-            # A driver stuck on a dead server (kazoo's stop waits out its reconnect attempt):
-            # its connections end with the process; closing must not hang on them.
-            logger.info("tenure: %s did not close within %s s; left to finish on its own",
-                        self.backend.describe(), CLOSE_LIMIT)
+        await self.backend.aclose()
 
     async def __aenter__(self) -> AsyncLocks:
         return self

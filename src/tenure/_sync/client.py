@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import string
 import time
 from collections.abc import Callable
@@ -32,8 +31,6 @@ from tenure._validation import (
     validate_ttl,
 )
 
-logger = logging.getLogger("tenure.client")
-
 __all__ = ["KINDS", "Locks", "connect"]
 
 P = ParamSpec("P")
@@ -42,8 +39,6 @@ R = TypeVar("R")
 DEFAULT_TTL = 30.0
 KINDS = ("lock", "semaphore")
 """The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read."""
-CLOSE_LIMIT = 1.0
-"""How long closing a client waits for the backend to close its connections (seconds)."""
 CLEANUP_GRACE = 0.2
 """How long closing a client waits for pending undo steps (seconds): enough for a release on
 a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
@@ -301,13 +296,7 @@ class Locks:
     def close(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         io.drain_cleanups(CLEANUP_GRACE)
-        try:
-            io.bounded(self.backend.close, CLOSE_LIMIT)
-        except io.DeadlineExceeded:
-            # A driver stuck on a dead server (kazoo's stop waits out its reconnect attempt):
-            # its connections end with the process; closing must not hang on them.
-            logger.info("tenure: %s did not close within %s s; left to finish on its own",
-                        self.backend.describe(), CLOSE_LIMIT)
+        self.backend.close()
 
     def __enter__(self) -> Locks:
         return self

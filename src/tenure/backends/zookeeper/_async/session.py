@@ -13,6 +13,7 @@ as kazoo raised them; every other failure (connection lost, session expired, no 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -131,5 +132,17 @@ class AsyncSession:
             client, self._client = self._client, None
             pid, self._pid = self._pid, 0
         if client is not None and pid == os.getpid():
-            await io.run_blocking(client.stop)
-            await io.run_blocking(client.close)
+            # kazoo's stop waits for its connection thread, which may be in a connect attempt
+            # to a dead server for up to the session timeout: not worth waiting for, the
+            # thread ends on its own and the session with it.
+            with contextlib.suppress(io.DeadlineExceeded):
+                await io.bounded(functools.partial(io.run_blocking, _stop, client), STOP_LIMIT)
+
+
+STOP_LIMIT = 1.0
+"""Seconds ``aclose`` waits for kazoo to stop."""
+
+
+def _stop(client: KazooClient) -> None:
+    client.stop()
+    client.close()
