@@ -145,3 +145,13 @@ def test_a_missing_driver_names_its_extra_and_project(monkeypatch: pytest.Monkey
         assert any(project in message.lower() for project in projects), message
         assert "bson" not in message.partition("(")[0], message  # never the wrong project
     assert seen_extras == {"redis", "mongodb", "mysql", "postgresql", "etcd", "zookeeper"}
+
+
+def test_the_readme_links_work_on_the_package_index() -> None:
+    # The README is the package's description on PyPI, where a link relative to the
+    # repository (docs/api.md) leads nowhere: every link must be absolute.
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)]+)\)", text)
+    assert targets
+    relative = [target for target in targets if not re.match(r"https?://|#", target)]
+    assert relative == []
