@@ -49,7 +49,7 @@ def _scenario_keys(text: str) -> list[str]:
         key = by_number.get(item, item)
         if key not in SCENARIOS:
             raise argparse.ArgumentTypeError(
-                f"unknown scenario {item!r}; known: {', '.join(SCENARIOS)} (or 1-10)"
+                f"unknown scenario {item!r}; known: {', '.join(SCENARIOS)} (or 1-{len(SCENARIOS)})"
             )
         keys.append(key)
     return keys

@@ -2,14 +2,17 @@
 figure is recomputed from time stamps, fences and the resource's own log.
 
 - Overlapping sections: two critical sections on the same lock whose intervals intersect on
-  the observer's clock. A section's interval runs from just after ``acquire`` returned to
-  just before ``release`` was called, so it lies inside what the holder took for its lease:
-  an overlap is two processes acting as holders at once, never a measuring artefact.
-- Silent overlaps: overlapping pairs in which neither holder was ever told its lease was
-  gone (``lost`` unset and a clean release). In an overlap one of the two held a lease that
-  was no longer valid; a lease cannot stop that holder, but it must tell it. (Which of the two
-  is judged by who was told, not by fences: after a restart that loses them, fences start
-  again from 1 and the stale holder has the higher one.)
+  the observer's clock. For a semaphore of ``limit`` permits (scenario 12) the same figure
+  counts the sections in progress at a moment when more than ``limit`` were. A section's
+  interval runs from just after ``acquire`` returned to just before ``release`` was called,
+  so it lies inside what the holder took for its lease: an overlap is two processes acting
+  as holders at once, never a measuring artefact.
+- Silent overlaps: overlapping pairs (for a semaphore, moments over its limit) in which no
+  holder was ever told its lease was gone (``lost`` unset and a clean release). In an
+  overlap one of the two held a lease that was no longer valid; a lease cannot stop that
+  holder, but it must tell it. (Which of the two is judged by who was told, not by fences:
+  after a restart that loses them, fences start again from 1 and the stale holder has the
+  higher one.)
 - Fence regressions: a section whose fence is not above the fence of a section that had
   ended before this one's ``acquire`` was even called (that grant surely came later), plus
   fences handed to two different sections of one lock.
@@ -34,6 +37,7 @@ __all__ = [
     "RaceFigures",
     "check",
     "check_races",
+    "excess_moments",
     "fence_regressions",
     "overlapping_pairs",
     "stale_writes",
@@ -54,6 +58,8 @@ class Figures:
     writes_accepted: int | None
     final_value: int | None
     lost_updates: int | None
+    most_at_once: int = 0
+    """The most sections of one name in progress at one moment."""
 
 
 def _by_name(sections: Iterable[Section]) -> dict[str, list[Section]]:
@@ -74,6 +80,32 @@ def overlapping_pairs(sections: Iterable[Section]) -> list[tuple[Section, Sectio
             pairs.extend((other, section) for other in active)
             active.append(section)
     return pairs
+
+
+def excess_moments(sections: Iterable[Section], limit: int) -> list[tuple[Section, ...]]:
+    """For each section that started while ``limit`` others of its name were still in
+    progress: the sections in progress at that moment (it included). For ``limit`` 1 these
+    are the overlaps; ``overlapping_pairs`` keeps the mutex's pairwise count."""
+    moments: list[tuple[Section, ...]] = []
+    for group in _by_name(sections).values():
+        active: list[Section] = []
+        for section in sorted(group, key=lambda s: s.start):
+            active = [other for other in active if other.end > section.start]
+            active.append(section)
+            if len(active) > limit:
+                moments.append(tuple(active))
+    return moments
+
+
+def most_at_once(sections: Iterable[Section]) -> int:
+    most = 0
+    for group in _by_name(sections).values():
+        active: list[Section] = []
+        for section in sorted(group, key=lambda s: s.start):
+            active = [other for other in active if other.end > section.start]
+            active.append(section)
+            most = max(most, len(active))
+    return most
 
 
 def fence_regressions(sections: Iterable[Section]) -> int:
@@ -121,11 +153,14 @@ def stale_writes(accesses: Sequence[Access]) -> tuple[int, int]:
     return accepted, refused
 
 
-def check(history: History) -> Figures:
-    pairs = overlapping_pairs(history.sections)
-    involved = {s.key for pair in pairs for s in pair}
-    silent = sum(1 for first, second in pairs
-                 if not first.learned_loss and not second.learned_loss)
+def check(history: History, limit: int = 1) -> Figures:
+    """The figures of a history of a mutex, or of a semaphore of ``limit`` permits."""
+    moments: Sequence[tuple[Section, ...]]
+    moments = overlapping_pairs(history.sections) if limit == 1 else excess_moments(
+        history.sections, limit)
+    involved = {s.key for moment in moments for s in moment}
+    # In every such moment one holder's lease had ended: one of them at least must be told.
+    silent = sum(1 for moment in moments if not any(s.learned_loss for s in moment))
     if history.accesses:
         stale_accepted, stale_refused = stale_writes(history.accesses)
         writes = [a for a in history.accesses if a.op == "write" and a.accepted]
@@ -140,7 +175,7 @@ def check(history: History) -> Figures:
     return Figures(
         sections=len(history.sections),
         overlaps=len(involved),
-        overlap_pairs=len(pairs),
+        overlap_pairs=len(moments),
         silent_overlaps=silent,
         fence_regressions=fence_regressions(history.sections),
         stale_writes_accepted=stale_a,
@@ -148,6 +183,7 @@ def check(history: History) -> Figures:
         writes_accepted=written,
         final_value=final_value,
         lost_updates=lost,
+        most_at_once=most_at_once(history.sections),
     )
 
 

@@ -181,6 +181,8 @@ NOTE_KEYS: dict[int, list[str]] = {
          "stale_writes_refused"],
     11: ["processes", "stopped", "sections_after_the_stop", "backend_errors_seen",
          "lost_updates", "fence_regressions"],
+    12: ["processes", "most_at_once", "victims_told_of_loss", "silent_overlaps",
+         "fence_regressions", "median_recovery"],
 }
 
 

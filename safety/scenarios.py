@@ -1,4 +1,4 @@
-"""The eleven scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The twelve scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -77,6 +77,10 @@ class Profile:
     node_processes: int
     node_sections: int
     """Per variant (a follower stopped, the leader stopped)."""
+    semaphore_processes: int
+    semaphore_sections: int
+    semaphore_pause_trials: int
+    semaphore_kill_trials: int
 
 
 PROFILES = {
@@ -93,6 +97,8 @@ PROFILES = {
         fuzz_examples=80,
         clock_trials=1, clock_ttl=1.0,
         node_processes=4, node_sections=120,
+        semaphore_processes=4, semaphore_sections=200, semaphore_pause_trials=1,
+        semaphore_kill_trials=6,
     ),
     "full": Profile(
         name="full",
@@ -107,6 +113,8 @@ PROFILES = {
         fuzz_examples=1000,
         clock_trials=10, clock_ttl=1.0,
         node_processes=8, node_sections=4000,
+        semaphore_processes=16, semaphore_sections=4000, semaphore_pause_trials=20,
+        semaphore_kill_trials=100,
     ),
 }
 
@@ -165,6 +173,8 @@ class Traits:
                          "or a cut (scenario 6), not the loss of one replica")
     """Its store is replicated over nodes that elect a leader, one of which the harness can
     stop while the others keep a quorum."""
+    semaphore: str | None = None
+    """It offers semaphores (the refusal of those that do not is their own reason)."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -191,6 +201,8 @@ TRAITS: dict[str, Traits] = {
     "redlock": Traits(
         nodes="independent nodes without a leader: a minority of them restarted is a variant "
         "of scenario 5, cut from the client one of scenario 6",
+        semaphore="Redlock refuses semaphores: counting permits on each independent node and "
+        "taking a majority could grant more permits than the limit",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
         "split the nodes between them so that none has a majority, every one of them fails "
         "and gives its nodes back (a blocking acquire then retries after a random pause)",
@@ -256,24 +268,33 @@ as hung (an acquire waits 60 s at most): their length depends on the backend's s
 
 
 def baseline(run: Run, profile: Profile) -> list[Result]:
-    total, processes = profile.baseline_sections, profile.baseline_processes
+    processes = profile.baseline_processes
+    figures, violations = _contended(run, processes, profile.baseline_sections,
+                                     hold=[0, 0.002])
+    return [Result(1, "Baseline", "", run.target.backend, 1, figures.sections, figures.overlaps,
+                   None, None, None,
+                   details={"processes": processes, "ttl": 10.0, **_figures_details(figures)},
+                   violations=violations)]
+
+
+def _contended(run: Run, processes: int, total: int, *, hold: list[float],
+               limit: int | None = None) -> tuple[Figures, list[str]]:
+    """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
+    ``limit`` permits) in random acquire styles, holds and pauses; nothing may exceed it."""
     name = run.name("baseline")
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
-                  modes=["blocking", "try", "with"], hold=[0, 0.002], think=[0, 0.001])
+                  modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit)
         for share in _split(total, processes)
     ]
     _ready(*workers)
     for worker in workers:
         worker.expect_progressing(stall=STALL)
-    figures = check(run.history())
+    figures = check(run.history(), limit or 1)
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
     if figures.sections != total:
         violations.append(f"{figures.sections} sections recorded, {total} expected")
-    return [Result(1, "Baseline", "", run.target.backend, 1, figures.sections, figures.overlaps,
-                   None, None, None,
-                   details={"processes": processes, "ttl": 10.0, **_figures_details(figures)},
-                   violations=violations)]
+    return figures, violations
 
 
 # ---- 2. lost updates -------------------------------------------------------------------------
@@ -333,21 +354,25 @@ class _Disturbed:
 
 
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
-               disturb: Callable[[WorkerProcess], None]) -> _Disturbed:
+               disturb: Callable[[WorkerProcess], None], limit: int | None = None
+               ) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
-    releases: scenario 3 pauses it, scenario 10 jumps a clock under it."""
+    releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
+    take permits of a semaphore instead, and there is no resource: its holders rightly write
+    side by side, so only the concurrency and what the victim is told are judged."""
     name = run.name("victim")
-    resource = Resource(run.workdir, fenced=fenced).start()
+    resource = Resource(run.workdir, fenced=fenced).start() if limit is None else None
+    path = str(resource.path) if resource is not None else None
     violations: list[str] = []
     reports = []
     try:
         workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
-                      resource=str(resource.path), hold=[0.005, 0.02], think=[0.005, 0.02])
+                      resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit)
             for _ in range(contenders)
         ]
-        victim = run.spawn("victim", name=name, ttl=ttl, resource=str(resource.path))
+        victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit)
         with run.stopping(*workers, victim):
             _ready(*workers, victim)
             for _ in range(trials):
@@ -361,8 +386,9 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
                 reports.append({**victim.expect(60), "received": time.time()})
             victim.send("quit")
     finally:
-        resource.stop()
-    figures = check(run.history())
+        if resource is not None:
+            resource.stop()
+    figures = check(run.history(), limit or 1)
     if fenced:
         if figures.stale_writes_accepted:
             violations.append(f"{figures.stale_writes_accepted} stale writes accepted "
@@ -373,7 +399,19 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
 
 
 def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
-    ttl = profile.pause_ttl
+    found = _pause_trials(run, profile.pause_trials, profile.pause_ttl,
+                          profile.pause_contenders, fenced=fenced)
+    variant = "fence checked by the resource" if fenced else "lease only, no fence check"
+    return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
+                  profile.pause_trials, found.figures.sections, found.figures.overlaps,
+                  found.figures.stale_writes_accepted, None, None,
+                  details=_pause_details(found, profile.pause_ttl, profile.pause_contenders),
+                  violations=found.violations)
+
+
+def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced: bool,
+                  limit: int | None = None) -> _Disturbed:
+    """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on."""
     pause = 1.5 * ttl
 
     def pause_victim(victim: WorkerProcess) -> None:
@@ -383,29 +421,52 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
         victim.signal(signal.SIGCONT)
         run.recorder.event("sigcont", victim.worker)
 
-    found = _disturbed(run, ttl=ttl, trials=profile.pause_trials,
-                       contenders=profile.pause_contenders, fenced=fenced,
-                       disturb=pause_victim)
-    figures, violations = found.figures, found.violations
-    violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
-    if not figures.overlaps:
-        violations.append("no other holder entered during any pause: nothing was tested")
-    details = {"ttl": ttl, "pause": pause, "contenders": profile.pause_contenders,
-               "victims_told_of_loss": found.told, **_figures_details(figures)}
-    variant = "fence checked by the resource" if fenced else "lease only, no fence check"
-    return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
-                  profile.pause_trials, figures.sections, figures.overlaps,
-                  figures.stale_writes_accepted, None, None, details=details,
-                  violations=violations)
+    found = _disturbed(run, ttl=ttl, trials=trials, contenders=contenders, fenced=fenced,
+                       disturb=pause_victim, limit=limit)
+    found.violations += _common_violations(found.figures, run.target.backend,
+                                           overlaps_allowed=True)
+    if not found.figures.overlaps:
+        found.violations.append("no other holder entered during any pause: nothing was "
+                                "tested")
+    return found
+
+
+def _pause_details(found: _Disturbed, ttl: float, contenders: int) -> dict[str, Any]:
+    return {"ttl": ttl, "pause": 1.5 * ttl, "contenders": contenders,
+            "victims_told_of_loss": found.told, **_figures_details(found.figures)}
 
 
 # ---- 4. the killed holder --------------------------------------------------------------------
 
 
 def killed_holder(run: Run, profile: Profile) -> list[Result]:
-    ttl = profile.kill_ttl
+    found = _kill_trials(run, profile.kill_trials, profile.kill_ttl, profile.kill_lanes)
+    return [Result(4, "Holder killed (SIGKILL)", "", run.target.backend, len(found.recoveries),
+                   found.figures.sections, found.figures.overlaps, None,
+                   max(found.recoveries) if found.recoveries else None, found.bound,
+                   KILL_RECOVERY, details=found.details, violations=found.violations)]
+
+
+KILL_RECOVERY = "SIGKILL to the next acquisition; bound ttl + ttl/3 + 1 s"
+
+
+@dataclasses.dataclass
+class _Killed:
+    figures: Figures
+    recoveries: list[float]
+    bound: float
+    details: dict[str, Any]
+    violations: list[str]
+
+
+def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
+                 limit: int | None = None) -> _Killed:
+    """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
+    renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
+    ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
+    by fillers, so the waiter can only have the killed holder's permit."""
     bound = ttl + ttl / 3 + 1.0
-    lanes = max(1, min(profile.kill_lanes, profile.kill_trials))
+    lanes = max(1, min(lanes, trials))
     recoveries: list[float] = []
     violations: list[str] = []
     failures: list[BaseException] = []
@@ -413,10 +474,21 @@ def killed_holder(run: Run, profile: Profile) -> list[Result]:
     def lane(number: int, trials: int) -> None:
         rng = random.Random(run.seed * 100 + number)
         name = run.name(f"killed{number}")
-        waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10)
-        upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0")
+        waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10,
+                           limit=limit)
+        upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0",
+                             limit=limit)
+        fillers = [run.spawn("holder", name=name, ttl=ttl, worker=f"filler{number}.{i}",
+                             limit=limit) for i in range((limit or 1) - 1)]
+        held: list[tuple[WorkerProcess, dict[str, Any]]] = []
         try:
-            _ready(waiter)
+            _ready(waiter, *fillers)
+            for filler in fillers:
+                filler.send("go")
+                got = filler.expect(90)
+                if not got.get("acquired"):
+                    raise WorkerFailed(f"{filler}: could not take its permit")
+                held.append((filler, got))
             for trial in range(trials):
                 holder = upcoming
                 _ready(holder)
@@ -424,7 +496,7 @@ def killed_holder(run: Run, profile: Profile) -> list[Result]:
                 got = holder.expect(90)
                 if trial + 1 < trials:  # the next one starts up while this trial runs
                     upcoming = run.spawn("holder", name=name, ttl=ttl,
-                                         worker=f"holder{number}.{trial + 1}")
+                                         worker=f"holder{number}.{trial + 1}", limit=limit)
                 if not got.get("acquired"):
                     violations.append(f"lane {number}: holder {trial} could not acquire")
                     holder.kill()
@@ -448,31 +520,33 @@ def killed_holder(run: Run, profile: Profile) -> list[Result]:
         finally:
             waiter.stop()
             upcoming.kill()
+            ended = now_ns()
+            for filler in fillers:
+                filler.kill()
+            for filler, got in held:  # their permits spanned the lane: part of the count
+                run.recorder.write(Section(filler.worker, 1, name, got["asked"], got["start"],
+                                           ended, got["fence"], release="none"))
 
     threads = [threading.Thread(target=lane, args=(i, share))
-               for i, share in enumerate(_split(profile.kill_trials, lanes))]
+               for i, share in enumerate(_split(trials, lanes))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if failures:
         raise failures[0]
-    figures = check(run.history())
+    figures = check(run.history(), limit or 1)
     violations += _common_violations(figures, run.target.backend, overlaps_allowed=False)
     late = [r for r in recoveries if r > bound]
     if late:
         violations.append(f"{len(late)} of {len(recoveries)} recoveries over the "
                           f"{bound:.2f} s bound (worst {max(late):.3f} s)")
-    if len(recoveries) != profile.kill_trials:
-        violations.append(f"{len(recoveries)} recoveries measured of {profile.kill_trials}")
+    if len(recoveries) != trials:
+        violations.append(f"{len(recoveries)} recoveries measured of {trials}")
     details = {"ttl": ttl, "lanes": lanes,
                "median_recovery": sorted(recoveries)[len(recoveries) // 2] if recoveries else None,
                **_figures_details(figures)}
-    return [Result(4, "Holder killed (SIGKILL)", "", run.target.backend, len(recoveries),
-                   figures.sections, figures.overlaps, None,
-                   max(recoveries) if recoveries else None, bound,
-                   "SIGKILL to the next acquisition; bound ttl + ttl/3 + 1 s",
-                   details=details, violations=violations)]
+    return _Killed(figures, recoveries, bound, details, violations)
 
 
 # ---- 5. the server restarted -----------------------------------------------------------------
@@ -945,6 +1019,53 @@ def _node_stopped(run: Run, profile: Profile, role: str) -> Result:
                   violations=violations)
 
 
+# ---- 12. semaphores ----------------------------------------------------------------------
+
+SEMAPHORE_LIMIT = 2
+"""Permits per semaphore: the smallest limit at which "more than the limit" differs from a
+mutex's overlap, so the excess a broken count would allow shows up as often as it can."""
+
+
+def semaphores(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 1, 3 and 4 again with a semaphore of two permits instead of a mutex: never
+    more than two sections at once (checked from the time stamps), fences distinct and
+    increasing, a paused holder told it lost its permit, a killed holder's permit free within
+    its ttl + ttl/3 + 1 s."""
+    limit = SEMAPHORE_LIMIT
+    title = f"Semaphore, limit {limit}"
+    backend = run.target.backend
+    processes = profile.semaphore_processes
+    # Holds longer than the mutex baseline's, so that two permits are held at once often.
+    figures, violations = _contended(run.child("baseline"), processes,
+                                     profile.semaphore_sections, hold=[0.002, 0.02],
+                                     limit=limit)
+    if figures.most_at_once < limit:
+        violations.append(f"never more than {figures.most_at_once} permit held at once: the "
+                          "limit was not reached, nothing was tested")
+    contended = Result(12, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, None, None,
+                       details={"processes": processes, "limit": limit, "ttl": 10.0,
+                                **_figures_details(figures)},
+                       violations=violations)
+    ttl, contenders = profile.pause_ttl, max(limit, profile.pause_contenders)
+    paused = _pause_trials(run.child("paused"), profile.semaphore_pause_trials, ttl,
+                           contenders, fenced=False, limit=limit)
+    paused_result = Result(12, title, "holder paused 1.5x TTL", backend,
+                           profile.semaphore_pause_trials, paused.figures.sections,
+                           paused.figures.overlaps, None, None, None,
+                           details={"limit": limit, **_pause_details(paused, ttl, contenders)},
+                           violations=paused.violations)
+    killed = _kill_trials(run.child("killed"), profile.semaphore_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, limit=limit)
+    killed_result = Result(12, title, "holder killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           KILL_RECOVERY, details={"limit": limit, **killed.details},
+                           violations=killed.violations)
+    return [contended, paused_result, killed_result]
+
+
 # ---- the table -------------------------------------------------------------------------------
 
 
@@ -1003,6 +1124,9 @@ SCENARIOS: dict[str, Scenario] = {
                  "a follower, then the leader, of a replicated store is SIGKILLed while "
                  "processes contend: locks are still granted, no overlap, no lost update, "
                  "fences keep increasing across the change of leader"),
+        Scenario(12, "semaphore", "Semaphore, limit 2", ("shared", "semaphore"), semaphores,
+                 "scenarios 1, 3 and 4 with two permits instead of one lock: never more than "
+                 "two holders, a paused holder is told, a killed holder's permit comes back"),
     ]
 }
 

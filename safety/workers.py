@@ -55,7 +55,21 @@ def command() -> list[str]:
     return sys.stdin.readline().split()
 
 
-def _release(lock: tenure.Lock) -> str:
+Held = tenure.Lock | tenure.Semaphore
+"""A mutex, or one permit of a semaphore when the config gives a ``limit`` (scenario 12)."""
+
+
+def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl: float,
+           renew: bool = False, timeout: float | None = None) -> Held:
+    """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore."""
+    name = config["name"] if name is None else name
+    limit: int | None = config.get("limit")
+    if limit is not None:
+        return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout)
+    return locks.lock(name, ttl=ttl, renew=renew, timeout=timeout)
+
+
+def _release(lock: Held) -> str:
     try:
         lock.release()
     except tenure.LockLost:
@@ -124,8 +138,8 @@ def _one_section(
 ) -> Section | None:
     """One attempt in the given acquire style; the section, or None if not acquired."""
     wait = float(config.get("acquire_timeout", 30.0))
-    lock = locks.lock(config["name"], ttl=config["ttl"], renew=config.get("renew", False),
-                      timeout=wait)
+    lock = _lease(locks, config, ttl=config["ttl"], renew=config.get("renew", False),
+                  timeout=wait)
     asked = now_ns()
     if mode == "with":
         section = None
@@ -150,7 +164,7 @@ def _one_section(
 
 
 def _body(
-    lock: tenure.Lock,
+    lock: Held,
     *,
     worker: str,
     seq: int,
@@ -185,30 +199,36 @@ def _body(
 
 def victim(config: Config, recorder: Recorder) -> None:
     worker = config["worker"]
-    resource = ResourceClient(config["resource"])
+    # No resource for a semaphore's victim: its permits' holders rightly write side by side.
+    resource = ResourceClient(config["resource"]) if config.get("resource") else None
     locks = tenure.connect(config["url"])
     seq = 0
     report(ready=True)
     while (words := command()) and words[0] == "go":
         seq += 1
         key = f"{worker}:{seq}"
-        lock = locks.lock(config["name"], ttl=config["ttl"], renew=True)
+        lock = _lease(locks, config, ttl=config["ttl"], renew=True)
         asked = now_ns()
         if not lock.acquire(timeout=30):
             report(entered=False)
             continue
         start = now_ns()
         fence = lock.fence
-        ok, value = resource.read(key, fence)
+        value = wrote = accepted = None
+        ok = False
+        if resource is not None:
+            ok, value = resource.read(key, fence)
         lock.check()  # all is well: the lease is live right now
         report(entered=True, fence=fence)
         command()  # "write": the controller paused us just before this point
-        accepted = resource.write(key, fence, value + 1) if ok else False
+        if resource is not None and value is not None:
+            wrote = value + 1
+            accepted = resource.write(key, fence, wrote) if ok else False
         lost = lock.lost.is_set()
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(worker, seq, lock.name, asked, start, end, fence, value,
-                               value + 1 if ok else None, accepted, lost, outcome))
+                               wrote if ok else None, accepted, lost, outcome))
         # Its wall clock too: scenario 10 checks that a jump of it reached this process.
         report(done=True, accepted=accepted, lost=lost, release=outcome, wall=time.time())
     locks.close()
@@ -219,7 +239,7 @@ def victim(config: Config, recorder: Recorder) -> None:
 
 def holder(config: Config, recorder: Recorder) -> None:
     locks = tenure.connect(config["url"])
-    lock = locks.lock(config["name"], ttl=config["ttl"], renew=True)
+    lock = _lease(locks, config, ttl=config["ttl"], renew=True)
     report(ready=True)
     command()  # "go": started ahead of its turn, so that start-up costs no trial time
     asked = now_ns()
@@ -239,7 +259,7 @@ def waiter(config: Config, recorder: Recorder) -> None:
     while (words := command()) and words[0] == "wait":
         name = words[1] if len(words) > 1 else config["name"]
         seq += 1
-        lock = locks.lock(name, ttl=config["ttl"])
+        lock = _lease(locks, config, name, ttl=config["ttl"])
         asked = now_ns()
         try:
             took = lock.acquire(timeout=float(config["acquire_timeout"]))

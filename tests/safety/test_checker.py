@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from safety.checker import check, check_races, fence_regressions, overlapping_pairs, stale_writes
+from safety.checker import (
+    check,
+    check_races,
+    excess_moments,
+    fence_regressions,
+    overlapping_pairs,
+    stale_writes,
+)
 from safety.history import Access, Attempt, History, Section
 
 
@@ -39,6 +46,25 @@ def test_an_overlap_nobody_was_told_about_is_silent() -> None:
     told = check(History(sections=[section("a", 0, 100, 1, release="lost"),
                                    section("b", 10, 20, 2)]))
     assert told.silent_overlaps == 0
+
+
+def test_a_semaphore_counts_only_moments_over_its_limit() -> None:
+    two_at_once = [section("a", 0, 100, 1), section("b", 10, 50, 2), section("c", 60, 90, 3)]
+    figures = check(History(sections=two_at_once), limit=2)
+    assert figures.overlaps == figures.overlap_pairs == figures.silent_overlaps == 0
+    assert figures.most_at_once == 2
+    # d starts while a, b and c are all in progress: one moment over the limit, nobody told.
+    three_at_once = [*two_at_once[:2], section("c", 20, 90, 3), section("d", 30, 40, 4),
+                     section("e", 95, 99, 5)]
+    figures = check(History(sections=three_at_once), limit=2)
+    assert figures.most_at_once == 4
+    assert [len(moment) for moment in excess_moments(three_at_once, 2)] == [3, 4]
+    assert figures.overlaps == 4  # e overlaps only a: within the limit
+    assert figures.silent_overlaps == 2
+    told = [section("a", 0, 100, 1, lost=True), *three_at_once[1:]]
+    assert check(History(sections=told), limit=2).silent_overlaps == 0
+    # The mutex's figures are the limit-1 case.
+    assert check(History(sections=three_at_once)).overlaps == 5
 
 
 def test_a_fence_not_above_an_earlier_finished_section_is_a_regression() -> None:

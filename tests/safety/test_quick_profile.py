@@ -203,3 +203,22 @@ def test_a_stopped_node_of_three_neither_stops_nor_breaks_the_lock(
         assert result.details["lost_updates"] == 0
         assert result.details["fence_regressions"] == 0
         assert result.details["sections_after_the_stop"] > 0
+
+
+@scenario("semaphore")
+def test_a_semaphore_never_exceeds_its_limit_paused_or_killed(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    baseline, paused, killed = run("semaphore", Target(backend_name, backend_url), tmp_path)
+    assert baseline.sections == QUICK.semaphore_sections
+    assert baseline.overlaps == 0
+    assert baseline.details["most_at_once"] == 2
+    assert baseline.details["fence_regressions"] == 0
+    # The paused holder's permit went to another: three at once, and it was told.
+    assert paused.overlaps
+    assert paused.details["victims_told_of_loss"] == QUICK.semaphore_pause_trials
+    assert paused.details["silent_overlaps"] == 0
+    assert killed.runs == QUICK.semaphore_kill_trials
+    assert killed.overlaps == 0
+    assert killed.worst_recovery is not None and killed.recovery_bound is not None
+    assert killed.worst_recovery <= killed.recovery_bound
