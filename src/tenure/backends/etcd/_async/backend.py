@@ -39,8 +39,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._async.ordered_queue import AsyncOrderedQueueBackend
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends.etcd import SCHEMES
@@ -126,7 +126,7 @@ def _created_at(key: str, revision: int) -> JSON:
             "create_revision": str(revision)}
 
 
-class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport):
+class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
@@ -162,26 +162,7 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSuppo
     async def aclose(self) -> None:
         await self.gateway.aclose()
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return await self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
-
-    async def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
-        )
+    # ---- election values: a field of the holder's entry ------------------------------
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get(("lock", name, token))
@@ -201,68 +182,6 @@ class AsyncEtcdBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSuppo
             return False
         held.record = record
         return True
-
-    async def release(self, name: str, token: str) -> bool:
-        return await self._release("lock", name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = await self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("lock", renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await self._owned("lock", name, token)
-
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await self._inspect("lock", name)
-
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await self._list("lock", prefix)
-
-    async def break_lock(self, name: str) -> bool:
-        return await self._break("lock", name)
-
-    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    async def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
-        )
-
-    async def release_permit(self, name: str, token: str) -> bool:
-        return await self._release("semaphore", name, token)
-
-    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("semaphore", renewals)
-
-    async def permit_owned(self, name: str, token: str) -> bool:
-        return await self._owned("semaphore", name, token)
-
-    async def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return await self._inspect("semaphore", name)
-
-    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return await self._list("semaphore", prefix)
-
-    async def break_semaphore(self, name: str) -> bool:
-        return await self._break("semaphore", name)
-
-    async def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("semaphore", name, busy, timeout)
 
     # ---- the steps, once for both --------------------------------------------------------
 

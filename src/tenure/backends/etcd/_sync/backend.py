@@ -41,8 +41,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.backend import Backend
-from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport
+from tenure._sync.ordered_queue import OrderedQueueBackend
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends.etcd import SCHEMES
@@ -128,7 +128,7 @@ def _created_at(key: str, revision: int) -> JSON:
             "create_revision": str(revision)}
 
 
-class EtcdBackend(Backend, SemaphoreSupport, LeaseValueSupport):
+class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
@@ -164,26 +164,7 @@ class EtcdBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     def close(self) -> None:
         self.gateway.close()
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
-
-    def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
-        )
+    # ---- election values: a field of the holder's entry ------------------------------
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get(("lock", name, token))
@@ -203,68 +184,6 @@ class EtcdBackend(Backend, SemaphoreSupport, LeaseValueSupport):
             return False
         held.record = record
         return True
-
-    def release(self, name: str, token: str) -> bool:
-        return self._release("lock", name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("lock", renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return self._owned("lock", name, token)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        return self._inspect("lock", name)
-
-    def list_locks(self, prefix: str) -> list[LockInfo]:
-        return self._list("lock", prefix)
-
-    def break_lock(self, name: str) -> bool:
-        return self._break("lock", name)
-
-    def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
-        )
-
-    def release_permit(self, name: str, token: str) -> bool:
-        return self._release("semaphore", name, token)
-
-    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("semaphore", renewals)
-
-    def permit_owned(self, name: str, token: str) -> bool:
-        return self._owned("semaphore", name, token)
-
-    def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return self._inspect("semaphore", name)
-
-    def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return self._list("semaphore", prefix)
-
-    def break_semaphore(self, name: str) -> bool:
-        return self._break("semaphore", name)
-
-    def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("semaphore", name, busy, timeout)
 
     # ---- the steps, once for both --------------------------------------------------------
 

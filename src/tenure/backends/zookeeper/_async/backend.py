@@ -40,8 +40,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._async.ordered_queue import AsyncOrderedQueueBackend
 from tenure._concurrency import async_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
@@ -101,7 +101,7 @@ class _Ranked:
         return len(self.live_ahead) < limit
 
 
-class AsyncZooKeeperBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport):
+class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
@@ -136,26 +136,7 @@ class AsyncZooKeeperBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValue
     async def aclose(self) -> None:
         await self.session.aclose()
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return await self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
-
-    async def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
-        )
+    # ---- election values: a field of the holder's entry ------------------------------
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get(("lock", name, token))
@@ -191,68 +172,6 @@ class AsyncZooKeeperBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValue
                 if stat is None:
                     return None
                 version = stat.version
-
-    async def release(self, name: str, token: str) -> bool:
-        return await self._release("lock", name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = await self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("lock", renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await self._owned("lock", name, token)
-
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await self._inspect("lock", name)
-
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await self._list("lock", prefix)
-
-    async def break_lock(self, name: str) -> bool:
-        return await self._break("lock", name)
-
-    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    async def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
-        )
-
-    async def release_permit(self, name: str, token: str) -> bool:
-        return await self._release("semaphore", name, token)
-
-    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("semaphore", renewals)
-
-    async def permit_owned(self, name: str, token: str) -> bool:
-        return await self._owned("semaphore", name, token)
-
-    async def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return await self._inspect("semaphore", name)
-
-    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return await self._list("semaphore", prefix)
-
-    async def break_semaphore(self, name: str) -> bool:
-        return await self._break("semaphore", name)
-
-    async def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("semaphore", name, busy, timeout)
 
     async def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting

@@ -42,8 +42,8 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tenure._sync.backend import Backend
-from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
+from tenure._sync.capabilities import LeaseValueSupport
+from tenure._sync.ordered_queue import OrderedQueueBackend
 from tenure._concurrency import sync_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
@@ -103,7 +103,7 @@ class _Ranked:
         return len(self.live_ahead) < limit
 
 
-class ZooKeeperBackend(Backend, SemaphoreSupport, LeaseValueSupport):
+class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
@@ -138,26 +138,7 @@ class ZooKeeperBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     def close(self) -> None:
         self.session.close()
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
-
-    def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
-        )
+    # ---- election values: a field of the holder's entry ------------------------------
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get(("lock", name, token))
@@ -193,68 +174,6 @@ class ZooKeeperBackend(Backend, SemaphoreSupport, LeaseValueSupport):
                 if stat is None:
                     return None
                 version = stat.version
-
-    def release(self, name: str, token: str) -> bool:
-        return self._release("lock", name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("lock", renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return self._owned("lock", name, token)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        return self._inspect("lock", name)
-
-    def list_locks(self, prefix: str) -> list[LockInfo]:
-        return self._list("lock", prefix)
-
-    def break_lock(self, name: str) -> bool:
-        return self._break("lock", name)
-
-    def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
-        )
-
-    def release_permit(self, name: str, token: str) -> bool:
-        return self._release("semaphore", name, token)
-
-    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("semaphore", renewals)
-
-    def permit_owned(self, name: str, token: str) -> bool:
-        return self._owned("semaphore", name, token)
-
-    def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return self._inspect("semaphore", name)
-
-    def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return self._list("semaphore", prefix)
-
-    def break_semaphore(self, name: str) -> bool:
-        return self._break("semaphore", name)
-
-    def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("semaphore", name, busy, timeout)
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting
