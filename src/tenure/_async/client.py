@@ -308,6 +308,12 @@ class AsyncLocks:
             return self.backend
         raise self._refused(primitive)
 
+    def _queue_records(self) -> AsyncQueueSupport:
+        """The backend's "rwlock" records, read-write or fair (for inspect and break)."""
+        if isinstance(self.backend, AsyncQueueSupport):
+            return self.backend
+        raise self._refused("rwlock")
+
     def _refused(self, primitive: str) -> ConfigurationError:
         reason = self.backend.refusals.get(primitive, "it is not implemented for this backend")
         return ConfigurationError(
@@ -373,7 +379,7 @@ class AsyncLocks:
         if kind == "semaphore":
             return await self._semaphores().inspect_semaphore(name)
         if kind == "rwlock":
-            return await self._queues("rwlock").inspect_queue(name)
+            return await self._queue_records().inspect_queue(name)
         return await self.backend.inspect(name)
 
     async def list_locks(self, prefix: str = "") -> list[LockInfo]:
@@ -398,7 +404,7 @@ class AsyncLocks:
         if kind == "semaphore":
             return await self._semaphores().break_semaphore(name)
         if kind == "rwlock":
-            return await self._queues("rwlock").break_queue(name)
+            return await self._queue_records().break_queue(name)
         return await self.backend.break_lock(name)
 
     @staticmethod

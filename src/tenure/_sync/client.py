@@ -310,6 +310,12 @@ class Locks:
             return self.backend
         raise self._refused(primitive)
 
+    def _queue_records(self) -> QueueSupport:
+        """The backend's "rwlock" records, read-write or fair (for inspect and break)."""
+        if isinstance(self.backend, QueueSupport):
+            return self.backend
+        raise self._refused("rwlock")
+
     def _refused(self, primitive: str) -> ConfigurationError:
         reason = self.backend.refusals.get(primitive, "it is not implemented for this backend")
         return ConfigurationError(
@@ -375,7 +381,7 @@ class Locks:
         if kind == "semaphore":
             return self._semaphores().inspect_semaphore(name)
         if kind == "rwlock":
-            return self._queues("rwlock").inspect_queue(name)
+            return self._queue_records().inspect_queue(name)
         return self.backend.inspect(name)
 
     def list_locks(self, prefix: str = "") -> list[LockInfo]:
@@ -400,7 +406,7 @@ class Locks:
         if kind == "semaphore":
             return self._semaphores().break_semaphore(name)
         if kind == "rwlock":
-            return self._queues("rwlock").break_queue(name)
+            return self._queue_records().break_queue(name)
         return self.backend.break_lock(name)
 
     @staticmethod

@@ -75,7 +75,7 @@ def _records(locks: tenure.Locks, name: str) -> list[LockInfo | None]:
     found = [locks.inspect(name)]
     if locks.supports("semaphore"):
         found.append(locks.inspect(name, kind="semaphore"))
-    if locks.supports("rwlock"):
+    if locks.supports("rwlock") or locks.supports("fair"):
         found.append(locks.inspect(name, kind="rwlock"))
     return found
 
