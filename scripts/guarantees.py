@@ -34,20 +34,38 @@ def yes(flag: bool) -> str:
 def primitives(backend: type, primitive: str) -> str:
     """Whether this backend offers ``primitive`` beyond the mutex, or refuses it (with a
     note below the table)."""
-    from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+    from tenure._async.capabilities import (
+        AsyncLeaseValueSupport,
+        AsyncQueueSupport,
+        AsyncSemaphoreSupport,
+    )
 
-    interface = {"semaphore": AsyncSemaphoreSupport, "election": AsyncLeaseValueSupport}
-    if issubclass(backend, interface[primitive]):
-        return "yes"
-    return "**no** (see below)" if primitive in backend.refusals else "not yet"
+    interface = {
+        "semaphore": AsyncSemaphoreSupport,
+        "election": AsyncLeaseValueSupport,
+        "rwlock": AsyncQueueSupport,
+        "fair": AsyncQueueSupport,
+    }
+    if primitive in backend.refusals:
+        return "**no** (see below)"
+    return "yes" if issubclass(backend, interface[primitive]) else "not yet"
+
+
+NOUNS = {
+    "semaphore": "semaphores",
+    "election": "elections",
+    "rwlock": "read-write locks",
+    "fair": "fair locks",
+}
+"""How the notes below the table name each primitive (as ``AsyncLocks`` refusals do)."""
 
 
 def table() -> str:
     rows = [
         "| backend | URLs | fencing | fences survive a server restart | leases survive a "
         "server restart | waiters woken by | across hosts | survives losing one server "
-        "| semaphores | elections |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| semaphores | elections | read-write locks | fair locks |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refused = []
     for package, urls in backends():
@@ -57,10 +75,11 @@ def table() -> str:
             f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "
             f"{yes(caps.leases_survive_restart)} | {caps.wakeups} | {yes(caps.multi_host)} | "
             f"{yes(caps.fault_tolerant)} | {primitives(module.BACKEND, 'semaphore')} | "
-            f"{primitives(module.BACKEND, 'election')} |"
+            f"{primitives(module.BACKEND, 'election')} | "
+            f"{primitives(module.BACKEND, 'rwlock')} | {primitives(module.BACKEND, 'fair')} |"
         )
         refused += [
-            f"- **{package}** has no {primitive}s: {reason}."
+            f"- **{package}** has no {NOUNS[primitive]}: {reason}."
             for primitive, reason in module.BACKEND.refusals.items()
         ]
     return "\n".join(rows + (["", *refused] if refused else []))

@@ -57,14 +57,22 @@ SCHEMES: dict[str, str] = {
 
 def offers(backend: str, primitive: str) -> bool:
     """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE)."""
-    from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+    from tenure._async.capabilities import (
+        AsyncLeaseValueSupport,
+        AsyncQueueSupport,
+        AsyncSemaphoreSupport,
+    )
     from tenure._urls import load_backend_module
 
-    interface = {"semaphore": AsyncSemaphoreSupport, "election": AsyncLeaseValueSupport}[
-        primitive
-    ]
+    interface = {
+        "semaphore": AsyncSemaphoreSupport,
+        "election": AsyncLeaseValueSupport,
+        "rwlock": AsyncQueueSupport,
+        "fair": AsyncQueueSupport,
+    }[primitive]
     backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
-    return issubclass(backend_class, interface)
+    # One interface serves read-write and fair locks; a backend may still refuse one.
+    return issubclass(backend_class, interface) and primitive not in backend_class.refusals
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

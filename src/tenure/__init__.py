@@ -12,6 +12,7 @@
 from tenure._async.client import AsyncLocks, connect_async
 from tenure._async.election import AsyncElection, AsyncLeadership
 from tenure._async.lock import AsyncLock
+from tenure._async.rwlock import QUEUE_TTL, AsyncReadWriteLock
 from tenure._async.semaphore import AsyncSemaphore
 from tenure._errors import (
     BackendError,
@@ -28,6 +29,7 @@ from tenure._fencing import FenceGuard, StaleFence
 from tenure._sync.client import Locks, connect
 from tenure._sync.election import Election, Leadership
 from tenure._sync.lock import Lock
+from tenure._sync.rwlock import ReadWriteLock
 from tenure._sync.semaphore import Semaphore
 from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo
 
@@ -38,6 +40,7 @@ __all__ = [
     "AsyncLeadership",
     "AsyncLock",
     "AsyncLocks",
+    "AsyncReadWriteLock",
     "AsyncSemaphore",
     "BackendError",
     "Capabilities",
@@ -57,6 +60,8 @@ __all__ = [
     "LockTimeout",
     "Locks",
     "NotOwned",
+    "QUEUE_TTL",
+    "ReadWriteLock",
     "Semaphore",
     "StaleFence",
     "TenureError",

@@ -20,7 +20,8 @@ class Holder:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LeaseInfo:
-    """One live lease on a name: a semaphore's permit (a lock's holder is one too)."""
+    """One live lease on a name: a semaphore's permit, a read-write lock's reader or writer
+    (a lock's holder is one too)."""
 
     holder: Holder
     acquired_at: datetime.datetime | None
@@ -29,6 +30,9 @@ class LeaseInfo:
     """Seconds until this lease runs out, by the server's clock."""
     fence: int | None = None
     """The fence this lease was granted with, where the backend keeps it per lease."""
+    mode: str | None = None
+    """A read-write lock's lease: "read" (shared) or "write" (exclusive; a fair lock's holder
+    too). None for the other primitives."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,7 +40,10 @@ class LockInfo:
     """What a backend knows about one name of one primitive, read in one atomic step.
 
     A lock has at most one live lease (``holder``, ``acquired_at``, ``ttl_left`` describe
-    it); a semaphore has up to ``limit`` (``leases``, each with its own holder and expiry).
+    it); a semaphore has up to ``limit`` (``leases``, each with its own holder and expiry); a
+    read-write lock (``kind="rwlock"``, which a fair lock of the same name is the write side
+    of) has readers or one writer in ``leases``, each with its ``mode``, and ``queued``
+    waiters.
     """
 
     name: str
@@ -49,14 +56,18 @@ class LockInfo:
     ttl_left: float | None
     """Seconds until the current lease runs out, by the server's clock."""
     kind: str = "lock"
-    """Which primitive this name belongs to: "lock" or "semaphore"."""
+    """Which primitive this name belongs to: "lock", "semaphore" or "rwlock" (read-write
+    locks and fair locks)."""
     limit: int | None = None
     """A semaphore's limit, as stored with its live permits (None for a lock)."""
     leases: tuple[LeaseInfo, ...] = ()
-    """A semaphore's live permits, oldest first (empty for a lock: see ``holder``)."""
+    """A semaphore's live permits or a read-write lock's live leases, oldest first (empty for
+    a lock: see ``holder``)."""
     value: str | None = None
     """The opaque value stored with a lock's live lease (an election's leader value), read
     in the same atomic step as holder and fence; None when there is none."""
+    queued: int = 0
+    """A read-write (or fair) lock's waiters holding a live place in its queue."""
 
     @property
     def held(self) -> bool:
@@ -111,7 +122,8 @@ class Renewal:
     token: str
     ttl: float
     kind: str = "lock"
-    """Which primitive's lease: "lock" or "semaphore" (their records are kept apart)."""
+    """Which primitive's lease: "lock", "semaphore" or "rwlock" (their records are kept
+    apart)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

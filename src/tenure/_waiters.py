@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["Settable", "Waiters", "permit_key"]
+__all__ = ["Settable", "Waiters", "permit_key", "queue_key"]
 
 
 class Settable(Protocol):
@@ -48,3 +48,8 @@ class Waiters:
 def permit_key(name: str) -> str:
     """The key a semaphore's waiters wait under: apart from a lock of the same name."""
     return "semaphore\0" + name
+
+
+def queue_key(name: str) -> str:
+    """The key a read-write (or fair) lock's waiters wait under: apart from the others."""
+    return "rwlock\0" + name

@@ -80,7 +80,7 @@ def test_ls_show_break_on_real_data(url: str, locks: tenure.Locks, env: dict[str
     assert set(listed) == {"orders:1", "orders:2", "orders:3", "stock:9"}
     assert listed["orders:3"] == {
         "name": "orders:3", "kind": "lock", "held": False, "fence": 1, "limit": None, "value": None,
-        "holder": None, "acquired_at": None, "ttl_left": None, "holders": [],
+        "holder": None, "acquired_at": None, "ttl_left": None, "holders": [], "queued": 0,
     }
     assert listed["orders:1"]["holder"] == {
         "host": _host(), "pid": os.getpid(), "thread": "MainThread",

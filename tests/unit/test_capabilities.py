@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import tenure
-from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
 from tenure._registry import builtin_backends
 from tenure._urls import load_backend_module
 
@@ -77,3 +77,62 @@ def test_election_arguments_are_checked() -> None:
         with pytest.raises(tenure.InvalidArgument):
             election.campaign(value="v", timeout=-1)
         assert election.leader() is None
+
+
+def test_redlock_refuses_fair_and_read_write_locks_saying_why() -> None:
+    with tenure.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3") as locks:
+        assert locks.supports("fair") is False and locks.supports("rwlock") is False
+        with pytest.raises(tenure.ConfigurationError) as raised:
+            locks.lock("k", fair=True)
+        message = str(raised.value)
+        assert "redlock://" in message and "fair locks" in message
+        assert "independent nodes order waiters differently: no single arrival order" in message
+        with pytest.raises(tenure.ConfigurationError) as raised:
+            locks.rwlock("k")
+        assert "read-write locks" in str(raised.value) and "arrival order" in str(raised.value)
+        with pytest.raises(tenure.ConfigurationError):
+            locks.inspect("k", kind="rwlock")
+        # The plain lock is untouched by the refusal.
+        assert isinstance(locks.lock("k"), tenure.Lock)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_queued_leases_are_offered_or_refused_with_a_reason(package: str) -> None:
+    # A backend neither offering nor refusing has not built them yet: the guarantees table
+    # says "not yet" and using them raises ConfigurationError saying it is not implemented.
+    scheme = next(s for s, entry in builtin_backends().items() if entry.package == package)
+    backend = load_backend_module(f"{scheme}://", "_async").BACKEND
+    for primitive in ("fair", "rwlock"):
+        if primitive in backend.refusals:
+            assert len(backend.refusals[primitive]) > 40  # a reason, not a word
+    if issubclass(backend, AsyncQueueSupport):
+        # Offering read-write locks but refusing fair ones is possible; the reverse is not
+        # (a fair lock is the write side of the read-write lock).
+        assert "rwlock" not in backend.refusals or "fair" in backend.refusals
+
+
+def test_fair_and_rwlock_arguments_are_checked() -> None:
+    with tenure.connect("memory://queued-args") as locks:
+        assert locks.supports("fair") and locks.supports("rwlock")
+        fair = locks.lock("k", fair=True)
+        assert isinstance(fair, tenure.Lock)
+        with pytest.raises(tenure.InvalidArgumentType):
+            locks.lock("k", fair=1)  # type: ignore[arg-type]
+        with pytest.raises(tenure.InvalidArgument):
+            locks.rwlock("")
+        with pytest.raises(tenure.InvalidArgument):
+            locks.rwlock("k", ttl=-1)
+        with pytest.raises(tenure.InvalidArgument):
+            locks.rwlock("k", max_renewals=2)
+        rw = locks.rwlock("k", ttl=5)
+        assert isinstance(rw, tenure.ReadWriteLock)
+        with pytest.raises(tenure.InvalidArgument):
+            rw.read(timeout=-1)
+        with pytest.raises(tenure.InvalidArgumentType):
+            rw.write(renew="yes")  # type: ignore[typeddict-item]
+        assert rw.read(ttl=2).ttl == 2 and rw.write().ttl == 5
+        assert rw.read() is not rw.read()  # non-reentrant: one handle per call
+        nesting = locks.rwlock("k", reentrant=True)
+        assert nesting.read() is nesting.read() and nesting.write() is nesting.write()
+        with pytest.raises(tenure.InvalidArgument):
+            locks.supports("barrier")

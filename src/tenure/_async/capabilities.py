@@ -12,6 +12,12 @@ against the live permits of the name: expired permits are dropped, the caller's 
 retried acquire) is found, the stored limit is compared, and the permit is added with the
 next fence, all together. Semaphore records are kept apart from lock records: a semaphore and
 a lock of the same name are different things.
+
+Queued leases with modes (read-write locks and fair locks): a name holds a set of holder
+leases, each "read" (shared) or "write" (exclusive), and a FIFO queue of waiting places. A
+waiter's place is itself a short lease (``queue_ttl``), refreshed by each of its acquire
+attempts, so a waiter that dies or gives up leaves the queue within it. A fair lock is the
+write side of the read-write lock of the same name (one record, kind "rwlock").
 """
 
 from __future__ import annotations
@@ -22,7 +28,12 @@ from collections.abc import Sequence
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 
-__all__ = ["AsyncLeaseValueSupport", "AsyncSemaphoreSupport"]
+__all__ = ["AsyncLeaseValueSupport", "AsyncQueueSupport", "AsyncSemaphoreSupport"]
+
+READ = "read"
+WRITE = "write"
+MODES = (READ, WRITE)
+"""A queued lease's modes: readers share a name, a writer excludes everybody."""
 
 
 class AsyncSemaphoreSupport(abc.ABC):
@@ -115,3 +126,81 @@ class AsyncLeaseValueSupport(abc.ABC):
     async def set_value(self, name: str, token: str, value: str) -> bool:
         """Replace the value if ``token`` holds a live lease on ``name``, in one atomic
         step; False (nothing changed) otherwise."""
+
+
+class AsyncQueueSupport(abc.ABC):
+    """Queued leases with modes: read-write locks (``AsyncLocks.rwlock``) and fair (FIFO)
+    locks (``AsyncLocks.lock(fair=True)``, the write side of the read-write lock of the same
+    name). Records of kind "rwlock", apart from locks and semaphores of the same name.
+
+    A name's record: its holder leases (token -> mode, server-clock expiry, holder, fence,
+    grant time), its waiting places in arrival order (token -> mode, arrival position,
+    server-clock place expiry), and ONE fence counter shared by reads and writes (so a
+    write's fence exceeds every earlier fence of the name), kept across releases.
+
+    Every method is ONE atomic step on the server, judged by the server's clock.
+    """
+
+    @abc.abstractmethod
+    async def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        """Take a ``mode`` lease ("read" or "write") of ``name`` in its turn, in one step.
+
+        1. Drop expired holder leases and expired places.
+        2. ``token`` holds a live lease (a retry after a lost reply): reset its expiry to
+           server now + ``ttl``, keep its fence, return ``Grant(fence)``.
+        3. The places "ahead" of ``token`` are those that arrived before its own place (all
+           of them when it has no place yet). Grantable: mode "write" when no live holder
+           at all and no place ahead; mode "read" when no live "write" holder and no "write"
+           place ahead (readers wait only behind writers, so neither side starves: FIFO by
+           phases).
+        4. Grantable: remove the token's place, add its lease (mode, server now + ``ttl``,
+           holder, the name's next fence); return ``Grant(fence)``.
+        5. Otherwise: add a place for ``token`` at the tail (next arrival position), or
+           refresh its place's expiry to server now + ``queue_ttl`` keeping its position;
+           return ``Busy(ttl_left)``: the soonest-ending live holder's remaining lease
+           (None when only places ahead block it).
+        """
+
+    @abc.abstractmethod
+    async def release_queued(self, name: str, token: str) -> bool:
+        """Remove ``token``'s holder lease (True if it was live) or its waiting place (False),
+        and wake waiters. The fence counter is kept."""
+
+    @abc.abstractmethod
+    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """Reset each live holder lease's expiry to server now + its ttl, in as few round
+        trips as the backend can; False for a lease that is no longer live (a place is never
+        extended here: its owner refreshes it by acquiring)."""
+
+    @abc.abstractmethod
+    async def queued_owned(self, name: str, token: str) -> bool:
+        """Whether ``token`` holds a live lease (read or write) of ``name`` right now."""
+
+    @abc.abstractmethod
+    async def inspect_queue(self, name: str) -> LockInfo | None:
+        """The record of ``name``: ``kind="rwlock"``, the last fence issued, the live leases
+        oldest first (each with its ``mode``), ``queued`` = live places; None if never used."""
+
+    @abc.abstractmethod
+    async def list_queues(self, prefix: str) -> list[LockInfo]:
+        """Every known read-write (or fair) lock whose name starts with ``prefix``, by name."""
+
+    @abc.abstractmethod
+    async def break_queue(self, name: str) -> bool:
+        """Operator's force-release of every live lease of ``name``; True if any was live.
+        Keeps the queue and the fence, and wakes waiters."""
+
+    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        """Return when ``name``'s holders or queue may have changed, or after ``timeout``
+        seconds. Spurious returns are fine; the default sleeps."""
+        await io.sleep(timeout)

@@ -12,9 +12,15 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import (
+    WRITE,
+    AsyncLeaseValueSupport,
+    AsyncQueueSupport,
+    AsyncSemaphoreSupport,
+)
 from tenure._async.election import AsyncElection
 from tenure._async.lock import AsyncLock
+from tenure._async.rwlock import AsyncQueuedKind, AsyncReadWriteLock, LockOptions
 from tenure._async.semaphore import AsyncSemaphore
 from tenure._concurrency import async_io as io
 from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
@@ -35,8 +41,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_TTL = 30.0
-KINDS = ("lock", "semaphore")
-"""The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read."""
+KINDS = ("lock", "semaphore", "rwlock")
+"""The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read (a fair
+lock's record is its name's "rwlock" one: it is that read-write lock's write side)."""
+PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
+"""What ``supports`` answers about."""
+NOUNS = {
+    "semaphore": "semaphores",
+    "election": "elections",
+    "rwlock": "read-write locks",
+    "fair": "fair locks",
+}
+"""How a refusal names each primitive beyond the mutex."""
 CLEANUP_GRACE = 0.2
 """How long closing a client waits for pending undo steps (seconds): enough for a release on
 a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
@@ -100,6 +116,7 @@ class AsyncLocks:
         max_renewals: int | None = None,
         on_lost: Callable[[AsyncLock], Any] | None = None,
         reentrant: bool = False,
+        fair: bool = False,
     ) -> AsyncLock:
         """A handle on the lock ``name``; nothing is sent until acquire.
 
@@ -112,20 +129,97 @@ class AsyncLocks:
           lost (refused, unreachable until expiry, or out of renewals).
         - ``reentrant=True``: the same thread / asyncio task may acquire again; each acquire
           needs its release. Counted in-process; the server sees one lease.
+        - ``fair=True``: waiters are granted in arrival order, across processes and hosts.
+          Each waiter holds a place in a server-side queue, refreshed while it waits; one
+          that dies leaves the queue within ``QUEUE_TTL`` (3 s), one that gives up at once.
+          A fair lock is the write side of the read-write lock ``name`` (``rwlock(name)``):
+          the two exclude each other and share fences; the plain lock ``name`` is another
+          record. Raises ConfigurationError on a backend without fair locks, saying why.
         """
+        if not isinstance(fair, bool):
+            raise InvalidArgumentType(f"fair must be a bool, not {type(fair).__name__}")
+        kind = None
+        if fair:
+            kind = AsyncQueuedKind(self.backend, self._queues("fair"), WRITE, fair=True)
+        return self._lock(
+            name,
+            {
+                "ttl": ttl,
+                "timeout": timeout,
+                "blocking": blocking,
+                "renew": renew,
+                "max_renewals": max_renewals,
+                "on_lost": on_lost,
+                "reentrant": reentrant,
+            },
+            kind,
+        )
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float | None = None,
+        *,
+        timeout: float | None = None,
+        blocking: bool = True,
+        renew: bool = False,
+        max_renewals: int | None = None,
+        on_lost: Callable[[AsyncLock], Any] | None = None,
+        reentrant: bool = False,
+    ) -> AsyncReadWriteLock:
+        """The read-write lock ``name``: ``read()`` and ``write()`` return lock handles (the
+        options here are their defaults; each call may override any). Nothing is sent until
+        acquire.
+
+        Readers share the name; a writer excludes readers and writers. Waiters queue in
+        arrival order on the server: a waiting writer holds back readers that arrive after
+        it (writers never starve), readers that arrived before it go first. Every read and
+        write lease gets a fence; a write's fence is greater than every earlier fence of the
+        name. Each waiter's place is a short lease refreshed while it waits: one that dies
+        leaves the queue within ``QUEUE_TTL`` (3 s), one that gives up at once.
+
+        Raises ConfigurationError on a backend without read-write locks, saying why.
+        """
+        queue = self._queues("rwlock")
+        options: LockOptions = {
+            "ttl": ttl,
+            "timeout": timeout,
+            "blocking": blocking,
+            "renew": renew,
+            "max_renewals": max_renewals,
+            "on_lost": on_lost,
+            "reentrant": reentrant,
+        }
+        name = validate_name(name)
+        # Checked now, as lock() checks them, not at the first read() or write().
+        self._lock(name, options, None)
+
+        def side(name: str, mode: str, options: LockOptions) -> AsyncLock:
+            return self._lock(name, options, AsyncQueuedKind(self.backend, queue, mode))
+
+        return AsyncReadWriteLock(self, name, options, side)
+
+    def _lock(self, name: str, options: LockOptions, kind: AsyncQueuedKind | None) -> AsyncLock:
+        """A lock handle over ``kind`` (None: the plain mutex), its options validated."""
+        renew = options.get("renew", False)
+        reentrant = options.get("reentrant", False)
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
             raise InvalidArgumentType("renew and reentrant must be bools")
-        renew, blocking, limit = self._lease_options(renew, blocking, max_renewals)
+        renew, blocking, limit = self._lease_options(
+            renew, options.get("blocking", True), options.get("max_renewals")
+        )
+        ttl = options.get("ttl")
         return AsyncLock(
             self,
             validate_name(name),
             self.default_ttl if ttl is None else validate_ttl(ttl),
-            timeout=validate_timeout(timeout),
+            timeout=validate_timeout(options.get("timeout")),
             blocking=blocking,
             renew=renew,
             max_renewals=limit,
-            on_lost=validate_callback(on_lost, "on_lost"),
+            on_lost=validate_callback(options.get("on_lost"), "on_lost"),
             reentrant=reentrant,
+            kind=kind,
         )
 
     def semaphore(
@@ -186,23 +280,45 @@ class AsyncLocks:
         raise self._refused("election")
 
     def supports(self, primitive: str) -> bool:
-        """Whether this backend offers ``primitive`` ("lock", "semaphore", "election")."""
+        """Whether this backend offers ``primitive`` ("lock", "semaphore", "election",
+        "rwlock", "fair")."""
         if primitive == "lock":
             return True
         if primitive == "election":
             return isinstance(self.backend, AsyncLeaseValueSupport)
         if primitive == "semaphore":
             return isinstance(self.backend, AsyncSemaphoreSupport)
-        raise InvalidArgument(f"unknown primitive {primitive!r}; tenure knows {list(KINDS)}")
+        if primitive in ("rwlock", "fair"):
+            return isinstance(self.backend, AsyncQueueSupport) and (
+                primitive not in self.backend.refusals
+            )
+        raise InvalidArgument(
+            f"unknown primitive {primitive!r}; tenure knows {list(PRIMITIVES)}"
+        )
 
     def _semaphores(self) -> AsyncSemaphoreSupport:
         if isinstance(self.backend, AsyncSemaphoreSupport):
             return self.backend
         raise self._refused("semaphore")
 
+    def _queues(self, primitive: str) -> AsyncQueueSupport:
+        """The backend's queued leases, for ``primitive`` ("rwlock" or "fair"): a backend may
+        offer read-write locks and still refuse fair ones."""
+        if isinstance(self.backend, AsyncQueueSupport) and primitive not in self.backend.refusals:
+            return self.backend
+        raise self._refused(primitive)
+
+    def _queue_records(self) -> AsyncQueueSupport:
+        """The backend's "rwlock" records, read-write or fair (for inspect and break)."""
+        if isinstance(self.backend, AsyncQueueSupport):
+            return self.backend
+        raise self._refused("rwlock")
+
     def _refused(self, primitive: str) -> ConfigurationError:
         reason = self.backend.refusals.get(primitive, "it is not implemented for this backend")
-        return ConfigurationError(f"{self.backend.describe()} has no {primitive}s: {reason}")
+        return ConfigurationError(
+            f"{self.backend.describe()} has no {NOUNS.get(primitive, primitive + 's')}: {reason}"
+        )
 
     @staticmethod
     def _lease_options(
@@ -256,33 +372,39 @@ class AsyncLocks:
 
     async def inspect(self, name: str, kind: str = "lock") -> LockInfo | None:
         """Who holds the ``kind`` primitive ``name`` (host, pid, thread, since, fence, ttl
-        left; a semaphore's limit and every permit); None if unknown."""
+        left; a semaphore's limit and every permit; a read-write or fair lock's readers or
+        writer, each with its mode, and its queue length); None if unknown."""
         name = validate_name(name)
-        if self._has_records(kind) == "semaphore":
-            return await self._semaphores().inspect_semaphore(
-                name
-            )
+        kind = self._has_records(kind)
+        if kind == "semaphore":
+            return await self._semaphores().inspect_semaphore(name)
+        if kind == "rwlock":
+            return await self._queue_records().inspect_queue(name)
         return await self.backend.inspect(name)
 
     async def list_locks(self, prefix: str = "") -> list[LockInfo]:
-        """Every known lock and semaphore whose name starts with ``prefix``, held or not,
-        by name (``LockInfo.kind`` tells them apart)."""
+        """Every known lock, semaphore and read-write (or fair) lock whose name starts with
+        ``prefix``, held or not, by name (``LockInfo.kind`` tells them apart)."""
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, not {type(prefix).__name__}")
         found = await self.backend.list_locks(prefix)
         if isinstance(self.backend, AsyncSemaphoreSupport):
             found += await self.backend.list_semaphores(prefix)
+        if isinstance(self.backend, AsyncQueueSupport):
+            found += await self.backend.list_queues(prefix)
         return sorted(found, key=lambda info: (info.name, info.kind))
 
     async def break_lock(self, name: str, kind: str = "lock") -> bool:
         """Force-release the ``kind`` primitive ``name`` whoever holds it (operators only;
-        every permit of a semaphore): holders find out at their next renewal, release or
-        check. True if a live lease was broken."""
+        every permit of a semaphore, every reader or the writer of a read-write or fair lock,
+        whose queue stays): holders find out at their next renewal, release or check. True if
+        a live lease was broken."""
         name = validate_name(name)
-        if self._has_records(kind) == "semaphore":
-            return await self._semaphores().break_semaphore(
-                name
-            )
+        kind = self._has_records(kind)
+        if kind == "semaphore":
+            return await self._semaphores().break_semaphore(name)
+        if kind == "rwlock":
+            return await self._queue_records().break_queue(name)
         return await self.backend.break_lock(name)
 
     @staticmethod

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenure._async.lease import DEFAULT, AsyncLease, AsyncLeaseKind, Hold
+from tenure._errors import InvalidArgument
 from tenure._types import Busy, Grant, Holder, Renewal
 
 if TYPE_CHECKING:
@@ -57,7 +58,11 @@ class AsyncMutexKind(AsyncLeaseKind):
 
 
 class AsyncLock(AsyncLease):
-    """A handle on one named lock. Creating it sends nothing; see ``AsyncLocks.lock``."""
+    """A handle on one named lock. Creating it sends nothing; see ``AsyncLocks.lock``.
+
+    ``kind`` picks the lock's leases: the plain mutex by default; a fair lock, or a side of
+    a read-write lock, is the same handle over a queued kind (``tenure._async.rwlock``).
+    """
 
     noun = "lock"
 
@@ -73,10 +78,11 @@ class AsyncLock(AsyncLease):
         max_renewals: int | None,
         on_lost: Callable[[AsyncLock], Any] | None,
         reentrant: bool,
+        kind: AsyncLeaseKind | None = None,
     ) -> None:
         super().__init__(
             client,
-            AsyncMutexKind(client.backend),
+            AsyncMutexKind(client.backend) if kind is None else kind,
             name,
             ttl,
             timeout=timeout,
@@ -86,3 +92,14 @@ class AsyncLock(AsyncLease):
             on_lost=on_lost,
             reentrant=reentrant,
         )
+        if self.kind.noun is not None:
+            self.noun = self.kind.noun
+
+    def _acquire_while_held(self, held: Hold) -> None:
+        if self.kind.shared:
+            # A second shared lease would be granted at once and replace the first in this
+            # handle's books, leaving the first to run out unseen.
+            raise InvalidArgument(
+                f"this handle already holds a {self.noun} of {self.name!r}: one handle is one "
+                "lease; make another handle, or use reentrant=True to nest"
+            )

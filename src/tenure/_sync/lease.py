@@ -22,6 +22,7 @@ import abc
 import dataclasses
 import enum
 import functools
+import logging
 import os
 import secrets
 import socket
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT", "Lease", "LeaseKind", "Hold"]
 
 HOST = socket.gethostname()
+logger = logging.getLogger("tenure")
 
 
 class _Default(enum.Enum):
@@ -71,7 +73,17 @@ class LeaseKind(abc.ABC):
     the primitive's own parameters (a semaphore's limit)."""
 
     kind: str
-    """The primitive's name in records and renewals: "lock", "semaphore"."""
+    """The primitive's name in records and renewals: "lock", "semaphore", "rwlock"."""
+    queues: bool = False
+    """An attempt that gets Busy holds a place in a server-side queue from that answer on
+    (read-write and fair locks): every attempt that gives up without the lease, even a
+    single try, then calls ``abandon`` so that no place is left behind."""
+    shared: bool = False
+    """Several leases of this kind on one name may be live at once (read leases): a handle
+    holding one must refuse to take a second rather than lose track of the first."""
+    noun: str | None = None
+    """How messages name one lease of this kind ("read lock"), when the handle's own noun
+    is too general; None: the handle's."""
 
     @abc.abstractmethod
     def acquire(
@@ -103,8 +115,9 @@ class LeaseKind(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> Backend: ...
 
-    def abandon(self, name: str, busy: Busy) -> None:
-        """An attempt that waited gives up: the backend leaves any queue it joined."""
+    def abandon(self, name: str, token: str, busy: Busy) -> None:
+        """An attempt gives up with ``busy`` (after waiting, or at once when the kind
+        ``queues``): the backend leaves any queue the attempt joined."""
         self.backend.abandon_wait(name, busy)
 
 
@@ -258,8 +271,8 @@ class Lease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
-                    if waited is not None:
-                        io.run_cleanup(self.kind.abandon, self.name, outcome)
+                    if waited is not None or self.kind.queues:
+                        self._give_up(token, outcome, deadline)
                     return False
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
@@ -270,9 +283,26 @@ class Lease:
                 except io.DeadlineExceeded:
                     pass  # a wait that overran is a spurious wake-up: the next try decides
                 except BaseException:
-                    io.run_cleanup(self.kind.abandon, self.name, outcome)
+                    io.run_cleanup(self.kind.abandon, self.name, token, outcome)
                     raise
                 waited = outcome
+
+    def _give_up(self, token: str, busy: Busy, deadline: float | None) -> None:
+        """Leave whatever queue this attempt joined. A queued kind leaves before ``acquire``
+        answers False, so neither the caller's next step nor another waiter still finds its
+        place; if the server fails that step, the place lapses within its queue lease. Other
+        kinds leave in the background (their backend's wait state is a courtesy)."""
+        if not self.kind.queues:
+            io.run_cleanup(self.kind.abandon, self.name, token, busy)
+            return
+        try:
+            io.bounded(
+                functools.partial(self.kind.abandon, self.name, token, busy),
+                self._call_limit(deadline, self.clock()),
+            )
+        except Exception as exc:
+            logger.info("tenure: leaving the queue of %r failed (%s: %s); the place lapses "
+                        "within its queue lease", self.name, type(exc).__name__, exc)
 
     def _acquire_while_held(self, held: Hold) -> None:
         """A non-reentrant handle asked again while it holds: a lock waits (like

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenure._sync.lease import DEFAULT, Lease, LeaseKind, Hold
+from tenure._errors import InvalidArgument
 from tenure._types import Busy, Grant, Holder, Renewal
 
 if TYPE_CHECKING:
@@ -59,7 +60,11 @@ class MutexKind(LeaseKind):
 
 
 class Lock(Lease):
-    """A handle on one named lock. Creating it sends nothing; see ``Locks.lock``."""
+    """A handle on one named lock. Creating it sends nothing; see ``Locks.lock``.
+
+    ``kind`` picks the lock's leases: the plain mutex by default; a fair lock, or a side of
+    a read-write lock, is the same handle over a queued kind (``tenure._sync.rwlock``).
+    """
 
     noun = "lock"
 
@@ -75,10 +80,11 @@ class Lock(Lease):
         max_renewals: int | None,
         on_lost: Callable[[Lock], Any] | None,
         reentrant: bool,
+        kind: LeaseKind | None = None,
     ) -> None:
         super().__init__(
             client,
-            MutexKind(client.backend),
+            MutexKind(client.backend) if kind is None else kind,
             name,
             ttl,
             timeout=timeout,
@@ -88,3 +94,14 @@ class Lock(Lease):
             on_lost=on_lost,
             reentrant=reentrant,
         )
+        if self.kind.noun is not None:
+            self.noun = self.kind.noun
+
+    def _acquire_while_held(self, held: Hold) -> None:
+        if self.kind.shared:
+            # A second shared lease would be granted at once and replace the first in this
+            # handle's books, leaving the first to run out unseen.
+            raise InvalidArgument(
+                f"this handle already holds a {self.noun} of {self.name!r}: one handle is one "
+                "lease; make another handle, or use reentrant=True to nest"
+            )

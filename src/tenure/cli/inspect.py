@@ -1,5 +1,6 @@
 """``tenure ls``, ``tenure show``, ``tenure break``: the operator's views of every primitive:
-locks (one holder) and semaphores (up to ``limit`` holders, one row per permit)."""
+locks (one holder), semaphores (up to ``limit`` holders, one row per permit) and read-write
+locks, fair locks included (readers or one writer, one row per lease, and the queue length)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def list_locks(
 ) -> int:
     """Print the held locks whose names start with ``prefix`` (all known ones with
     ``include_free``) as a table, or as a JSON array. Always exits 0, even when none."""
-    infos = [info for info in locks.list_locks(prefix) if include_free or info.held]
+    # A read-write lock with waiters and, for a moment, no holder is still of interest.
+    infos = [
+        info for info in locks.list_locks(prefix) if include_free or info.held or info.queued
+    ]
     if as_json:
         json.dump([info_to_json(info) for info in infos], out, indent=2)
         out.write("\n")
@@ -47,10 +51,10 @@ def list_locks(
 
 
 def show_lock(locks: tenure.Locks, name: str, *, as_json: bool, out: TextIO) -> int:
-    """Print the lock and the semaphore called ``name`` (whichever exist); exit 1 (printing
-    ``null`` with --json) if the backend never saw either. With --json: one object, or an
-    array of two when both exist."""
-    infos = [info for info in _both(locks, name) if info is not None]
+    """Print the lock, the semaphore and the read-write (or fair) lock called ``name``
+    (whichever exist); exit 1 (printing ``null`` with --json) if the backend never saw any.
+    With --json: one object, or an array when several exist."""
+    infos = [info for info in _records(locks, name) if info is not None]
     if as_json:
         shown: Any = [info_to_json(info) for info in infos]
         json.dump(shown[0] if len(shown) == 1 else (shown or None), out, indent=2)
@@ -67,10 +71,12 @@ def show_lock(locks: tenure.Locks, name: str, *, as_json: bool, out: TextIO) -> 
     return EXIT_OK
 
 
-def _both(locks: tenure.Locks, name: str) -> list[LockInfo | None]:
+def _records(locks: tenure.Locks, name: str) -> list[LockInfo | None]:
     found = [locks.inspect(name)]
     if locks.supports("semaphore"):
         found.append(locks.inspect(name, kind="semaphore"))
+    if locks.supports("rwlock") or locks.supports("fair"):
+        found.append(locks.inspect(name, kind="rwlock"))
     return found
 
 
@@ -84,6 +90,15 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
         for number, lease in enumerate(info.leases, start=1):
             fields.append((
                 f"permit {number}",
+                f"{_printable(lease.holder.host)}:{lease.holder.pid} "
+                f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
+                f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
+            ))
+    elif info.kind == "rwlock":
+        fields += [("state", _rwlock_state(info)), ("queued", f"{info.queued} waiting")]
+        for number, lease in enumerate(info.leases, start=1):
+            fields.append((
+                "writer" if lease.mode == "write" else f"reader {number}",
                 f"{_printable(lease.holder.host)}:{lease.holder.pid} "
                 f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
                 f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
@@ -104,9 +119,28 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
         out.write(f"{(key + ':').ljust(width)} {value}\n")
 
 
+def _rwlock_state(info: LockInfo) -> str:
+    if not info.leases:
+        return "free"
+    if any(lease.mode == "write" for lease in info.leases):
+        return "held by a writer"
+    readers = len(info.leases)
+    return f"held by {readers} reader{'s' if readers > 1 else ''}"
+
+
 def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextIO) -> int:
-    """Force-release ``name`` (every permit of a semaphore): exit 0 if a live lease was
-    broken, 1 if nothing was held."""
+    """Force-release ``name`` (every permit of a semaphore, every reader or the writer of a
+    read-write lock): exit 0 if a live lease was broken, 1 if nothing was held."""
+    if kind == "rwlock":
+        if locks.break_lock(name, kind="rwlock"):
+            out.write(
+                f"broke read-write lock {_printable(name)}: its readers or writer are gone "
+                "(they learn this at their next renewal, check or release); its queue of "
+                "waiters stays\n"
+            )
+            return EXIT_OK
+        out.write(f"read-write lock {_printable(name)} was not held: nothing to break\n")
+        return EXIT_NOTHING
     if kind == "semaphore":
         if locks.break_lock(name, kind="semaphore"):
             out.write(
@@ -152,6 +186,7 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
         "fence": info.fence,
         "limit": info.limit,
         "value": info.value,
+        "queued": info.queued,
         "holder": None if holder is None else {
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
         },
@@ -160,7 +195,7 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
         "holders": [
             {
                 "host": lease.holder.host, "pid": lease.holder.pid,
-                "thread": lease.holder.thread, "fence": lease.fence,
+                "thread": lease.holder.thread, "fence": lease.fence, "mode": lease.mode,
                 "acquired_at": None if lease.acquired_at is None
                 else lease.acquired_at.isoformat(),
                 "ttl_left": round(lease.ttl_left, 3),
@@ -171,17 +206,21 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
 
 
 def _rows(info: LockInfo) -> list[list[str]]:
-    """One row per live lease (a semaphore's permits each), or one ``(free)`` row."""
+    """One row per live lease (a semaphore's permits, a read-write lock's readers, each),
+    or one ``(free)`` row."""
     kind = "lock" if info.kind == "lock" else f"sem {len(info.leases)}/{info.limit}"
     if info.value is not None:
         # An election's leader: its lock carries the value it campaigned or proclaimed with.
         kind = f"leader {_printable(info.value)}"
+    queue = f" +{info.queued} queued" if info.queued else ""
+    if info.kind == "rwlock":
+        kind = "rwlock"
     if not info.holders:
-        return [[_printable(info.name), kind, "(free)", "-", "-", str(info.fence), "-"]]
+        return [[_printable(info.name), kind + queue, "(free)", "-", "-", str(info.fence), "-"]]
     return [
         [
             _printable(info.name),
-            kind,
+            f"rwlock {lease.mode}{queue}" if info.kind == "rwlock" else kind,
             f"{_printable(lease.holder.host)}:{lease.holder.pid}",
             _printable(lease.holder.thread),
             _since(lease.acquired_at),

@@ -164,10 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = command(
         "ls",
         "list held locks and semaphores",
-        "List the locks and semaphore permits currently held (with --all, also the free "
-        "ones the backend remembers, with their last fence). KIND is 'lock', or 'sem H/N' for "
-        "a semaphore with H of its N permits held (one row per permit). Times are UTC; TTL "
-        "LEFT is by the server's clock.",
+        "List the locks, semaphore permits and read-write lock leases currently held (with "
+        "--all, also the free ones the backend remembers, with their last fence). KIND is "
+        "'lock', 'sem H/N' for a semaphore with H of its N permits held (one row per permit), "
+        "or 'rwlock read' / 'rwlock write' for a read-write or fair lock's readers or writer "
+        "(one row per lease), with '+Q queued' when Q waiters are in its queue. Times are "
+        "UTC; TTL LEFT is by the server's clock.",
     )
     ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
                     help="only names starting with PREFIX")
@@ -177,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = command("show", "show one lock",
                    "Show who holds NAME: host, pid, thread, since, TTL left, last fence; "
-                   "for a semaphore NAME, its limit and every permit.")
+                   "for a semaphore NAME, its limit and every permit; for a read-write or "
+                   "fair lock NAME, its readers or writer and its queue length.")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--json", action="store_true", help="print a JSON object (null if unknown)")
     show.set_defaults(handler=_show)
@@ -190,8 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
         "broken, 1 if nothing was held.",
     )
     brk.add_argument("name", metavar="NAME")
-    brk.add_argument("--semaphore", action="store_true",
-                     help="break every permit of the semaphore NAME instead of the lock NAME")
+    kinds = brk.add_mutually_exclusive_group()
+    kinds.add_argument("--semaphore", action="store_true",
+                       help="break every permit of the semaphore NAME instead of the lock NAME")
+    kinds.add_argument("--rwlock", action="store_true",
+                       help="break every reader or the writer of the read-write (or fair) lock "
+                            "NAME instead of the lock NAME; its queue of waiters stays")
     brk.set_defaults(handler=_break)
 
     demo = command(
@@ -374,7 +381,7 @@ def _break(options: argparse.Namespace) -> int:
 
     name = validate_name(options.name)
     with _connect(options) as locks:
-        kind = "semaphore" if options.semaphore else "lock"
+        kind = "semaphore" if options.semaphore else "rwlock" if options.rwlock else "lock"
         return break_lock(locks, name, kind=kind, out=_out())
 
 

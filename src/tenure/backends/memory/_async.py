@@ -7,18 +7,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import (
+    AsyncLeaseValueSupport,
+    AsyncQueueSupport,
+    AsyncSemaphoreSupport,
+)
 from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure._waiters import permit_key
+from tenure._waiters import permit_key, queue_key
 from tenure.backends.memory import SCHEMES
 from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "AsyncMemoryBackend"]
 
 
-class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport):
+class AsyncMemoryBackend(
+    AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSupport, AsyncQueueSupport
+):
     schemes = SCHEMES
     local = True
     capabilities = Capabilities(
@@ -91,7 +97,6 @@ class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSup
     ) -> None:
         await wait_for_notice(self.store.waiters, name, timeout)
 
-
     async def acquire_permit(
         self,
         name: str,
@@ -126,6 +131,42 @@ class AsyncMemoryBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncLeaseValueSup
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         await wait_for_notice(self.store.waiters, permit_key(name), timeout)
+
+    async def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire_queued(
+            name, token, ttl, holder, mode=mode, queue_ttl=queue_ttl
+        )
+
+    async def release_queued(self, name: str, token: str) -> bool:
+        return self.store.release_queued(name, token)
+
+    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return [self.store.extend_queued(r.name, r.token, r.ttl) for r in renewals]
+
+    async def queued_owned(self, name: str, token: str) -> bool:
+        return self.store.queued_owned(name, token)
+
+    async def inspect_queue(self, name: str) -> LockInfo | None:
+        return self.store.inspect_queue(name)
+
+    async def list_queues(self, prefix: str) -> list[LockInfo]:
+        return self.store.list_queues(prefix)
+
+    async def break_queue(self, name: str) -> bool:
+        return self.store.break_queue(name)
+
+    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await wait_for_notice(self.store.waiters, queue_key(name), timeout)
 
 
 BACKEND = AsyncMemoryBackend

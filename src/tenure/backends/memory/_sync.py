@@ -9,18 +9,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import LeaseValueSupport, SemaphoreSupport
+from tenure._sync.capabilities import (
+    LeaseValueSupport,
+    QueueSupport,
+    SemaphoreSupport,
+)
 from tenure._sync.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
-from tenure._waiters import permit_key
+from tenure._waiters import permit_key, queue_key
 from tenure.backends.memory import SCHEMES
 from tenure.backends.memory._store import MemoryStore, store_named
 
 __all__ = ["BACKEND", "MemoryBackend"]
 
 
-class MemoryBackend(Backend, SemaphoreSupport, LeaseValueSupport):
+class MemoryBackend(
+    Backend, SemaphoreSupport, LeaseValueSupport, QueueSupport
+):
     schemes = SCHEMES
     local = True
     capabilities = Capabilities(
@@ -93,7 +99,6 @@ class MemoryBackend(Backend, SemaphoreSupport, LeaseValueSupport):
     ) -> None:
         wait_for_notice(self.store.waiters, name, timeout)
 
-
     def acquire_permit(
         self,
         name: str,
@@ -128,6 +133,42 @@ class MemoryBackend(Backend, SemaphoreSupport, LeaseValueSupport):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         wait_for_notice(self.store.waiters, permit_key(name), timeout)
+
+    def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self.store.acquire_queued(
+            name, token, ttl, holder, mode=mode, queue_ttl=queue_ttl
+        )
+
+    def release_queued(self, name: str, token: str) -> bool:
+        return self.store.release_queued(name, token)
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return [self.store.extend_queued(r.name, r.token, r.ttl) for r in renewals]
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        return self.store.queued_owned(name, token)
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        return self.store.inspect_queue(name)
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        return self.store.list_queues(prefix)
+
+    def break_queue(self, name: str) -> bool:
+        return self.store.break_queue(name)
+
+    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        wait_for_notice(self.store.waiters, queue_key(name), timeout)
 
 
 BACKEND = MemoryBackend

@@ -101,6 +101,19 @@ class AsyncRedlockBackend(AsyncBackend):
             "counter per name, so terms could not be compared; use redis://, a SQL backend, "
             "MongoDB, or a consensus store (etcd://, zookeeper://) for elections"
         ),
+        "fair": (
+            "independent nodes order waiters differently: no single arrival order exists, "
+            "so no node's queue can say whose turn it is; use redis://, a SQL backend, "
+            "MongoDB, or a consensus store (etcd://, zookeeper://) for fair locks"
+        ),
+        "rwlock": (
+            "a majority of per-node checks would keep readers and writers apart, but the "
+            "queue that stops a stream of readers from starving a writer needs one arrival "
+            "order, which independent nodes do not have, and a write's fence must exceed "
+            "every earlier read fence of the name, which per-node counters cannot promise; "
+            "use redis://, a SQL backend, MongoDB, or a consensus store (etcd://, "
+            "zookeeper://) for read-write locks"
+        ),
     }
     max_backoff = 0.1
     """No notifications across independent nodes: waiters retry with jittered, doubling

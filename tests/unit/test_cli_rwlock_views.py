@@ -1,0 +1,105 @@
+"""``tenure ls`` / ``show`` / ``break`` on read-write and fair locks, run in-process against a
+``memory://`` store this test fills (memory is per process, so a subprocess would see an empty
+store; the subprocess runs of these commands come with the first cross-process backend that
+offers read-write locks, SQLite)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+import tenure
+from tenure.cli.main import main
+
+URL = "memory://cli-rwlock-views"
+
+
+@pytest.fixture
+def locks() -> tenure.Locks:
+    return tenure.connect(URL)
+
+
+def run(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str]:
+    status = main([*arguments, "--url", URL])
+    return status, capsys.readouterr().out
+
+
+def flat(text: str) -> str:
+    """``show``'s fields with their alignment squeezed to one space."""
+    return " ".join(text.split())
+
+
+def until_queued(locks: tenure.Locks, name: str, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while (info := locks.inspect(name, kind="rwlock")) is None or info.queued < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_ls_and_show_readers_and_the_queue(
+    locks: tenure.Locks, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rw = locks.rwlock("catalog", ttl=60)
+    readers = [rw.read(), rw.read()]
+    for reader in readers:
+        assert reader.acquire()
+    writer = rw.write()
+    waiting = threading.Thread(target=writer.acquire, kwargs={"timeout": 30})
+    waiting.start()
+    try:
+        until_queued(locks, "catalog", 1)
+        status, table = run(capsys, "ls", "catalog")
+        assert status == 0
+        rows = [line.split() for line in table.splitlines()[1:]]
+        assert [row[:5] for row in rows] == [["catalog", "rwlock", "read", "+1", "queued"]] * 2
+        assert sorted(int(row[-2]) for row in rows) == sorted(r.fence or 0 for r in readers)
+
+        status, shown = run(capsys, "show", "catalog")
+        assert status == 0
+        assert "kind: rwlock" in flat(shown)
+        assert "state: held by 2 readers" in flat(shown)
+        assert "queued: 1 waiting" in flat(shown)
+        assert "reader 1:" in shown and "reader 2:" in shown and "writer:" not in shown
+
+        status, as_json = run(capsys, "show", "catalog", "--json")
+        entry = json.loads(as_json)
+        assert entry["kind"] == "rwlock" and entry["queued"] == 1 and entry["held"]
+        assert [h["mode"] for h in entry["holders"]] == ["read", "read"]
+    finally:
+        for reader in readers:
+            reader.release()
+        waiting.join()
+    status, shown = run(capsys, "show", "catalog")
+    assert "state: held by a writer" in flat(shown) and "writer:" in shown
+    assert "queued: 0 waiting" in flat(shown)
+    writer.release()
+
+
+def test_a_fair_lock_shows_as_the_write_side_and_breaks(
+    locks: tenure.Locks, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fair = locks.lock("deploy", ttl=60, fair=True)
+    assert fair.acquire()
+    plain = locks.lock("deploy", ttl=60)
+    assert plain.acquire()
+    status, as_json = run(capsys, "show", "deploy", "--json")
+    both = json.loads(as_json)
+    assert [entry["kind"] for entry in both] == ["lock", "rwlock"]
+    assert both[1]["holders"][0]["mode"] == "write"
+    status, table = run(capsys, "ls", "deploy")
+    kinds = sorted(" ".join(line.split()[1:3]) for line in table.splitlines()[1:])
+    assert kinds[0].startswith("lock") and kinds[1] == "rwlock write"
+
+    status, said = run(capsys, "break", "deploy", "--rwlock")
+    assert status == 0 and "broke read-write lock deploy" in said
+    assert fair.owned() is False and plain.owned() is True  # only the rwlock record broke
+    status, said = run(capsys, "break", "deploy", "--rwlock")
+    assert status == 1 and "was not held" in said
+    status, said = run(capsys, "ls", "deploy", "--all")
+    assert "rwlock" in said and "(free)" in said
+    plain.release()
+    with pytest.raises(tenure.LockLost):
+        fair.release()
