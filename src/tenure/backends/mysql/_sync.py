@@ -50,8 +50,7 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
         fencing="strictly increasing per name, stored in the table across releases and restarts",
         fences_survive_restart=True,
         leases_survive_restart=True,
-        wakeups="release gate (GET_LOCK held by the holder's session); semaphores: "
-                "in-process, back-off across processes",
+        wakeups="notification (a GET_LOCK the holder's session holds until its release)",
         multi_host=True,
         fault_tolerant=False,
     )
