@@ -11,7 +11,9 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 
 import tenure
-from tenure._types import Busy
+from tenure._sync.backend import Backend
+from tenure._types import Busy, Grant
+from tenure.backends.mysql._sync import MySQLBackend
 
 pytestmark = pytest.mark.mysql
 
@@ -23,7 +25,7 @@ def _url(mysql_url: str) -> str:
     return mysql_url + ("&" if "?" in mysql_url else "?") + "timeout=30"
 
 
-def _refused(backend: tenure.Backend, name: str) -> Busy:
+def _refused(backend: Backend, name: str) -> Busy:
     busy = backend.acquire(name, "a" * 32, 10.0, tenure.Holder("host", 1, "thread"))
     assert isinstance(busy, Busy)
     return busy
@@ -82,10 +84,12 @@ def test_a_blocked_acquire_tries_a_few_times_and_wakes_on_the_release(
         attempts = 0
         acquire = backend.acquire
 
-        def counted(*args: object, **kwargs: object) -> object:
+        def counted(
+            name: str, token: str, ttl: float, holder: tenure.Holder, waited: Busy | None = None
+        ) -> Grant | Busy:
             nonlocal attempts
             attempts += 1
-            return acquire(*args, **kwargs)  # type: ignore[arg-type]
+            return acquire(name, token, ttl, holder, waited)
 
         backend.acquire = counted  # type: ignore[method-assign]
         got = threading.Event()
@@ -115,7 +119,9 @@ def test_a_holder_whose_connection_dies_leaves_waiters_on_back_off(
     with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        store = holder_client.backend.store
+        backend = holder_client.backend
+        assert isinstance(backend, MySQLBackend)
+        store = backend.store
         gate = store._gate(name)
         args = store._connect_args
         admin = pymysql.connect(
