@@ -176,3 +176,32 @@ def test_asyncio_waiter_is_woken_by_the_gate(mysql_url: str, name: str) -> None:
             await asyncio.wait_for(task, LONG / 2)
 
     asyncio.run(main())
+
+
+def test_a_lease_granted_after_an_expired_one_inherits_its_gate(
+    mysql_url: str, name: str
+) -> None:
+    """A lease that expired without a release leaves its gate held by its client's session;
+    the client's next lease of that name (granted, so the old one is over) takes that gate
+    over, and its release wakes a waiter in another client."""
+    url = _url(mysql_url)
+    holder = tenure.Holder("host", 1, "thread")
+    with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
+        backend = holder_client.backend
+        assert isinstance(backend.acquire(name, "a" * 32, 0.2, holder), Grant)
+        time.sleep(0.4)  # expired, never released
+        assert isinstance(backend.acquire(name, "b" * 32, 60.0, holder), Grant)
+        busy = _refused(waiting.backend, name)
+        returned = threading.Event()
+
+        def wait() -> None:
+            waiting.backend.wait_for_release(name, LONG, busy)
+            returned.set()
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        assert not returned.wait(0.5), "the waiter did not block on the gate"
+        assert backend.release(name, "b" * 32)
+        assert returned.wait(LONG / 2), "the release did not open the inherited gate"
+        thread.join()
+        assert not backend.release(name, "a" * 32)

@@ -141,8 +141,9 @@ class MySQLStore:
         self._mutex = threading.Lock()
         self._idle: list[Connection] = []
         self._gate_prefix = f"{connect_args.get('database')}/{options.table}/"
-        self._gates: dict[tuple[str, str], Connection] = {}
-        """(name, token) -> the connection whose session holds the name's gate."""
+        self._gates: dict[str, tuple[str, Connection]] = {}
+        """name -> (token of the lease it serves, the connection whose session holds the
+        name's gate). One per name: the server grants a name to one lease at a time."""
         self._gate_waits = 0
         self._mariadb: bool | None = None
         self._pid = os.getpid()
@@ -172,7 +173,7 @@ class MySQLStore:
             # A forked child: the parent's connections and mutex are not ours to touch.
             self._mutex = threading.Lock()
             abandon(self._idle)
-            abandon(self._gates.values())
+            abandon(connection for _, connection in self._gates.values())
             self._idle = []
             self._gates = {}
             self._gate_waits = 0
@@ -203,7 +204,8 @@ class MySQLStore:
         with self._mutex:
             self._closed = True
             idle, self._idle = self._idle, []
-            idle.extend(self._gates.values())  # ending the sessions opens their gates
+            # Ending the sessions opens their gates.
+            idle.extend(connection for _, connection in self._gates.values())
             self._gates = {}
         if self._pid == os.getpid():
             for connection in idle:
@@ -276,9 +278,11 @@ class MySQLStore:
     def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
         gate = self._gate(name)
         with self._mutex:
-            # A retry of an acquire whose gate is held already takes none; past the limit of
-            # connections kept aside, a grant takes none either (its waiters back off).
-            take_gate = (name, token) not in self._gates and len(self._gates) < max(
+            # A name whose gate a connection here holds already takes none (a retry of this
+            # acquire; or an earlier lease of the name, over if this one is granted: its gate
+            # then passes to this lease below). Past the limit of connections kept aside, a
+            # grant takes none either (its waiters back off).
+            take_gate = name not in self._gates and len(self._gates) < max(
                 1, self.options.pool_size
             )
         params = {
@@ -299,13 +303,21 @@ class MySQLStore:
 
         connection = self._checkout_open()
         outcome, gated = self._run(attempt, connection, keep=lambda result: result[1])
-        if gated:
+        if isinstance(outcome, Grant):
+            replaced = None
             with self._mutex:
-                pinned = not self._closed and self._pid == os.getpid()
+                pinned = gated and not self._closed and self._pid == os.getpid()
                 if pinned:
-                    self._gates[(name, token)] = connection
-            if not pinned:
+                    replaced = self._gates.get(name)
+                    self._gates[name] = (token, connection)
+                elif not gated and name in self._gates:
+                    # The server granted this lease, so the earlier one (expired, or its
+                    # acquire undone) is over: its gate now serves this one.
+                    self._gates[name] = (token, self._gates[name][1])
+            if gated and not pinned:
                 _close_quietly(connection)
+            if replaced is not None:
+                _close_quietly(replaced[1])  # cannot hold the gate this session just took
         return outcome
 
     def _checkout_open(self) -> Connection:
@@ -317,11 +329,11 @@ class MySQLStore:
         """The connection holding the gate of this lease, taken out of the gate table; None
         if there is none or it died while set aside (its gate is open already)."""
         with self._mutex:
-            if self._pid != os.getpid():
+            entry = self._gates.get(name)
+            if self._pid != os.getpid() or entry is None or entry[0] != token:
                 return None
-            connection = self._gates.pop((name, token), None)
-        if connection is None:
-            return None
+            del self._gates[name]
+            connection = entry[1]
         if not connection.open or has_pending_input(connection._sock.fileno()):
             _close_quietly(connection)
             return None
