@@ -4,6 +4,7 @@ session holds until its release), across clients, not by polling."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -13,6 +14,7 @@ import pytest
 import tenure
 from tenure._sync.backend import Backend
 from tenure._types import Busy, Grant
+from tenure.backends.mysql._store import GateWait
 from tenure.backends.mysql._sync import MySQLBackend
 
 pytestmark = pytest.mark.mysql
@@ -205,3 +207,35 @@ def test_a_lease_granted_after_an_expired_one_inherits_its_gate(
         assert returned.wait(LONG / 2), "the release did not open the inherited gate"
         thread.join()
         assert not backend.release(name, "a" * 32)
+
+
+def test_a_forked_child_leaves_the_parents_gate_alone(mysql_url: str, name: str) -> None:
+    """A child forked while its parent holds a lease uses the client (refused) and closes it:
+    the parent's gate session survives, and the parent's release still opens it."""
+    url = _url(mysql_url)
+    with tenure.connect(url) as locks:
+        held = locks.lock(name, ttl=60)
+        assert held.acquire()
+        backend = locks.backend
+        assert isinstance(backend, MySQLBackend)
+        gate = backend.store._gate(name)
+        pid = os.fork()
+        if pid == 0:  # the child: refused, then closes everything it has
+            code = 1
+            try:
+                code = 0 if not locks.lock(name, ttl=60).acquire(blocking=False) else 2
+                locks.close()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        with tenure.connect(url) as other:
+            other_backend = other.backend
+            busy = _refused(other_backend, name)
+            assert isinstance(busy.waiting, GateWait) and busy.waiting.gate == gate, (
+                "the child's exit opened the parent's gate"
+            )
+            held.release()
+            started = time.monotonic()
+            other_backend.wait_for_release(name, LONG, busy)
+            assert time.monotonic() - started < LONG / 2

@@ -169,15 +169,7 @@ class MySQLStore:
         return connection
 
     def _checkout(self) -> Connection:
-        if self._pid != os.getpid():
-            # A forked child: the parent's connections and mutex are not ours to touch.
-            self._mutex = threading.Lock()
-            abandon(self._idle)
-            abandon(connection for _, connection in self._gates.values())
-            self._idle = []
-            self._gates = {}
-            self._gate_waits = 0
-            self._pid = os.getpid()
+        self._check_fork()
         while True:
             with self._mutex:
                 connection = self._idle.pop() if self._idle else None
@@ -187,6 +179,17 @@ class MySQLStore:
                 _close_quietly(connection)  # the server closed it while idle
                 continue
             return connection
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child: the parent's connections and mutex are not ours to touch.
+            self._mutex = threading.Lock()
+            abandon(self._idle)
+            abandon(connection for _, connection in self._gates.values())
+            self._idle = []
+            self._gates = {}
+            self._gate_waits = 0
+            self._pid = os.getpid()
 
     def _checkin(self, connection: Connection) -> None:
         with self._mutex:
@@ -277,6 +280,7 @@ class MySQLStore:
 
     def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
         gate = self._gate(name)
+        self._check_fork()  # a forked child must not take the parent's mutex
         with self._mutex:
             # A name whose gate a connection here holds already takes none (a retry of this
             # acquire; or an earlier lease of the name, over if this one is granted: its gate
@@ -328,6 +332,7 @@ class MySQLStore:
     def _take_gate_connection(self, name: str, token: str) -> Connection | None:
         """The connection holding the gate of this lease, taken out of the gate table; None
         if there is none or it died while set aside (its gate is open already)."""
+        self._check_fork()
         with self._mutex:
             entry = self._gates.get(name)
             if self._pid != os.getpid() or entry is None or entry[0] != token:
@@ -369,6 +374,7 @@ class MySQLStore:
         False at once, without waiting, when this process has ``pool_size`` gate waits in
         flight already (each blocks a connection and a thread): wait by back-off instead.
         """
+        self._check_fork()
         with self._mutex:
             if self._gate_waits >= max(1, self.options.pool_size):
                 return False
