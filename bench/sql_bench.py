@@ -20,7 +20,7 @@ Without URLs it starts a throw-away PostgreSQL and MariaDB with the test harness
    is blocked in acquire, holds 5..55 ms more (uniform, so the release lands anywhere in a
    poller's cycle), stamps ``time.monotonic_ns()`` (one clock for the host) just before
    release; the waiter stamps when its acquire returns. tenure with its defaults (PostgreSQL:
-   LISTEN/NOTIFY; MySQL: back-off up to 0.05 s) against the advisory lock's blocking wait
+   LISTEN/NOTIFY; MySQL: the holder's release gate) against the advisory lock's blocking wait
    (``pg_advisory_lock`` / ``GET_LOCK(name, 3600)``), which the server wakes directly.
 
 Prints a table and writes docs/benchmarks-sql.md with ratios. No assertions: figures only.
@@ -303,8 +303,9 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
         wakeup = (
             "LISTEN/NOTIFY: the release's `pg_notify` wakes the waiter's listening connection"
             if r.database == "postgresql" else
-            "jittered back-off (doubling from 1 ms, at most 0.05 s) bounded by the holder's "
-            "remaining lease: MySQL has no notification a release could send"
+            "its release gate: the holder's session holds a `GET_LOCK` from its grant to its "
+            "release, and the waiter blocks on it in `GET_LOCK` (taking it and giving it back "
+            "in one statement), woken when the release opens it"
         )
         lines += [
             f"## {r.database}",

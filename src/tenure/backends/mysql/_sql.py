@@ -41,7 +41,7 @@ import dataclasses
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
 
-__all__ = ["SESSION_SETUP", "SQL_MODE", "Statements"]
+__all__ = ["GATE_RELEASE", "GATE_WAIT", "SESSION_SETUP", "SQL_MODE", "Statements"]
 
 SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO"
 """Pinned on every connection: strict errors instead of silent truncation, and none of the
@@ -49,6 +49,20 @@ modes that change how the statements below evaluate."""
 
 # Run once per connection. The lock wait bound is whole seconds; see the backend.
 SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+# The release gate (see ``_store`` and docs/backends/sql.md): a user-level lock
+# (``GET_LOCK``) that the holder's session takes with its grant and gives back with its
+# release, so that waiters blocked on it wake the moment a release commits. The lease row
+# stays the only truth of who holds the lock: the gate only wakes.
+
+# Input: gate, wait (seconds). Blocks until the gate is free (then takes it and gives it back
+# in the same statement, so a waiter never holds it longer than that) or ``wait`` passes.
+# Output: 1 = the gate was free or freed (a release, or the holder's session ended), 0 = timed
+# out, NULL = error. ``IF`` evaluates only the branch it takes.
+GATE_WAIT = "SELECT IF(GET_LOCK(%(gate)s, %(wait)s) = 1, RELEASE_LOCK(%(gate)s), 0)"
+
+# Input: gate. Gives the gate back (the lease was lost, or its release ran elsewhere).
+GATE_RELEASE = "DO RELEASE_LOCK(%(gate)s)"
 
 NOW = "UTC_TIMESTAMP(6)"
 CLAIMABLE = f"(token IS NULL OR expires_at <= {NOW} OR token <=> %(token)s)"
@@ -115,6 +129,30 @@ ON DUPLICATE KEY UPDATE
     pid = IF({OURS}, %(pid)s, pid),
     thread = IF({OURS}, %(thread)s, thread)
 """
+
+    # Sent with ``acquire`` in one round trip (multi-statement), run right after its commit.
+    # Inputs: name, gate, take_gate (0/1), hold_wait (seconds). Output: one row:
+    # - fence: LAST_INSERT_ID() as ``acquire`` left it (> 0 granted, 0 refused);
+    # - gated: granted and asked to: GET_LOCK of the gate, 1 = this session holds it now
+    #   (a waiter passes through it for microseconds: ``hold_wait`` covers that);
+    # - ttl_left: refused: the holder's remaining lease in microseconds (see ``ttl_left``);
+    # - gate_held: refused: whether some session holds the gate (IS_USED_LOCK), i.e.
+    #   whether a release will open it; if not, the waiter falls back to back-off.
+    @property
+    def acquire_outcome(self) -> str:
+        return f"""
+SELECT LAST_INSERT_ID(),
+       IF(LAST_INSERT_ID() > 0 AND %(take_gate)s, GET_LOCK(%(gate)s, %(hold_wait)s), NULL),
+       IF(LAST_INSERT_ID() > 0, NULL, ({self.ttl_left})),
+       IF(LAST_INSERT_ID() > 0, NULL, IS_USED_LOCK(%(gate)s) IS NOT NULL)
+"""
+
+    # ``release`` and then the gate's release, in one round trip (multi-statement) on the
+    # session that holds the gate: the gate opens only after the row's update committed, so
+    # a woken waiter finds the lease free.
+    @property
+    def release_gated(self) -> str:
+        return f"{self.release}; {GATE_RELEASE}"
 
     # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
     # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may

@@ -5,11 +5,38 @@ Connections come from a small pool of idle ones, all in autocommit: each lock op
 one statement (see ``_sql``), so a lock never depends on a transaction staying open or on
 which connection runs the next statement. A connection that failed is closed, never reused;
 an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
+
+Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
+one thing a session can block on and another session can end is a user-level lock
+(``GET_LOCK``), and only the session holding it can give it back. So the holder's own session
+holds it: the grant takes the name's gate in the same round trip, right after the grant
+committed, and that connection is kept aside (out of the pool) until the release, which frees
+the row and then the gate in one round trip on it. A refused acquire learns in its own round
+trip whether the gate is held; its waiter then blocks in ``GET_LOCK`` on the gate (taking it
+and giving it back in one statement) until a release opens it, the holder's session ends (a
+crash, a lost connection), or its back-off pause passes. Why this shape:
+
+- No lost wake-up: the gate is a level, not an edge. A release between the refusal and the
+  wait leaves the gate open, and the wait returns at once.
+- The lease row stays the truth: a wake-up only makes the waiter try again; a spurious one
+  (a holder whose connection dropped, a gate shared by a hash collision) costs one attempt.
+- A gate that is missing (the holder could not take it: too many gates held in its process,
+  a stale holder still had it) is seen at the refusal, and that waiter falls back to short
+  back-off pauses instead of spinning on an open gate.
+- Bounded by the holder's lease: each wait is one back-off pause, at most the holder's
+  remaining lease, so an expiry without a release is noticed as before.
+- Waiters hold nothing: they never delay a holder's release, and the holder's ``GET_LOCK``
+  waits at most ``HOLD_WAIT`` for a waiter passing through.
+- Fork-safe: a child abandons the parent's gate connections untouched (closing them would end
+  the parent's sessions and open its gates) and takes gates on connections of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
+import hashlib
 import math
 import os
 import threading
@@ -35,7 +62,13 @@ from tenure.backends._sql_common import (
     parse_schema_mark,
 )
 from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
-from tenure.backends.mysql._sql import SESSION_SETUP, SQL_MODE, Statements
+from tenure.backends.mysql._sql import (
+    GATE_RELEASE,
+    GATE_WAIT,
+    SESSION_SETUP,
+    SQL_MODE,
+    Statements,
+)
 
 __all__ = ["MySQLStore"]
 
@@ -48,6 +81,20 @@ Cursor = Any
 ER_LOCK_DEADLOCK = 1213
 ER_NO_SUCH_TABLE = 1146
 DEADLOCK_RETRIES = 5
+HOLD_WAIT = 0.05
+"""How long a grant's ``GET_LOCK`` of the gate may wait for a waiter passing through it (one
+statement's worth). MariaDB honours fractions; MySQL takes whole seconds and rounds this to 0:
+there a rare collision leaves that lease without a gate, and its waiters on back-off."""
+FALLBACK_PAUSE = 0.05
+"""Longest pause of a waiter whose holder holds no gate (the back-off of old)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GateWait:
+    """A refused acquire's word for its wait (``Busy.waiting``): the gate to block on, or
+    None when nobody held it (no release will open it: wait by back-off)."""
+
+    gate: str | None
 
 _waiters_by_table: dict[str, Waiters] = {}
 _waiters_mutex = threading.Lock()
@@ -65,7 +112,10 @@ class MySQLStore:
             "autocommit": True,
             # Affected rows = rows matched, so an UPDATE whose new values equal the old ones
             # still reports its match (extend); the acquire does not rely on counts at all.
-            "client_flag": CLIENT.FOUND_ROWS,
+            # MULTI_STATEMENTS: a grant and its gate, a release and its gate, each in one
+            # round trip. Every value is a bound parameter (names travel as hex), so this
+            # widens nothing a caller controls.
+            "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "connect_timeout": options.timeout,
             "read_timeout": options.timeout,
             "write_timeout": options.timeout,
@@ -90,6 +140,12 @@ class MySQLStore:
             self.waiters = _waiters_by_table.setdefault(key, Waiters())
         self._mutex = threading.Lock()
         self._idle: list[Connection] = []
+        self._gate_prefix = f"{connect_args.get('database')}/{options.table}/"
+        self._gates: dict[str, tuple[str, Connection]] = {}
+        """name -> (token of the lease it serves, the connection whose session holds the
+        name's gate). One per name: the server grants a name to one lease at a time."""
+        self._gate_waits = 0
+        self._mariadb: bool | None = None
         self._pid = os.getpid()
         self._ready = False
         self._permits_ready = False
@@ -113,12 +169,7 @@ class MySQLStore:
         return connection
 
     def _checkout(self) -> Connection:
-        if self._pid != os.getpid():
-            # A forked child: the parent's connections and mutex are not ours to touch.
-            self._mutex = threading.Lock()
-            abandon(self._idle)
-            self._idle = []
-            self._pid = os.getpid()
+        self._check_fork()
         while True:
             with self._mutex:
                 connection = self._idle.pop() if self._idle else None
@@ -128,6 +179,17 @@ class MySQLStore:
                 _close_quietly(connection)  # the server closed it while idle
                 continue
             return connection
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child: the parent's connections and mutex are not ours to touch.
+            self._mutex = threading.Lock()
+            abandon(self._idle)
+            abandon(connection for _, connection in self._gates.values())
+            self._idle = []
+            self._gates = {}
+            self._gate_waits = 0
+            self._pid = os.getpid()
 
     def _checkin(self, connection: Connection) -> None:
         with self._mutex:
@@ -145,16 +207,27 @@ class MySQLStore:
         with self._mutex:
             self._closed = True
             idle, self._idle = self._idle, []
+            # Ending the sessions opens their gates.
+            idle.extend(connection for _, connection in self._gates.values())
+            self._gates = {}
         if self._pid == os.getpid():
             for connection in idle:
                 _close_quietly(connection)
         else:
             abandon(idle)
 
-    def _run(self, work: Callable[[Cursor], T]) -> T:
+    def _run(
+        self, work: Callable[[Cursor], T], connection: Connection | None = None,
+        *, keep: Callable[[T], bool] = lambda _: False,
+    ) -> T:
+        """Run ``work`` on a pooled connection (or the given one, a gate's), then return the
+        connection to the pool unless ``keep(result)`` says it now holds a gate."""
         if self._closed:
+            if connection is not None:
+                _close_quietly(connection)
             raise BackendError(f"MySQL {self.display}: the client is closed")
-        connection = self._checkout()
+        if connection is None:
+            connection = self._checkout()
         try:
             if not self._ready:
                 self._prepare(connection)
@@ -168,7 +241,8 @@ class MySQLStore:
                     self._ready = False  # dropped behind our back: create it again next time
                 raise BackendError(f"MySQL {self.display}: {exc}") from exc
             raise
-        self._checkin(connection)
+        if not keep(result):
+            self._checkin(connection)
         return result
 
     def _prepare(self, connection: Connection) -> None:
@@ -180,6 +254,9 @@ class MySQLStore:
                 cursor.execute(self.sql.create)
                 cursor.execute(self.sql.schema, {"table": self.sql.table})
                 row = cursor.fetchone()
+            cursor.execute("SELECT VERSION()")
+            (version_text,) = cursor.fetchone()
+            self._mariadb = "mariadb" in str(version_text).lower()
         comment = None if row is None else row[0]
         version = parse_schema_mark(comment)
         if version is None:
@@ -195,34 +272,141 @@ class MySQLStore:
 
     # ---- the atomic steps ----------------------------------------------------------------
 
+    def _gate(self, name: str) -> str:
+        # User-level lock names are at most 64 characters: a digest of database, table and
+        # name (a collision would only share wake-ups between two names).
+        digest = hashlib.sha256((self._gate_prefix + name).encode("utf-8", "surrogatepass"))
+        return "tenure:" + digest.hexdigest()[:48]
+
     def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+        gate = self._gate(name)
+        self._check_fork()  # a forked child must not take the parent's mutex
+        with self._mutex:
+            # A name whose gate a connection here holds already takes none (a retry of this
+            # acquire; or an earlier lease of the name, over if this one is granted: its gate
+            # then passes to this lease below). Past the limit of connections kept aside, a
+            # grant takes none either (its waiters back off).
+            take_gate = name not in self._gates and len(self._gates) < max(
+                1, self.options.pool_size
+            )
         params = {
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
+            "gate": gate, "take_gate": int(take_gate), "hold_wait": HOLD_WAIT,
         }
+        statement = f"{self.sql.acquire}; {self.sql.acquire_outcome}"
 
-        def attempt(cursor: Cursor) -> Grant | Busy:
-            _execute(cursor, self.sql.acquire, params)
-            fence = cursor.lastrowid
+        def attempt(cursor: Cursor) -> tuple[Grant | Busy, bool]:
+            _execute(cursor, statement, params)
+            cursor.nextset()
+            fence, gated, left_us, gate_held = cursor.fetchone()
             if fence:
-                return Grant(int(fence))
-            cursor.execute(self.sql.ttl_left, {"name": params["name"]})
-            row = cursor.fetchone()
-            left = None if row is None or row[0] is None else max(0.0, row[0] / 1e6)
-            return Busy(left)
+                return Grant(int(fence)), gated == 1
+            left = None if left_us is None else max(0.0, int(left_us) / 1e6)
+            return Busy(left, GateWait(gate if gate_held else None)), False
 
-        return self._run(attempt)
+        connection = self._checkout_open()
+        outcome, gated = self._run(attempt, connection, keep=lambda result: result[1])
+        if isinstance(outcome, Grant):
+            replaced = None
+            with self._mutex:
+                pinned = gated and not self._closed and self._pid == os.getpid()
+                if pinned:
+                    replaced = self._gates.get(name)
+                    self._gates[name] = (token, connection)
+                elif not gated and name in self._gates:
+                    # The server granted this lease, so the earlier one (expired, or its
+                    # acquire undone) is over: its gate now serves this one.
+                    self._gates[name] = (token, self._gates[name][1])
+            if gated and not pinned:
+                _close_quietly(connection)
+            if replaced is not None:
+                _close_quietly(replaced[1])  # cannot hold the gate this session just took
+        return outcome
+
+    def _checkout_open(self) -> Connection:
+        if self._closed:
+            raise BackendError(f"MySQL {self.display}: the client is closed")
+        return self._checkout()
+
+    def _take_gate_connection(self, name: str, token: str) -> Connection | None:
+        """The connection holding the gate of this lease, taken out of the gate table; None
+        if there is none or it died while set aside (its gate is open already)."""
+        self._check_fork()
+        with self._mutex:
+            entry = self._gates.get(name)
+            if self._pid != os.getpid() or entry is None or entry[0] != token:
+                return None
+            del self._gates[name]
+            connection = entry[1]
+        if not connection.open or has_pending_input(connection._sock.fileno()):
+            _close_quietly(connection)
+            return None
+        return connection
+
+    def _drop_gate(self, name: str, token: str) -> None:
+        """The lease is gone without a release (expired, broken, taken over): open its gate,
+        so nobody blocks on it, and put its connection back in the pool."""
+        connection = self._take_gate_connection(name, token)
+        if connection is not None:
+            gate = {"gate": self._gate(name)}
+            # A failure closes the connection, which opens the gate just as well.
+            with contextlib.suppress(BackendError):
+                self._run(lambda cursor: cursor.execute(GATE_RELEASE, gate), connection)
+
+    def gate_wait_seconds(self, timeout: float) -> float | None:
+        """The ``GET_LOCK`` timeout for a wait of ``timeout`` seconds; None if a gate wait
+        cannot serve it (statements must answer well within the ``timeout`` option)."""
+        if self._mariadb is False:
+            # MySQL's GET_LOCK takes whole seconds: a pause under one rounds up, so a holder
+            # whose lease expires without a release is noticed up to 1 s late there.
+            wait: float = max(1, math.ceil(timeout))
+        else:
+            wait = round(max(timeout, 0.0), 6)
+        if wait <= 0 or wait > self.options.timeout - 0.5:
+            return None
+        return wait
+
+    def wait_gate(self, gate: str, wait: float) -> bool:
+        """Block until ``gate`` opens (a release, or its holder's session ended) or ``wait``
+        seconds (from ``gate_wait_seconds``) pass; the gate is held for no time at all.
+
+        False at once, without waiting, when this process has ``pool_size`` gate waits in
+        flight already (each blocks a connection and a thread): wait by back-off instead.
+        """
+        self._check_fork()
+        with self._mutex:
+            if self._gate_waits >= max(1, self.options.pool_size):
+                return False
+            self._gate_waits += 1
+        try:
+            self._run(lambda cursor: cursor.execute(GATE_WAIT, {"gate": gate, "wait": wait}))
+        finally:
+            with self._mutex:
+                self._gate_waits = max(0, self._gate_waits - 1)
+        return True
 
     def release(self, name: str, token: str) -> bool:
         params = {"name": _hex(name), "token": token}
-        released = self._run(lambda cursor: _execute(cursor, self.sql.release, params) == 1)
+        connection = self._take_gate_connection(name, token)
+        if connection is None:
+            released = self._run(lambda cursor: _execute(cursor, self.sql.release, params) == 1)
+        else:
+            # The row first, then the gate, in one round trip on the session holding the gate.
+            gated = {**params, "gate": self._gate(name)}
+            released = self._run(
+                lambda cursor: _execute(cursor, self.sql.release_gated, gated) == 1, connection
+            )
         if released:
             self.waiters.notify(name)
         return released
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
         params = {"name": _hex(name), "token": token, "ttl_us": _micros(ttl)}
-        return self._run(lambda cursor: _execute(cursor, self.sql.extend, params) == 1)
+        extended = self._run(lambda cursor: _execute(cursor, self.sql.extend, params) == 1)
+        if not extended:
+            self._drop_gate(name, token)
+        return extended
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         # One connection, one statement per lease: each is atomic on its own, and a batch
@@ -235,7 +419,13 @@ class MySQLStore:
                 for r in renewals
             ]
 
-        return self._run(extend_all) if renewals else []
+        if not renewals:
+            return []
+        results = self._run(extend_all)
+        for renewal, extended in zip(renewals, results, strict=True):
+            if not extended:
+                self._drop_gate(renewal.name, renewal.token)
+        return results
 
     def owned(self, name: str, token: str) -> bool:
         params = {"name": _hex(name), "token": token}

@@ -15,16 +15,19 @@ keep in step for no change in what a lock guarantees.
 
 from __future__ import annotations
 
+import random
 import urllib.parse
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingSemaphoreBackend
+from tenure._sync.wakeups import wait_for_notice
+from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
-from tenure._types import Capabilities
+from tenure._types import Busy, Capabilities
 from tenure._urls import redact
 from tenure.backends._sql_common import sql_options
 from tenure.backends.mysql import SCHEMES
-from tenure.backends.mysql._store import MySQLStore
+from tenure.backends.mysql._store import FALLBACK_PAUSE, GateWait, MySQLStore
 
 __all__ = ["BACKEND", "MySQLBackend"]
 
@@ -47,11 +50,15 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
         fencing="strictly increasing per name, stored in the table across releases and restarts",
         fences_survive_restart=True,
         leases_survive_restart=True,
-        wakeups="in-process; back-off across processes",
+        wakeups="notification (a GET_LOCK the holder's session holds until its release)",
         multi_host=True,
         fault_tolerant=False,
     )
-    max_backoff = 0.05
+    max_backoff = 0.5
+    notifies = True
+    """Lock waiters block on the holder's release gate (see ``_store``); this only bounds a
+    wait whose wake-up was missed. A waiter whose holder holds no gate, and a semaphore
+    waiter, pause at most ``FALLBACK_PAUSE`` instead."""
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MySQLBackend:
@@ -85,6 +92,34 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
             flag = key in ("ssl_verify_cert", "ssl_verify_identity") and isinstance(value, str)
             connect_args[key] = value.lower() in ("1", "true", "yes", "on") if flag else value
         return cls(MySQLStore(connect_args, settings, display))
+
+    def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        """Block on the holder's release gate, which the release opens (see ``_store``).
+        Without a gate to block on (the holder took none, too many waits in flight here,
+        a pause too short for ``GET_LOCK``), wait for a release in this process, or a short
+        back-off pause."""
+        waiting = None if busy is None else busy.waiting
+        gate = waiting.gate if isinstance(waiting, GateWait) else None
+        wait = None if gate is None else self.store.gate_wait_seconds(timeout)
+        if (
+            gate is not None
+            and wait is not None
+            and io.run_blocking(self.store.wait_gate, gate, wait)
+        ):
+            return
+        pause = min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE))
+        wait_for_notice(self.store.waiters, name, pause)
+
+    def wait_for_permit(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        # No gate for semaphores (a permit has many holders, a GET_LOCK waits for one):
+        # in-process wake-ups, short back-off pauses across processes.
+        super().wait_for_permit(
+            name, min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE)), busy
+        )
 
     def describe(self) -> str:
         return self.store.display
