@@ -264,21 +264,34 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
         sql = self._semaphores
         self._permits(create=True)
 
-        def grant(connection: Connection) -> tuple[Any, ...]:
-            with connection.transaction():
+        def decide(connection: Connection) -> tuple[Any, ...]:
+            cursor = connection.execute(sql.acquire, params)
+            row = cursor.fetchone()
+            assert row is not None
+            mine, granted, others, soonest, stored, room = row
+            if mine is not None or granted is not None or not room:
+                return mine, granted, others, soonest, stored
+            # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
+            # the name's row lock. The transaction's four messages go out together and their
+            # answers come back together (one round trip); the server runs them in order in
+            # one transaction, and a failed one aborts the rest and the connection is dropped
+            # (``_run``), so that transaction never commits.
+            with connection.pipeline():
+                connection.execute("BEGIN")
                 connection.execute(sql.lock_name, params)
                 cursor = connection.execute(sql.grant, params)
-                row = cursor.fetchone()
-                assert row is not None
-                mine, granted, others, _, stored = row
-                if mine is None and granted is None and others and stored != limit:
-                    # Raised inside the transaction: it rolls back, nothing is written.
-                    raise limit_mismatch(name, int(stored), limit)
-                return row
+                connection.execute("COMMIT")
+            row = cursor.fetchone()
+            assert row is not None
+            return row
 
-        mine, granted, _, soonest, _ = self._run(grant)
+        mine, granted, others, soonest, stored = self._run(decide)
         if mine is not None or granted is not None:
             return Grant(int(mine if mine is not None else granted))
+        if others and stored != limit:
+            # Neither step writes anything on a mismatch (only expired permits go, as any
+            # acquire would drop them), so refusing after the commit leaves no trace.
+            raise limit_mismatch(name, int(stored), limit)
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     def release_permit(self, name: str, token: str) -> bool:
