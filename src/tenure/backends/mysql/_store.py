@@ -2,8 +2,9 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), so a lock never depends on a transaction staying open or on
-which connection runs the next statement. A connection that failed is closed, never reused;
+one statement (see ``_sql``), a semaphore's acquire one short transaction sent as one text
+(see ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
+connection runs the next statement. A connection that failed is closed, never reused;
 an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
 """
 

@@ -1,6 +1,7 @@
 """``postgresql://`` and ``postgres://`` for asyncio, on psycopg 3's ``AsyncConnection``.
 
-Every operation is one autocommit statement (see ``_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
+one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process

@@ -82,23 +82,27 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def acquire(self) -> str:
         return f"""
 WITH {_NOW},
+state AS (
+    SELECT count(*) FILTER (WHERE p.token <> %(token)s AND p.expires_at > now.t) AS others,
+           count(*) FILTER (WHERE p.expires_at <= now.t) AS expired,
+           max(p.fence) FILTER (WHERE p.token = %(token)s AND p.expires_at > now.t) AS mine,
+           min(p.expires_at) FILTER (WHERE p.expires_at > now.t) AS soonest,
+           max(p.fence) FILTER (WHERE p.token = '') AS fence,
+           max(p.permits) FILTER (WHERE p.token = '') AS stored
+    FROM {self.quoted} AS p, now
+    WHERE p.name = %(name)s
+),
 dropped AS (
     DELETE FROM {self.quoted} AS p USING now
-    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
+    WHERE (SELECT expired FROM state) > 0
+      AND p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
 ),
 mine AS (
     UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
     FROM now
-    WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
+    WHERE (SELECT mine FROM state) IS NOT NULL
+      AND p.name = %(name)s AND p.token = %(token)s AND p.expires_at > now.t
     RETURNING p.fence
-),
-state AS (
-    SELECT count(*) FILTER (WHERE p.token <> %(token)s) AS others,
-           min(p.expires_at) AS soonest,
-           (SELECT fence FROM {self.quoted} WHERE name = %(name)s AND token = '') AS fence,
-           (SELECT permits FROM {self.quoted} WHERE name = %(name)s AND token = '') AS stored
-    FROM {self.quoted} AS p, now
-    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
 ),
 room AS (
     SELECT state.fence AS fence FROM state

@@ -2,7 +2,8 @@
 # src/tenure/backends/postgresql/_async.py: edit that file, not this one.
 """``postgresql://`` and ``postgres://`` for threads, on psycopg 3's ``Connection``.
 
-Every operation is one autocommit statement (see ``_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
+one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process
