@@ -55,6 +55,8 @@ Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 logger = logging.getLogger("tenure")
 
 OPTIONS = ("table", "timeout", "pool_size")
+PIPELINES = psycopg.Pipeline.is_supported()
+"""Whether the libpq under psycopg has pipeline mode (libpq 14 and later)."""
 MAX_REMEMBERED_NOTICES = 4096
 
 
@@ -271,15 +273,22 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport):
             if mine is not None or granted is not None or not room:
                 return mine, granted, others, soonest, stored
             # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock. The transaction's four messages go out together and their
-            # answers come back together (one round trip); the server runs them in order in
-            # one transaction, and a failed one aborts the rest and the connection is dropped
-            # (``_run``), so that transaction never commits.
-            async with connection.pipeline():
+            # the name's row lock. In a pipeline the transaction's four messages go out
+            # together and their answers come back together (one round trip); the server
+            # runs them in order in one transaction, and a failed one aborts the rest and
+            # the connection is dropped (``_run``), so that transaction never commits.
+            async def locked_grant() -> psycopg.AsyncCursor[tuple[Any, ...]]:
                 await connection.execute("BEGIN")
                 await connection.execute(sql.lock_name, params)
                 cursor = await connection.execute(sql.grant, params)
                 await connection.execute("COMMIT")
+                return cursor
+
+            if PIPELINES:
+                async with connection.pipeline():
+                    cursor = await locked_grant()
+            else:  # libpq before 14: one round trip per message
+                cursor = await locked_grant()
             row = await cursor.fetchone()
             assert row is not None
             return row

@@ -57,6 +57,8 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 logger = logging.getLogger("tenure")
 
 OPTIONS = ("table", "timeout", "pool_size")
+PIPELINES = psycopg.Pipeline.is_supported()
+"""Whether the libpq under psycopg has pipeline mode (libpq 14 and later)."""
 MAX_REMEMBERED_NOTICES = 4096
 
 
@@ -273,15 +275,22 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
             if mine is not None or granted is not None or not room:
                 return mine, granted, others, soonest, stored
             # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock. The transaction's four messages go out together and their
-            # answers come back together (one round trip); the server runs them in order in
-            # one transaction, and a failed one aborts the rest and the connection is dropped
-            # (``_run``), so that transaction never commits.
-            with connection.pipeline():
+            # the name's row lock. In a pipeline the transaction's four messages go out
+            # together and their answers come back together (one round trip); the server
+            # runs them in order in one transaction, and a failed one aborts the rest and
+            # the connection is dropped (``_run``), so that transaction never commits.
+            def locked_grant() -> psycopg.Cursor[tuple[Any, ...]]:
                 connection.execute("BEGIN")
                 connection.execute(sql.lock_name, params)
                 cursor = connection.execute(sql.grant, params)
                 connection.execute("COMMIT")
+                return cursor
+
+            if PIPELINES:
+                with connection.pipeline():
+                    cursor = locked_grant()
+            else:  # libpq before 14: one round trip per message
+                cursor = locked_grant()
             row = cursor.fetchone()
             assert row is not None
             return row
