@@ -70,6 +70,21 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 )
 """
 
+    # The CTE both grants end with: our permit row, with the fence `bumped` returned (none if
+    # it returned no row).
+    @property
+    def _granted(self) -> str:
+        return f"""granted AS (
+    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
+    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
+           %(host)s, %(pid)s, %(thread)s
+    FROM bumped, now
+    ON CONFLICT (name, token) DO UPDATE SET
+        fence = excluded.fence, expires_at = excluded.expires_at,
+        acquired_at = excluded.acquired_at
+    RETURNING fence
+)"""
+
     # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
     # the module's doc). Drops expired permits; restarts our own live permit (a retry); else,
     # if fewer than `limit` others are live and none is live under another limit, takes the
@@ -117,16 +132,7 @@ bumped AS (
     WHERE rec.fence = excluded.fence - 1
     RETURNING rec.fence
 ),
-granted AS (
-    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
-           %(host)s, %(pid)s, %(thread)s
-    FROM bumped, now
-    ON CONFLICT (name, token) DO UPDATE SET
-        fence = excluded.fence, expires_at = excluded.expires_at,
-        acquired_at = excluded.acquired_at
-    RETURNING fence
-)
+{self._granted}
 SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
        extract(epoch FROM state.soonest - now.t)::float8, state.stored,
        EXISTS (SELECT 1 FROM room)
@@ -178,16 +184,7 @@ bumped AS (
       AND (state.others = 0 OR state.stored = %(limit)s)
     RETURNING rec.fence
 ),
-granted AS (
-    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
-           %(host)s, %(pid)s, %(thread)s
-    FROM bumped, now
-    ON CONFLICT (name, token) DO UPDATE SET
-        fence = excluded.fence, expires_at = excluded.expires_at,
-        acquired_at = excluded.acquired_at
-    RETURNING fence
-)
+{self._granted}
 SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
        extract(epoch FROM state.soonest - now.t)::float8, state.stored
 FROM state, now
