@@ -19,6 +19,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,9 +29,9 @@ import pytest
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
 
 __all__ = [
-    "AUTH_TOKEN_TTL", "AUTH_USER", "EtcdCluster", "EtcdServer", "TlsFiles", "enable_auth",
-    "etcd_auth", "etcd_client_cert_auth", "etcd_cluster", "etcd_tls", "etcd_tls_files",
-    "etcd_url", "running_etcd_member", "start_etcd_cluster",
+    "AUTH_TOKEN_TTL", "AUTH_USER", "EtcdCluster", "EtcdServer", "GatewayRefused", "TlsFiles",
+    "enable_auth", "etcd_auth", "etcd_client_cert_auth", "etcd_cluster", "etcd_tls",
+    "etcd_tls_files", "etcd_url", "running_etcd_member", "start_etcd_cluster",
 ]
 
 
@@ -220,6 +221,15 @@ def make_tls_files(directory: pathlib.Path) -> TlsFiles:
     )
 
 
+class GatewayRefused(Exception):
+    """An error status from ``EtcdServer.call``."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text}")
+        self.status = status
+        self.text = text
+
+
 @dataclasses.dataclass
 class EtcdServer:
     """One etcd member: ``https`` when started with TLS files."""
@@ -234,14 +244,18 @@ class EtcdServer:
 
     def call(self, path: str, body: dict[str, object], token: str | None = None) -> Any:
         """POST to the member's gateway as a trusted admin (CA and client certificate):
-        the JSON answer, or urllib's HTTPError for an error status."""
+        the JSON answer, or GatewayRefused for an error status."""
         scheme = "https" if self.tls else "http"
         request = urllib.request.Request(
             f"{scheme}://{self.address}{path}", data=json.dumps(body).encode(), method="POST",
             headers={"Authorization": token} if token else {},
         )
-        with urllib.request.urlopen(request, timeout=2.0, context=self._context()) as reply:
-            return json.loads(reply.read())
+        try:
+            with urllib.request.urlopen(request, timeout=2.0, context=self._context()) as reply:
+                return json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            with exc:  # its socket, closed now (an unclosed one fails a later test)
+                raise GatewayRefused(exc.code, exc.read().decode(errors="replace")) from None
 
     def _context(self) -> ssl.SSLContext | None:
         if self.tls is None:

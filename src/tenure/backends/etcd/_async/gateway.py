@@ -109,30 +109,34 @@ class AsyncGateway:
         self._token: str | None = None
         """The auth token; None: log in first (when credentials are given); NO_TOKEN: the
         server has auth disabled."""
-        self._tls: ssl.SSLContext | None = None
+        # Built here, so that a missing or wrong file is a ConfigurationError from connect();
+        # plain http:// members need none: building one loads the CA bundle (about 0.1 s of
+        # CPU), which a fresh process would pay before its first request.
+        https = settings.endpoints[0].startswith("https://")
+        self._tls = tls_context(settings) if https else None
+        self._closed = False
         self._mutex = io.Mutex()
 
-    def _endpoints(self) -> list[httpx.AsyncClient]:
+    def _endpoints(self) -> tuple[list[httpx.AsyncClient], bool]:
+        """The members' clients, opened at first use (and again in a forked child), and
+        whether they are the call's own. After ``aclose`` a call still works (a failed
+        acquire's clean-up, a last renewal) on clients of its own, closed when it ends:
+        nothing would close a pool opened after close."""
+        if self._closed:
+            return [self._client(endpoint) for endpoint in self.settings.endpoints], True
         with self._mutex:
             if self._pid != os.getpid() or not self._clients:
                 # A forked child must not share its parent's sockets: it opens its own.
                 self._token = None
                 self._clients = [self._client(endpoint) for endpoint in self.settings.endpoints]
                 self._pid = os.getpid()
-            return self._clients
+            return self._clients, False
 
     def _client(self, endpoint: str) -> httpx.AsyncClient:
-        # Plain http:// members need no TLS context: building one loads the CA bundle (about
-        # 0.1 s of CPU), which a fresh process would pay before its first request.
-        verify: ssl.SSLContext | bool = False
-        if endpoint.startswith("https://"):
-            if self._tls is None:
-                self._tls = tls_context(self.settings)
-            verify = self._tls
         return httpx.AsyncClient(
             base_url=endpoint,
             timeout=self.settings.timeout,
-            verify=verify,
+            verify=self._tls if self._tls is not None else False,
             limits=httpx.Limits(max_keepalive_connections=16),
         )
 
@@ -148,7 +152,17 @@ class AsyncGateway:
         return await self._exchange(path, body, None)
 
     async def _exchange(self, path: str, body: JSON | str, timeout: float | None) -> list[JSON]:
-        clients = self._endpoints()  # first: opening them is not the server's reply time
+        clients, own = self._endpoints()  # first: opening them is not the reply time
+        try:
+            return await self._exchange_with(clients, path, body, timeout)
+        finally:
+            if own:
+                await _close_all(clients)
+
+    async def _exchange_with(
+        self, clients: list[httpx.AsyncClient], path: str, body: JSON | str,
+        timeout: float | None,
+    ) -> list[JSON]:
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
         unreachable = 0
@@ -305,8 +319,18 @@ class AsyncGateway:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
         checks again after every return, so a watch bug or a compaction only costs a wait."""
-        clients = self._endpoints()
-        client = clients[self._preferred % len(clients)]
+        clients, own = self._endpoints()
+        try:
+            await self._watch(clients[self._preferred % len(clients)], key, range_end,
+                              start_revision, timeout)
+        finally:
+            if own:
+                await _close_all(clients)
+
+    async def _watch(
+        self, client: httpx.AsyncClient, key: str, range_end: str | None,
+        start_revision: int, timeout: float,
+    ) -> None:
         request: JSON = {"key": key, "start_revision": str(start_revision), "filters": ["NOPUT"]}
         if range_end is not None:
             request["range_end"] = range_end
@@ -333,11 +357,16 @@ class AsyncGateway:
 
     async def aclose(self) -> None:
         with self._mutex:
+            self._closed = True
             clients, self._clients = self._clients, []
-            pid, self._pid = self._pid, 0  # used again (a renewal after close): reconnect
+            pid, self._pid = self._pid, 0
         if pid == os.getpid():
-            for client in clients:
-                await client.aclose()
+            await _close_all(clients)
+
+
+async def _close_all(clients: list[httpx.AsyncClient]) -> None:
+    for client in clients:
+        await client.aclose()
 
 
 def _auth(token: str | None) -> dict[str, str]:

@@ -111,30 +111,34 @@ class Gateway:
         self._token: str | None = None
         """The auth token; None: log in first (when credentials are given); NO_TOKEN: the
         server has auth disabled."""
-        self._tls: ssl.SSLContext | None = None
+        # Built here, so that a missing or wrong file is a ConfigurationError from connect();
+        # plain http:// members need none: building one loads the CA bundle (about 0.1 s of
+        # CPU), which a fresh process would pay before its first request.
+        https = settings.endpoints[0].startswith("https://")
+        self._tls = tls_context(settings) if https else None
+        self._closed = False
         self._mutex = io.Mutex()
 
-    def _endpoints(self) -> list[httpx.Client]:
+    def _endpoints(self) -> tuple[list[httpx.Client], bool]:
+        """The members' clients, opened at first use (and again in a forked child), and
+        whether they are the call's own. After ``close`` a call still works (a failed
+        acquire's clean-up, a last renewal) on clients of its own, closed when it ends:
+        nothing would close a pool opened after close."""
+        if self._closed:
+            return [self._client(endpoint) for endpoint in self.settings.endpoints], True
         with self._mutex:
             if self._pid != os.getpid() or not self._clients:
                 # A forked child must not share its parent's sockets: it opens its own.
                 self._token = None
                 self._clients = [self._client(endpoint) for endpoint in self.settings.endpoints]
                 self._pid = os.getpid()
-            return self._clients
+            return self._clients, False
 
     def _client(self, endpoint: str) -> httpx.Client:
-        # Plain http:// members need no TLS context: building one loads the CA bundle (about
-        # 0.1 s of CPU), which a fresh process would pay before its first request.
-        verify: ssl.SSLContext | bool = False
-        if endpoint.startswith("https://"):
-            if self._tls is None:
-                self._tls = tls_context(self.settings)
-            verify = self._tls
         return httpx.Client(
             base_url=endpoint,
             timeout=self.settings.timeout,
-            verify=verify,
+            verify=self._tls if self._tls is not None else False,
             limits=httpx.Limits(max_keepalive_connections=16),
         )
 
@@ -150,7 +154,17 @@ class Gateway:
         return self._exchange(path, body, None)
 
     def _exchange(self, path: str, body: JSON | str, timeout: float | None) -> list[JSON]:
-        clients = self._endpoints()  # first: opening them is not the server's reply time
+        clients, own = self._endpoints()  # first: opening them is not the reply time
+        try:
+            return self._exchange_with(clients, path, body, timeout)
+        finally:
+            if own:
+                _close_all(clients)
+
+    def _exchange_with(
+        self, clients: list[httpx.Client], path: str, body: JSON | str,
+        timeout: float | None,
+    ) -> list[JSON]:
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
         unreachable = 0
@@ -307,8 +321,18 @@ class Gateway:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
         checks again after every return, so a watch bug or a compaction only costs a wait."""
-        clients = self._endpoints()
-        client = clients[self._preferred % len(clients)]
+        clients, own = self._endpoints()
+        try:
+            self._watch(clients[self._preferred % len(clients)], key, range_end,
+                              start_revision, timeout)
+        finally:
+            if own:
+                _close_all(clients)
+
+    def _watch(
+        self, client: httpx.Client, key: str, range_end: str | None,
+        start_revision: int, timeout: float,
+    ) -> None:
         request: JSON = {"key": key, "start_revision": str(start_revision), "filters": ["NOPUT"]}
         if range_end is not None:
             request["range_end"] = range_end
@@ -335,11 +359,16 @@ class Gateway:
 
     def close(self) -> None:
         with self._mutex:
+            self._closed = True
             clients, self._clients = self._clients, []
-            pid, self._pid = self._pid, 0  # used again (a renewal after close): reconnect
+            pid, self._pid = self._pid, 0
         if pid == os.getpid():
-            for client in clients:
-                client.close()
+            _close_all(clients)
+
+
+def _close_all(clients: list[httpx.Client]) -> None:
+    for client in clients:
+        client.close()
 
 
 def _auth(token: str | None) -> dict[str, str]:
