@@ -12,6 +12,7 @@ lead to a new login, never to a ``BackendError`` on every later call.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import threading
 import time
@@ -171,6 +172,35 @@ def test_client_certificate_is_sent_without_ssl_ca(
     refused the handshake."""
     monkeypatch.setenv("SSL_CERT_FILE", str(etcd_tls_files.ca))
     exercise(tls_url(etcd_client_cert_auth, etcd_tls_files, ca=False))
+
+
+def test_forked_child_opens_its_own_tls_connections(
+    etcd_client_cert_auth: EtcdServer, etcd_tls_files: TlsFiles
+) -> None:
+    """A forked child shares its parent's TLS context (no sockets in it), never its
+    connections: through the same client it sees the parent's lock held and takes another."""
+    name = unique("parent")
+    with tenure.connect(tls_url(etcd_client_cert_auth, etcd_tls_files)) as locks:
+        lock = locks.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            try:
+                verdict = [not locks.lock(name, ttl=5).acquire(blocking=False)]
+                other = locks.lock(name + "-child", ttl=5)
+                verdict.append(other.acquire(timeout=5))
+                other.release()
+                os.write(write_end, b"".join(b"1" if v else b"0" for v in verdict))
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        verdict = os.read(read_end, 16)
+        os.close(read_end)
+        assert verdict == b"11", verdict
+        assert lock.owned()  # the parent's connections still work
+        lock.release()
 
 
 def test_client_certificate_without_ssl_ca_still_checks_the_server(
