@@ -25,6 +25,7 @@ of one.
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Iterable
@@ -182,8 +183,15 @@ class Renewer:
     def _renew_batch(self, kind: LeaseKind, holds: list[Hold]) -> None:
         started = self._clock()
         batch = [hold.renewal for hold in holds]
+        # A renewal answered after the first of these leases ran out cannot save it, and
+        # waiting for it would report that loss late (a network that drops packets silently
+        # leaves a request unanswered until the driver's own timeout, which may be longer).
+        # A local store's calls cannot hang: they run unbounded, in this thread.
+        limit = None if kind.backend.local else max(
+            0.0, min(hold.lease_deadline for hold in holds) - started
+        )
         try:
-            results = kind.extend_many(batch)
+            results = io.bounded(functools.partial(kind.extend_many, batch), limit)
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:

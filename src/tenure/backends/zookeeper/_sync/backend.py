@@ -27,10 +27,14 @@ both (a lock is ``limit = 1``).
   ended the session and handed the name to a contender, so every earlier grant is doubted
   (``lease_doubt``, which ``check()`` consults and whose listener wakes the renewal
   scheduler), its renewal, ``owned`` and release answer False without asking, and its node,
-  if the session survived, is deleted when the connection comes back. A grant can also not
-  be vouched for longer than the session timeout after the server last confirmed it
-  (``lease_horizon``): a holder paused past it (its session may have ended meanwhile, which
-  kazoo only learns after it resumes) fails ``check()`` by its own clock.
+  if the session survived, is deleted when the connection comes back. A grant is also
+  vouched for no longer than two thirds of the session timeout after the request that
+  confirmed it was sent (``lease_horizon``, ``SESSION_TRUST``), whatever its ttl: a holder
+  paused past that (its session may have ended meanwhile, which kazoo only learns after it
+  resumes), or whose renewals go unanswered without kazoo noticing (kazoo detects a dead
+  connection by an unanswered heartbeat, and our own requests postpone its heartbeats),
+  fails ``check()`` by its own clock and is told by the renewal scheduler, before the server
+  can end the session.
 
 - **Election values** (``LeaseValueSupport``): the leader's value is a field of the
   holder node's record, written by the create or versioned set that grants the node,
@@ -68,10 +72,19 @@ from tenure.backends.zookeeper._nodes import (
     token_of,
 )
 
-__all__ = ["QUEUE_TTL", "ZooKeeperBackend"]
+__all__ = ["QUEUE_TTL", "SESSION_TRUST", "ZooKeeperBackend"]
 
 QUEUE_TTL = 2.0
 """Seconds a waiter's node outlives its last rewrite, as judged by the others."""
+
+SESSION_TRUST = 2 / 3
+"""The fraction of the session timeout a grant or renewal vouches for a lease
+(``lease_horizon``). The server ends a session it has not heard from for the session timeout,
+counted from when it last heard from us, which is after the request that vouched for the
+lease was sent; the client counts from before sending. The third left over absorbs timer
+slack, a renewal scheduler woken late, and a server that negotiated a somewhat shorter
+timeout than asked for (its ``minSessionTimeout``/``maxSessionTimeout``); it is kazoo's own
+read timeout too. Renewals go at a third of it."""
 
 
 @dataclasses.dataclass
@@ -157,7 +170,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
 
     @property
     def lease_horizon(self) -> float:
-        return self.settings.session_timeout
+        return self.settings.session_timeout * SESSION_TRUST
 
     def lease_doubt(self, kind: str, name: str, token: str) -> str | None:
         held = self._held.get((kind, name, token))
