@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from tenure import _observe
 from tenure._concurrency import async_io as io
+from tenure._errors import BackendError
 
 if TYPE_CHECKING:
     from tenure._async.lease import AsyncLeaseKind, Hold
@@ -189,7 +190,13 @@ class AsyncRenewer:
             0.0, min(hold.lease_deadline for hold in holds) - started
         )
         try:
-            results = await io.bounded(functools.partial(kind.extend_many, batch), limit)
+            try:
+                results = await io.bounded(functools.partial(kind.extend_many, batch), limit)
+            except io.DeadlineExceeded:
+                raise BackendError(
+                    f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
+                    f"by the lease's end"
+                ) from None
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from tenure import _observe
 from tenure._concurrency import sync_io as io
+from tenure._errors import BackendError
 
 if TYPE_CHECKING:
     from tenure._sync.lease import LeaseKind, Hold
@@ -191,7 +192,13 @@ class Renewer:
             0.0, min(hold.lease_deadline for hold in holds) - started
         )
         try:
-            results = io.bounded(functools.partial(kind.extend_many, batch), limit)
+            try:
+                results = io.bounded(functools.partial(kind.extend_many, batch), limit)
+            except io.DeadlineExceeded:
+                raise BackendError(
+                    f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
+                    f"by the lease's end"
+                ) from None
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:
