@@ -22,10 +22,14 @@ contender may be granted the name with a higher fence. Nothing local can prove o
 the only proof of a live session is a reply from the server, and none is coming. tenure's
 rule is to signal a loss rather than hide one, so ``SUSPENDED`` and ``LOST`` both end every
 lease granted through the session before them (Curator's and kazoo's guidance too: treat
-``SUSPENDED`` as "may have lost"). The alternative, keeping a lease until the last server
-contact plus a fraction of the session timeout, would save leases across blips shorter than
-the heartbeat but rests on the negotiated timeout and on the server's clock rate; the simple
-choice costs a re-acquire after a blip, never an overlap.
+``SUSPENDED`` as "may have lost"). The alternative, keeping a lease through ``SUSPENDED``
+until the last server contact plus some fraction of the session timeout in the hope of a
+quick reconnect, would save few leases (kazoo reports ``SUSPENDED`` about two thirds of the
+way to the session's end already) and would rest on the timeout the server negotiated and
+on timers in two processes; the simple choice costs a re-acquire after a blip, never an
+overlap. kazoo can also notice a dead connection late (every request postpones its next
+heartbeat, so steady renewals can hide one): the backend's ``lease_horizon`` bounds every
+lease by the clock as well, whatever the listener hears.
 
 The session counts interruptions (``epoch``, raised by the state listener on ``SUSPENDED``
 and ``LOST``); the backend records with each grant the epoch it was granted in, and doubts
