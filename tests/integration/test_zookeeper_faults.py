@@ -13,10 +13,11 @@ deleted once the connection is back, so a contender gets the name at once.
 
 The contention worker is ``test_etcd_faults``'s (it runs any URL). This module's own worker:
 
-    python -m tests.integration.test_zookeeper_faults hold URL NAME TTL
+    python -m tests.integration.test_zookeeper_faults hold URL NAME TTL [SESSION_TIMEOUT]
         take the lock (ttl TTL, renewed), print "acquired <fence>", then wait for a line on
-        stdin; then print "lost <0|1>" (whether ``lost`` was set within 3 s) and "release
-        ok" or "release LockLost".
+        stdin; then print "check ok" or "check LockLost" (``check()`` at once, before
+        anything else), "lost <0|1>" (whether ``lost`` was set within 3 s) and "release ok"
+        or "release LockLost".
 """
 
 from __future__ import annotations
@@ -181,9 +182,56 @@ def test_a_frozen_holder_loses_the_lock_by_its_ttl_and_is_told(
                 os.kill(holder.pid, signal.SIGCONT)
             holder.stdin.write("report\n")
             holder.stdin.flush()
-            report = holder.stdout.readline().split() + holder.stdout.readline().split()
-            assert report == ["lost", "1", "release", "LockLost"], report
+            report = [holder.stdout.readline().split() for _ in range(3)]
+            assert report == [["check", "LockLost"], ["lost", "1"], ["release", "LockLost"]], (
+                report
+            )
             assert contender.owned()
+            contender.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.communicate()
+
+
+def test_a_holder_frozen_past_its_session_fails_check_the_moment_it_resumes(
+    zookeeper_url: str, name: str
+) -> None:
+    """ttl 20 s, session timeout 2 s, SIGSTOP for 4 s: the server ends the frozen holder's
+    session and a contender is granted the name. On SIGCONT the holder's very first
+    ``check()``, before kazoo's thread has even looked at its socket, must fail: by its own
+    clock, the lease was vouched for only 2/3 of the session timeout after its last renewal."""
+    ttl, session_timeout, frozen = 20.0, 2.0, 4.0
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.test_zookeeper_faults", "hold",
+         zookeeper_url, name, str(ttl), str(session_timeout)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        line = holder.stdout.readline()
+        assert line.startswith("acquired"), line + (holder.stderr.read() if holder.stderr
+                                                    else "")
+        holder_fence = int(line.split()[1])
+        # The line the holder reads first thing on resuming, queued while it is frozen.
+        os.kill(holder.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        holder.stdin.write("report\n")
+        holder.stdin.flush()
+        with tenure.connect(zookeeper_url) as locks:
+            contender = locks.lock(name, ttl=10)
+            try:
+                assert contender.acquire(timeout=frozen + 5)
+                assert time.monotonic() - stopped < ttl / 2  # by the session's end
+                assert contender.fence is not None and contender.fence > holder_fence
+                time.sleep(max(0.0, frozen - (time.monotonic() - stopped)))
+            finally:
+                os.kill(holder.pid, signal.SIGCONT)
+            report = [holder.stdout.readline().split() for _ in range(3)]
+            assert report == [["check", "LockLost"], ["lost", "1"], ["release", "LockLost"]], (
+                report
+            )
             contender.release()
     finally:
         if holder.poll() is None:
@@ -294,12 +342,19 @@ def test_a_short_cut_that_the_session_survives_is_reported_and_frees_the_name(
         contender.release()
 
 
-def hold(url: str, name: str, ttl: float) -> None:
+def hold(url: str, name: str, ttl: float, session_timeout: float | None = None) -> None:
+    if session_timeout is not None:
+        url += f"?session_timeout={session_timeout}"
     with tenure.connect(url) as locks:
         lock = locks.lock(name, ttl=ttl, renew=True)
         lock.acquire()
         print(f"acquired {lock.fence}", flush=True)
         sys.stdin.readline()
+        try:
+            lock.check()
+            print("check ok", flush=True)
+        except tenure.LockLost:
+            print("check LockLost", flush=True)
         print(f"lost {int(lock.lost.wait(3))}", flush=True)
         try:
             lock.release()
@@ -309,7 +364,7 @@ def hold(url: str, name: str, ttl: float) -> None:
 
 
 if __name__ == "__main__":
-    command, url, name, ttl = sys.argv[1:]
+    command, url, name, ttl, *session = sys.argv[1:]
     if command != "hold":
         raise SystemExit(f"unknown worker command {command!r}")
-    hold(url, name, float(ttl))
+    hold(url, name, float(ttl), float(session[0]) if session else None)
