@@ -122,8 +122,8 @@ class Backend(abc.ABC):
     def lease_horizon(self) -> float | None:
         """Seconds a lease can be vouched for after the server last confirmed it (its grant
         or a renewal), whatever its ttl: on a store whose leases also die with a client
-        session (ZooKeeper's ephemeral nodes), the session timeout, since a session the server
-        stopped hearing from ends that long after. The lease logic bounds ``check()`` and
+        session (ZooKeeper's ephemeral nodes), a share of the session timeout, since a session
+        the server stopped hearing from ends that long after. The lease logic bounds ``check()`` and
         schedules renewals by ``min(ttl, lease_horizon)``. None: the ttl alone bounds it."""
         return None
 
