@@ -40,6 +40,10 @@ class AsyncRedisBase(AsyncBackend):
         self._waits = WaitBudget(settings, self.max_backoff)
         self._transport: AsyncTransport = open_transport(settings)
 
+    @property
+    def setup_seconds(self) -> float:
+        return self._transport.setup.seconds
+
     def describe(self) -> str:
         return self.settings.display
 

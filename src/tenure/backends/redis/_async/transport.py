@@ -37,6 +37,7 @@ from tenure._concurrency.cancellation import (
     async_cancel_requests,
     async_raise_lost_cancellation,
 )
+from tenure._concurrency.setup_time import SetupTime
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import DRIVER_ERRORS
 from tenure.backends.redis._scripts import ACQUIRE, ANNOUNCE, Script
@@ -98,12 +99,18 @@ class AsyncClosable(Protocol):
 class AsyncDirect:
     """Commands straight on redis-py connections of one pool (one master)."""
 
-    def __init__(self, pool: AsyncPool, closables: Sequence[AsyncClosable] = ()) -> None:
+    def __init__(
+        self, pool: AsyncPool, closables: Sequence[AsyncClosable] = (),
+        setup: SetupTime | None = None,
+    ) -> None:
         self._pool = pool
         self._closables = closables
         self._idle: collections.deque[AsyncWire] = collections.deque()
         self._pid = os.getpid()
         self._closed = False
+        self.setup = SetupTime() if setup is None else setup
+        """New connections' set-ups (socket, handshake) the server completed: see SetupTime.
+        A reconnect of an idle connection happens inside a command's send, uncounted."""
 
     async def _take(self) -> AsyncWire:
         if self._closed:
@@ -121,7 +128,8 @@ class AsyncDirect:
             await self._check(wire)
             return wire
         cancels = async_cancel_requests()
-        wire = cast(AsyncWire, await self._pool.get_connection())
+        with self.setup.measure():  # the pool connects a new connection (and handshakes)
+            wire = cast(AsyncWire, await self._pool.get_connection())
         try:
             async_raise_lost_cancellation(cancels)  # lost in the handshake's sends
         except BaseException:
@@ -274,28 +282,56 @@ class AsyncClustered:
         self._mapped = False
         self._mutex = threading.Lock()
         self._closed = False
+        self.setup = SetupTime()
+        """The first contact (slot map, a connection to each master) when it completed, and
+        the set-ups of the blocking connections: see SetupTime."""
 
     def _cluster(self) -> AsyncClusterClient:
-        # Built at first use: building the threads flavour's client already connects.
+        # Built at first use: building the threads flavour's client already connects. Not
+        # under the mutex: closing takes it, and must not wait for a hung first contact.
         with self._mutex:
             if self._closed:
                 raise RedisConnectionError("the tenure client is closed")
+            if self._client is not None:
+                return self._client
+        node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
+        nodes = [node_type(host, port) for host, port in self._settings.addresses]
+        with self.setup.measure():
+            built = cast(
+                AsyncClusterClient,
+                RedisCluster(
+                    startup_nodes=nodes,
+                    retry=self._retry,
+                    **self._settings.connection_kwargs(),
+                ),
+            )
+        with self._mutex:
+            if self._closed:
+                # Closed meanwhile: the client is dropped (its sockets close with it).
+                raise RedisConnectionError("the tenure client is closed")
             if self._client is None:
-                node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
-                nodes = [node_type(host, port) for host, port in self._settings.addresses]
-                self._client = cast(
-                    AsyncClusterClient,
-                    RedisCluster(
-                        startup_nodes=nodes,
-                        retry=self._retry,
-                        **self._settings.connection_kwargs(),
-                    ),
-                )
+                self._client = built
+            # Another caller's first contact won the race: this one is dropped likewise.
             return self._client
+
+    async def _ready(self) -> AsyncClusterClient:
+        """The cluster client, past its first contact: the slot map read, then a connection
+        made to each master (a PING), each step measured on its own, so that a slow but
+        answering cluster earns its time step by step (see SetupTime)."""
+        client = self._cluster()
+        if not self._mapped:
+            with self.setup.measure():
+                await client.execute_command("PING")  # the first command loads the slot map
+            for node in client.get_primaries():
+                with self.setup.measure():
+                    await client.execute_command("PING", target_nodes=node)
+            self._mapped = True
+        return client
 
     async def execute(self, *args: Any) -> Any:
         cancels = async_cancel_requests()
-        result = await self._cluster().execute_command(*args)
+        client = await self._ready()
+        result = await client.execute_command(*args)
         async_raise_lost_cancellation(cancels)  # see tenure._concurrency.cancellation
         return result
 
@@ -321,17 +357,14 @@ class AsyncClustered:
         connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
         answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
         the cluster client's next command refreshes the slot map."""
-        client = self._cluster()
-        if not self._mapped:
-            await client.execute_command("PING")  # the first command loads the slot map
-            self._mapped = True
+        client = await self._ready()
         node = client.get_node_from_key(key)
         address = (str(node.host), int(node.port))
         direct = self._blocking.get(address)
         if direct is None:
             direct = self._blocking.setdefault(address, AsyncDirect(_pool_for(
                 self._settings, self._retry, address
-            )))
+            ), setup=self.setup))
         try:
             await direct.block(key, seconds)
         except ResponseError as exc:
@@ -342,8 +375,7 @@ class AsyncClustered:
         return key_slot(key.encode())
 
     async def scan(self, pattern: str) -> list[list[bytes]]:
-        client = self._cluster()
-        await client.execute_command("PING")  # the first command loads the slot map
+        client = await self._ready()
         pages: list[list[bytes]] = []
         for node in client.get_primaries():
             cursor: Any = 0

@@ -42,6 +42,10 @@ class RedisBase(Backend):
         self._waits = WaitBudget(settings, self.max_backoff)
         self._transport: Transport = open_transport(settings)
 
+    @property
+    def setup_seconds(self) -> float:
+        return self._transport.setup.seconds
+
     def describe(self) -> str:
         return self.settings.display
 

@@ -39,6 +39,7 @@ from tenure._concurrency.cancellation import (
     cancel_requests,
     raise_lost_cancellation,
 )
+from tenure._concurrency.setup_time import SetupTime
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import DRIVER_ERRORS
 from tenure.backends.redis._scripts import ACQUIRE, ANNOUNCE, Script
@@ -100,12 +101,18 @@ class Closable(Protocol):
 class Direct:
     """Commands straight on redis-py connections of one pool (one master)."""
 
-    def __init__(self, pool: Pool, closables: Sequence[Closable] = ()) -> None:
+    def __init__(
+        self, pool: Pool, closables: Sequence[Closable] = (),
+        setup: SetupTime | None = None,
+    ) -> None:
         self._pool = pool
         self._closables = closables
         self._idle: collections.deque[Wire] = collections.deque()
         self._pid = os.getpid()
         self._closed = False
+        self.setup = SetupTime() if setup is None else setup
+        """New connections' set-ups (socket, handshake) the server completed: see SetupTime.
+        A reconnect of an idle connection happens inside a command's send, uncounted."""
 
     def _take(self) -> Wire:
         if self._closed:
@@ -123,7 +130,8 @@ class Direct:
             self._check(wire)
             return wire
         cancels = cancel_requests()
-        wire = cast(Wire, self._pool.get_connection())
+        with self.setup.measure():  # the pool connects a new connection (and handshakes)
+            wire = cast(Wire, self._pool.get_connection())
         try:
             raise_lost_cancellation(cancels)  # lost in the handshake's sends
         except BaseException:
@@ -276,28 +284,56 @@ class Clustered:
         self._mapped = False
         self._mutex = threading.Lock()
         self._closed = False
+        self.setup = SetupTime()
+        """The first contact (slot map, a connection to each master) when it completed, and
+        the set-ups of the blocking connections: see SetupTime."""
 
     def _cluster(self) -> ClusterClient:
-        # Built at first use: building the threads flavour's client already connects.
+        # Built at first use: building the threads flavour's client already connects. Not
+        # under the mutex: closing takes it, and must not wait for a hung first contact.
         with self._mutex:
             if self._closed:
                 raise RedisConnectionError("the tenure client is closed")
+            if self._client is not None:
+                return self._client
+        node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
+        nodes = [node_type(host, port) for host, port in self._settings.addresses]
+        with self.setup.measure():
+            built = cast(
+                ClusterClient,
+                RedisCluster(
+                    startup_nodes=nodes,
+                    retry=self._retry,
+                    **self._settings.connection_kwargs(),
+                ),
+            )
+        with self._mutex:
+            if self._closed:
+                # Closed meanwhile: the client is dropped (its sockets close with it).
+                raise RedisConnectionError("the tenure client is closed")
             if self._client is None:
-                node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
-                nodes = [node_type(host, port) for host, port in self._settings.addresses]
-                self._client = cast(
-                    ClusterClient,
-                    RedisCluster(
-                        startup_nodes=nodes,
-                        retry=self._retry,
-                        **self._settings.connection_kwargs(),
-                    ),
-                )
+                self._client = built
+            # Another caller's first contact won the race: this one is dropped likewise.
             return self._client
+
+    def _ready(self) -> ClusterClient:
+        """The cluster client, past its first contact: the slot map read, then a connection
+        made to each master (a PING), each step measured on its own, so that a slow but
+        answering cluster earns its time step by step (see SetupTime)."""
+        client = self._cluster()
+        if not self._mapped:
+            with self.setup.measure():
+                client.execute_command("PING")  # the first command loads the slot map
+            for node in client.get_primaries():
+                with self.setup.measure():
+                    client.execute_command("PING", target_nodes=node)
+            self._mapped = True
+        return client
 
     def execute(self, *args: Any) -> Any:
         cancels = cancel_requests()
-        result = self._cluster().execute_command(*args)
+        client = self._ready()
+        result = client.execute_command(*args)
         raise_lost_cancellation(cancels)  # see tenure._concurrency.cancellation
         return result
 
@@ -323,17 +359,14 @@ class Clustered:
         connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
         answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
         the cluster client's next command refreshes the slot map."""
-        client = self._cluster()
-        if not self._mapped:
-            client.execute_command("PING")  # the first command loads the slot map
-            self._mapped = True
+        client = self._ready()
         node = client.get_node_from_key(key)
         address = (str(node.host), int(node.port))
         direct = self._blocking.get(address)
         if direct is None:
             direct = self._blocking.setdefault(address, Direct(_pool_for(
                 self._settings, self._retry, address
-            )))
+            ), setup=self.setup))
         try:
             direct.block(key, seconds)
         except ResponseError as exc:
@@ -344,8 +377,7 @@ class Clustered:
         return key_slot(key.encode())
 
     def scan(self, pattern: str) -> list[list[bytes]]:
-        client = self._cluster()
-        client.execute_command("PING")  # the first command loads the slot map
+        client = self._ready()
         pages: list[list[bytes]] = []
         for node in client.get_primaries():
             cursor: Any = 0
