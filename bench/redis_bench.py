@@ -527,6 +527,123 @@ def idle_waiters(kind: str, url: str, waiters: int, seconds: float) -> float:
     return sum(cpu for cpu, _ in spent) / sum(wall for _, wall in spent)
 
 
+# ---- command cost: INFO commandstats -------------------------------------------------------
+
+
+def command_counts(client: redis.Redis) -> dict[str, int]:
+    """Calls per command since the server started, from INFO commandstats, which counts the
+    commands a Lua script runs as well as the EVAL/EVALSHA itself. INFO is left out (the
+    measurement's own calls)."""
+    stats = client.info("commandstats")
+    return {key.removeprefix("cmdstat_"): int(value["calls"]) for key, value in stats.items()
+            if key != "cmdstat_info"}
+
+
+def server_cpu(client: redis.Redis) -> float:
+    facts = client.info("cpu")
+    return float(facts["used_cpu_user"]) + float(facts["used_cpu_sys"])
+
+
+@dataclasses.dataclass
+class CommandCost:
+    waiters: int
+    acquisitions: int
+    per_second: float
+    commands_per_acquisition: float
+    server_cpu_share: float
+    """CPU of the redis-server process per wall second over the window (1.0 = one core)."""
+    top: list[tuple[str, float]]
+    """The commands that cost the most, per acquisition."""
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {name: calls - before.get(name, 0) for name, calls in after.items()
+            if calls - before.get(name, 0) > 0}
+
+
+def uncontended_cost(url: str, cycles: int) -> CommandCost:
+    """Commands per acquire + release cycle of tenure's lock, nobody else around."""
+    client = sync_client(url)
+    locks = tenure.connect(url)
+    lock = locks.lock(f"bench:cost:{secrets.token_hex(4)}", ttl=TTL)
+    for _ in range(100):  # warm up: connections, the script cache
+        lock.acquire()
+        lock.release()
+    before, cpu = command_counts(client), server_cpu(client)
+    started = time.perf_counter()
+    for _ in range(cycles):
+        lock.acquire()
+        lock.release()
+    wall = time.perf_counter() - started
+    delta = _delta(before, command_counts(client))
+    spent = server_cpu(client) - cpu
+    locks.close()
+    client.close()
+    return _cost(0, cycles, wall, delta, spent)
+
+
+def _cost(waiters: int, count: int, wall: float, delta: dict[str, int], cpu: float) -> CommandCost:
+    top = sorted(delta.items(), key=lambda item: -item[1])[:8]
+    return CommandCost(
+        waiters=waiters,
+        acquisitions=count,
+        per_second=count / wall,
+        commands_per_acquisition=sum(delta.values()) / max(1, count),
+        server_cpu_share=cpu / wall,
+        top=[(name, calls / max(1, count)) for name, calls in top],
+    )
+
+
+def cost_worker(url: str, name: str, threads: int, counter: Any, stop: Any) -> None:
+    """``threads`` threads of one process loop on one lock until ``stop`` is set, counting
+    their acquisitions in ``counter`` (incremented while holding the lock)."""
+    import threading
+
+    locks = tenure.connect(url)
+
+    def loop() -> None:
+        lock = locks.lock(name, ttl=TTL)
+        while not stop.is_set():
+            lock.acquire()
+            counter.value += 1
+            lock.release()
+
+    workers = [threading.Thread(target=loop) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    locks.close()
+
+
+def contended_cost(url: str, waiters: int, seconds: float) -> CommandCost:
+    """Commands per acquisition while ``waiters`` contenders loop on one lock: processes up
+    to 8, then 8 processes of waiters / 8 threads each. Counted over ``seconds`` once all of
+    them have started (2 s of warm-up)."""
+    context = multiprocessing.get_context("spawn")
+    counter = context.Value("q", 0, lock=False)
+    stop = context.Event()
+    processes = min(8, waiters)
+    name = f"bench:cost:{secrets.token_hex(4)}"
+    workers = [context.Process(target=cost_worker,
+                               args=(url, name, waiters // processes, counter, stop))
+               for _ in range(processes)]
+    client = sync_client(url)
+    for worker in workers:
+        worker.start()
+    time.sleep(3.0 + waiters / 32)  # spawned interpreters import, connect and queue up
+    before, cpu, count = command_counts(client), server_cpu(client), counter.value
+    started = time.perf_counter()
+    time.sleep(seconds)
+    after, spent, counted = command_counts(client), server_cpu(client), counter.value
+    wall = time.perf_counter() - started
+    stop.set()
+    for worker in workers:
+        worker.join(60)
+    client.close()
+    return _cost(waiters, counted - count, wall, _delta(before, after), spent - cpu)
+
+
 # ---- report ---------------------------------------------------------------------------------
 
 
