@@ -594,15 +594,20 @@ def _cost(waiters: int, count: int, wall: float, delta: dict[str, int], cpu: flo
     )
 
 
-def cost_worker(url: str, name: str, threads: int, counter: Any, stop: Any) -> None:
+def cost_worker(
+    url: str, name: str, threads: int, counter: Any, ready: Any, stop: Any
+) -> None:
     """``threads`` threads of one process loop on one lock until ``stop`` is set, counting
-    their acquisitions in ``counter`` (incremented while holding the lock)."""
+    their acquisitions in ``counter`` (incremented while holding the lock) and themselves in
+    ``ready`` once started."""
     import threading
 
     locks = tenure.connect(url)
 
     def loop() -> None:
         lock = locks.lock(name, ttl=TTL)
+        with ready.get_lock():
+            ready.value += 1
         while not stop.is_set():
             lock.acquire()
             counter.value += 1
@@ -619,19 +624,23 @@ def cost_worker(url: str, name: str, threads: int, counter: Any, stop: Any) -> N
 def contended_cost(url: str, waiters: int, seconds: float) -> CommandCost:
     """Commands per acquisition while ``waiters`` contenders loop on one lock: processes up
     to 8, then 8 processes of waiters / 8 threads each. Counted over ``seconds`` once all of
-    them have started (2 s of warm-up)."""
+    them have started, and 1 s more."""
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0, lock=False)
+    ready = context.Value("q", 0)
     stop = context.Event()
     processes = min(8, waiters)
     name = f"bench:cost:{secrets.token_hex(4)}"
     workers = [context.Process(target=cost_worker,
-                               args=(url, name, waiters // processes, counter, stop))
+                               args=(url, name, waiters // processes, counter, ready, stop))
                for _ in range(processes)]
     client = sync_client(url)
     for worker in workers:
         worker.start()
-    time.sleep(3.0 + waiters / 32)  # spawned interpreters import, connect and queue up
+    deadline = time.monotonic() + 120
+    while ready.value < processes * (waiters // processes) and time.monotonic() < deadline:
+        time.sleep(0.05)  # spawned interpreters import and connect
+    time.sleep(1.0)
     before, cpu, count = command_counts(client), server_cpu(client), counter.value
     started = time.perf_counter()
     time.sleep(seconds)

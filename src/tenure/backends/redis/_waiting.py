@@ -62,10 +62,12 @@ class LockWaiter:
     for the lock logic's call to pick up without another round trip. A grant kept that way is
     handed over only if provably conservative: the lock logic counts the lease from its own
     call, a moment after the server granted it, so the server's lease (taken GRANT_SLACK
-    longer) must not end before the lock logic's. The grant happened no earlier, on the
-    client's clock, than ``sent_at`` plus the server time between the announce and the grant;
-    if more than GRANT_SLACK has passed since then, ``acquire`` asks again with the same token
-    instead (which restarts the lease from that request, keeping the fence).
+    longer) must not end before the lock logic's. The Busy answer before the wait was sent at
+    ``sent_at`` (client clock) and given at ``busy_us`` (server clock); the grant came
+    (grant's server time - busy_us) later, so no earlier on the client's clock than
+    ``sent_at`` plus that. If more than GRANT_SLACK has passed since then, ``acquire`` asks
+    again with the same token instead (which restarts the lease from that request, keeping
+    the fence).
     """
 
     backend: object
@@ -76,12 +78,14 @@ class LockWaiter:
     holder: Holder
     value: str | None = None
     """The value its grant stores with the lease (an election's campaign), if any."""
-    arrival: Any = None
-    """Its first place in the queue (server microseconds), once it has waited."""
+    waited: bool = False
+    """Whether it has waited (its next acquire is the one pipelined behind a BLPOP)."""
     outcome: Any = None
     """ACQUIRE's reply from the end of the last wait, not yet handed to the lock logic."""
+    outcome_sent_at: float = 0.0
+    """When (client clock) the wait that brought ``outcome`` was sent."""
     sent_at: float = 0.0
-    announced_us: int = 0
+    busy_us: int = 0
 
 
 def waiter_of(backend: object, busy: Busy | None, name: str) -> LockWaiter | None:
