@@ -122,26 +122,26 @@ ACQUIRE = Script(
 -- ARGV[1] token   ARGV[2] ttl ms   ARGV[3] name   ARGV[4] host   ARGV[5] pid   ARGV[6] thread
 -- ARGV[7] '1' if this attempt follows a wait (pipelined behind its BLPOP), else '0'
 -- ARGV[8] '1' to store ARGV[9] as the lease's value (an election leader's), else '0'
--- Returns {1, fence, server us}: granted (free, expired, or already ours: then the expiry is
---   reset and the fence kept); {0, ms, server us}: held by another token for about ms more
---   (-1: unknown); {-1, stored name}: the name's digest belongs to another name; {0, -1,
---   server us} also after a wait its waiter gave up (LEAVE marked it).
+-- Returns {1, fence}: granted (free, expired, or already ours: then the expiry is reset and
+--   the fence kept); {0, ms}: held by another token for about ms more (-1: unknown; also
+--   after a wait its waiter gave up, which LEAVE marked); {-1, stored name}: the name's
+--   digest belongs to another name.
 -- A grant after no wait deletes the wake-ups left on the list: they said the lock was free,
 -- which it no longer is (a waiter's grant took its item with its BLPOP).
 local token = ARGV[1]
-local now = redis.call('TIME')
-local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
 local holder = redis.call('HGET', KEYS[2], 'token')
 if holder == token then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), now_us}
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
 end
 if holder then
-  return {0, redis.call('PTTL', KEYS[2]), now_us}
+  return {0, redis.call('PTTL', KEYS[2])}
 end
 if ARGV[7] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, -1, now_us}
+  return {0, -1}
 end
+local now = redis.call('TIME')
+local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
 local stored = redis.call('HGET', KEYS[1], 'name')
 if stored and stored ~= ARGV[3] then
   return {-1, stored}
@@ -161,7 +161,7 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if ARGV[7] ~= '1' then
   redis.call('DEL', KEYS[3])
 end
-return {1, fence, now_us}
+return {1, fence}
 """,
 )
 

@@ -26,7 +26,7 @@ from tenure.backends.redis._scripts import (
     meta_pattern,
     milliseconds,
 )
-from tenure.backends.redis._waiting import GRANT_SLACK, LockWaiter, waiter_of
+from tenure.backends.redis._waiting import BLOCKING_TIMER, GRANT_SLACK, LockWaiter, waiter_of
 
 __all__ = ["AsyncLockSteps"]
 
@@ -77,7 +77,6 @@ class AsyncLockSteps(AsyncRedisBase):
             if outcome is not None:
                 return outcome
         keys = lock_keys(self._namespace, name)
-        sent_at = time.monotonic()
         with self._translated("acquire", name):
             reply = await self._transport.script(
                 ACQUIRE,
@@ -87,36 +86,31 @@ class AsyncLockSteps(AsyncRedisBase):
                  "0" if value is None else "1", value or ""),
             )
         return self._outcome(
-            reply, waiter, name, sent_at, token=token, ttl=ttl, holder=holder,
-            lease_value=value,
+            reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
         )
 
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
         if reply[0] == 0:
             left = int(reply[1])
-            waiter.sent_at, waiter.busy_us = waiter.outcome_sent_at, int(reply[2])
             return Busy(None if left < 0 else left / 1000, waiter)
-        if reply[0] == 1:
-            waited_on_server = (int(reply[2]) - waiter.busy_us) / 1_000_000
-            since_grant = time.monotonic() - waiter.sent_at - waited_on_server
-            if waited_on_server >= 0 and since_grant <= GRANT_SLACK:
-                return Grant(int(reply[1]))
+        if reply[0] == 1 and time.monotonic() - waiter.outcome_sent_at <= waiter.outcome_slack:
+            return Grant(int(reply[1]))
         return None  # too old to vouch for: acquire again with the same token
 
     def _outcome(
-        self, reply: Any, waiter: LockWaiter | None, name: str, sent_at: float, *, token: str,
-        ttl: float, holder: Holder, lease_value: str | None = None,
+        self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
+        holder: Holder, lease_value: str | None = None,
     ) -> Grant | Busy:
         status, value = reply[0], reply[1]
         if status == 1:
             return Grant(int(value))
         if status == 0:
             left = int(value)
-            if waiter is None:
-                waiter = LockWaiter(self, name, token, ttl, holder, lease_value)
-            waiter.sent_at, waiter.busy_us = sent_at, int(reply[2])
-            return Busy(None if left < 0 else left / 1000, waiter)
+            return Busy(
+                None if left < 0 else left / 1000,
+                waiter or LockWaiter(self, name, token, ttl, holder, lease_value),
+            )
         stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         raise BackendError(
             f"Redis {self.settings.display}: the key of lock {name!r} already belongs to "
@@ -205,8 +199,10 @@ class AsyncLockSteps(AsyncRedisBase):
             return
         keys = lock_keys(self._namespace, name)
         token = waiter.token
+        wait_ms = milliseconds(seconds)
+        slack = wait_ms / 1000 + BLOCKING_TIMER + GRANT_SLACK
         acquire = (
-            token, milliseconds(waiter.ttl + GRANT_SLACK), name, waiter.holder.host,
+            token, milliseconds(waiter.ttl + slack), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
             "0" if waiter.value is None else "1", waiter.value or "",
         )
@@ -216,7 +212,7 @@ class AsyncLockSteps(AsyncRedisBase):
             sent_at = time.monotonic()
             with self._translated("wait", name):
                 acquired = await self._transport.wait(
-                    keys.wake, milliseconds(seconds) / 1000,
+                    keys.wake, wait_ms / 1000,
                     (keys.meta, keys.lease, keys.wake, keys.left(token)), acquire,
                 )
         except BaseException:
@@ -226,7 +222,7 @@ class AsyncLockSteps(AsyncRedisBase):
             raise
         finally:
             self._waits.give()
-        waiter.outcome_sent_at = sent_at
+        waiter.outcome_sent_at, waiter.outcome_slack = sent_at, slack
         waiter.outcome = acquired
 
     async def abandon_wait(self, name: str, busy: Busy) -> None:
