@@ -361,6 +361,42 @@ def test_a_release_hands_the_lock_to_the_longest_blocked_waiter(redis_url: str) 
         client.close()
 
 
+def test_a_wait_still_in_flight_after_its_waiter_left_grants_nothing(redis_url: str) -> None:
+    # A waiter that gave up while its BLPOP was still blocked on the server (a connection the
+    # server has not yet seen closed): the acquire pipelined behind it must not take the lock
+    # for a token nobody holds any more.
+    name = f"left:{secrets.token_hex(8)}"
+    keys = lock_keys("tenure", name)
+    backend = RedisBackend.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    holder, gone = secrets.token_hex(16), secrets.token_hex(16)
+    replies: list[Any] = []
+
+    def wait() -> None:
+        waiter = redis.Redis.from_url(redis_url)
+        pipe = waiter.pipeline(transaction=False)
+        pipe.blpop([keys.wake], 10)
+        pipe.evalsha(ACQUIRE.sha, 4, keys.meta, keys.lease, keys.wake, keys.left(gone),
+                     gone, 30_000, name, "h", 1, "t", "1", "0", "")
+        replies.append(pipe.execute()[1])
+        waiter.close()
+
+    try:
+        assert isinstance(backend.acquire(name, holder, 30, HOLDER), Grant)
+        thread = threading.Thread(target=wait)
+        thread.start()
+        until(lambda: blocked(client) >= 1, "waiter blocked", timeout=10)
+        backend._leave(keys, gone, 10_000)
+        assert backend.release(name, holder)
+        thread.join(10)
+        assert replies and replies[0][0] == 0
+        assert client.hget(keys.lease, "token") is None
+    finally:
+        backend.break_lock(name)
+        backend.close()
+        client.close()
+
+
 def test_no_reservation_for_a_waiter_that_gave_up(redis_url: str) -> None:
     name = f"gone:{secrets.token_hex(8)}"
     with tenure.connect(redis_url) as locks:
