@@ -6,8 +6,9 @@ taken from a free list, one at a time per caller: redis-py's own command layer c
 times the network round trip on a fast link, and the lock's hot path is two round trips.
 Blocking waits (BLPOP) take a connection of their own from the same list, so a waiter never
 blocks another caller's command. On a Cluster, redis-py's cluster client routes each script
-to the node owning the lock's hash tag; a semaphore's BLPOP goes to that node on a connection
-of our own (see ``AsyncClustered.block``).
+to the node owning the lock's hash tag; a waiter's BLPOP (and a lock waiter's acquire
+pipelined behind it) goes to that node on a connection of our own (see
+``AsyncClustered.block``).
 
 Scripts go as EVALSHA and are re-sent as EVAL when the server has lost its script cache (a
 restart). Connections open at first use; redis-py's own retries are off unless ``retries`` is
@@ -40,7 +41,7 @@ from tenure._concurrency.cancellation import (
 from tenure._concurrency.setup_time import SetupTime
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import DRIVER_ERRORS
-from tenure.backends.redis._scripts import ACQUIRE, ANNOUNCE, Script
+from tenure.backends.redis._scripts import ACQUIRE, Script
 
 __all__ = [
     "AsyncClustered",
@@ -219,28 +220,22 @@ class AsyncDirect:
         return results
 
     async def wait(
-        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
-    ) -> tuple[Any, Any]:
-        """ANNOUNCE, BLPOP the wake list, then ACQUIRE, in one round trip: the server runs
-        the acquire the moment the wait ends, in the same turn as the release that woke it.
-        Returns the replies of ANNOUNCE and ACQUIRE (None for the acquire if the server had
-        lost its script: the lock logic's next acquire loads it again).
-
-        ANNOUNCE goes as EVAL with its source, not EVALSHA: if a server without it cached (a
-        fresh or restarted one) refused it, the BLPOP behind it would block the whole wait
-        unannounced, woken by no release. EVAL costs the server a SHA1 of 1.5 KB, and the
-        wait's own latency nothing: it is sent before the waiting starts."""
+        self, wake_key: str, seconds: float, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """BLPOP the wake list, then ACQUIRE, in one round trip: the server runs the acquire
+        the moment the wait ends, in the same turn as the release that woke it. Returns the
+        acquire's reply, or None if the server had lost its script (the lock logic's next
+        acquire loads it again)."""
         results = await self.pipeline([
-            ("EVAL", ANNOUNCE.source, 5, *announce),
             ("BLPOP", wake_key, f"{seconds:.3f}"),
-            ("EVALSHA", ACQUIRE.sha, 6, *acquire),
+            ("EVALSHA", ACQUIRE.sha, len(keys), *keys, *args),
         ])
-        if isinstance(results[2], NoScriptError):
-            results[2] = None
+        if isinstance(results[1], NoScriptError):
+            results[1] = None
         for result in results:
             if isinstance(result, ResponseError):
                 raise result
-        return results[0], results[2]
+        return results[1]
 
     async def block(self, key: str, seconds: float) -> None:
         """BLPOP ``key`` for at most ``seconds`` (whole milliseconds, at least one)."""
@@ -345,18 +340,22 @@ class AsyncClustered:
         return [await self.script(script, keys, args) for script, keys, args in calls]
 
     async def wait(
-        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
-    ) -> tuple[Any, Any]:
-        announced = await self.script(ANNOUNCE, announce[:5], announce[5:])
-        await self.execute("BLPOP", wake_key, f"{seconds:.3f}")
-        return announced, await self.script(ACQUIRE, acquire[:6], acquire[6:])
+        self, wake_key: str, seconds: float, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """As ``AsyncDirect.wait``, on the master owning the lock's slot through a connection
+        of our own (see ``block``). A slot that moved meanwhile answers MOVED: the wait ends
+        with no outcome (a spurious wake-up), and the lock logic's next acquire, through the
+        cluster client, refreshes the slot map."""
+        direct = await self._direct_for(wake_key)
+        try:
+            return await direct.wait(wake_key, seconds, keys, args)
+        except ResponseError as exc:
+            if not str(exc).startswith(("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")):
+                raise
+            return None
 
-    async def block(self, key: str, seconds: float) -> None:
-        """BLPOP ``key`` on the master owning its slot, on a connection of our own to that
-        node (a free list per node, as on one master): redis-py's cluster client drops
-        connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
-        answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
-        the cluster client's next command refreshes the slot map."""
+    async def _direct_for(self, key: str) -> AsyncDirect:
+        """Our own connections to the master owning ``key``'s slot."""
         client = await self._ready()
         node = client.get_node_from_key(key)
         address = (str(node.host), int(node.port))
@@ -365,6 +364,15 @@ class AsyncClustered:
             direct = self._blocking.setdefault(address, AsyncDirect(_pool_for(
                 self._settings, self._retry, address
             ), setup=self.setup))
+        return direct
+
+    async def block(self, key: str, seconds: float) -> None:
+        """BLPOP ``key`` on the master owning its slot, on a connection of our own to that
+        node (a free list per node, as on one master): redis-py's cluster client drops
+        connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
+        answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
+        the cluster client's next command refreshes the slot map."""
+        direct = await self._direct_for(key)
         try:
             await direct.block(key, seconds)
         except ResponseError as exc:
