@@ -79,7 +79,7 @@ def raw_statements(path: str) -> tuple[_common.Pair, Callable[[], None]]:
     connection = sqlite3.connect(path, isolation_level=None, timeout=10.0)
     connection.execute("PRAGMA synchronous = normal")
     params = {"name": "bench:lock", "token": "raw", "ttl": 30.0,
-              "host": "bench", "pid": 1, "thread": "main"}
+              "host": "bench", "pid": 1, "thread": "main", "value": None}
     release_params = {"name": "bench:lock", "token": "raw"}
 
     def acquire() -> bool:
