@@ -79,7 +79,8 @@ def raw_statements(path: str) -> tuple[_common.Pair, Callable[[], None]]:
     connection = sqlite3.connect(path, isolation_level=None, timeout=10.0)
     connection.execute("PRAGMA synchronous = normal")
     params = {"name": "bench:lock", "token": "raw", "ttl": 30.0,
-              "host": "bench", "pid": 1, "thread": "main", "value": None}
+              "host": "bench", "pid": 1, "thread": "main", "value": None,
+              "seq": sqlite_store.NOT_QUEUED}
     release_params = {"name": "bench:lock", "token": "raw"}
 
     def acquire() -> bool:
@@ -89,7 +90,7 @@ def raw_statements(path: str) -> tuple[_common.Pair, Callable[[], None]]:
         return granted
 
     def release() -> None:
-        connection.execute(sqlite_store.RELEASE, release_params)
+        connection.execute(sqlite_store.RELEASE, release_params).fetchall()
 
     return (acquire, release), connection.close
 

@@ -242,13 +242,18 @@ class Lease:
                     )
                 except io.DeadlineExceeded as late:
                     io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
+                    if waited is not None:
+                        io.run_cleanup(self.kind.abandon, self.name, waited)
                     raise BackendError(
                         f"{backend.describe()}: no answer to acquire of {self.name!r} within "
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
                     ) from None
                 except BaseException:
-                    # The grant may have landed before the failure reached us: undo it.
+                    # The grant may have landed before the failure reached us: undo it, and
+                    # leave the queue we joined while waiting.
                     io.run_cleanup(self._undo, token, started + self.ttl, None)
+                    if waited is not None:
+                        io.run_cleanup(self.kind.abandon, self.name, waited)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
@@ -258,8 +263,15 @@ class Lease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
-                    if waited is not None:
-                        io.run_cleanup(self.kind.abandon, self.name, outcome)
+                    if waited is not None or outcome.waiting is not None:
+                        # A backend may queue a refused attempt at once (SQLite): a try that
+                        # gives up leaves the queue as one that waited does. A local store
+                        # cannot hang: leave before answering, so that the caller's next try
+                        # finds no trace of this one.
+                        if backend.local:
+                            self.kind.abandon(self.name, outcome)
+                        else:
+                            io.run_cleanup(self.kind.abandon, self.name, outcome)
                     return False
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
