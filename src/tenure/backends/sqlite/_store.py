@@ -24,6 +24,7 @@ import pathlib
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -209,6 +210,16 @@ LIST = COLUMNS + " WHERE substr(name, 1, length(:prefix)) = :prefix ORDER BY nam
 
 _waiters_by_path: dict[str, Waiters] = {}
 _waiters_mutex = threading.Lock()
+_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    for store in list(_stores):
+        store._local = threading.local()
+        store._all_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class SQLiteStore:
@@ -225,6 +236,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_mutex = threading.Lock()
+        _stores.add(self)
         self._initialise()
 
     # ---- connections -----------------------------------------------------------------
@@ -251,25 +263,30 @@ class SQLiteStore:
             raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
 
     def _connection(self) -> sqlite3.Connection:
-        pid = os.getpid()
-        if getattr(self._local, "pid", None) != pid:
-            # A forked child must not touch its parent's connection: open its own.
-            # timeout=0: SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries, so
-            # a waiter that meets another process's write transaction (50 us) would lose
-            # milliseconds; _execute retries in finer steps, up to busy_timeout.
-            connection = sqlite3.connect(
-                self.path,
-                timeout=0,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            self._execute(connection, f"PRAGMA synchronous = {self.synchronous}")
-            self._local.connection = connection
-            self._local.pid = pid
-            with self._all_mutex:
-                self._all.append(connection)
-        connection_: sqlite3.Connection = self._local.connection
-        return connection_
+        try:
+            connection: sqlite3.Connection = self._local.connection
+        except AttributeError:
+            return self._open()
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        """This thread's connection, opened on its first call (and again in a forked child:
+        ``_forget_after_fork`` gives every store a fresh thread-local there, so the child
+        never touches its parent's connection). No getpid() per call: it is a system call."""
+        # timeout=0: SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries, so a
+        # waiter that meets another process's write transaction (tens of us) would lose
+        # milliseconds; _execute retries in finer steps, up to busy_timeout.
+        connection = sqlite3.connect(
+            self.path,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        self._execute(connection, f"PRAGMA synchronous = {self.synchronous}")
+        self._local.connection = connection
+        with self._all_mutex:
+            self._all.append(connection)
+        return connection
 
     def _execute(
         self, connection: sqlite3.Connection, sql: str, params: Any = ()
@@ -279,7 +296,7 @@ class SQLiteStore:
         try:
             return connection.execute(sql, params)
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+            if not _busy(exc):
                 raise
         deadline = time.monotonic() + self.busy_timeout
         pause = 0.00005
@@ -290,10 +307,7 @@ class SQLiteStore:
             try:
                 return connection.execute(sql, params)
             except sqlite3.OperationalError as exc:
-                if (
-                    exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY
-                    or time.monotonic() >= deadline
-                ):
+                if not _busy(exc) or time.monotonic() >= deadline:
                     raise
 
     @contextlib.contextmanager
@@ -335,20 +349,35 @@ class SQLiteStore:
             "name": name, "token": token, "ttl": ttl, "seq": NOT_QUEUED,
             "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
         }
-        with self._errors() as connection, self._transaction(connection):
-            if queued:
-                assert ticket is not None
-                params["seq"] = self._keep_place(connection, ticket)
-            row = connection.execute(ACQUIRE, params).fetchone()
-            if row is not None:
+        # The hot path, written out: no context managers (each costs a generator).
+        connection = self._connection()
+        try:
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                self._execute(connection, "BEGIN IMMEDIATE")
+            try:
                 if queued:
-                    connection.execute(LEAVE, {"token": token})
-            else:
-                if ticket is None:
-                    ticket = Ticket("lock", name, token)
-                if not queued:
-                    params["seq"] = self._new_place(connection, ticket)
-                left = connection.execute(TTL_LEFT, params).fetchone()
+                    assert ticket is not None
+                    params["seq"] = self._keep_place(connection, ticket)
+                row = connection.execute(ACQUIRE, params).fetchone()
+                if row is not None:
+                    if queued:
+                        connection.execute(LEAVE, {"token": token})
+                else:
+                    if ticket is None:
+                        ticket = Ticket("lock", name, token)
+                    if not queued:
+                        params["seq"] = self._new_place(connection, ticket)
+                    left = connection.execute(TTL_LEFT, params).fetchone()
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite {self.path}: {exc}") from exc
         assert ticket is not None or row is not None
         if row is not None:
             if queued:
@@ -411,8 +440,17 @@ class SQLiteStore:
             token, wake = head
 
     def release(self, name: str, token: str) -> bool:
-        with self._errors() as connection:
-            rows = self._execute(connection, RELEASE, {"name": name, "token": token}).fetchall()
+        params = {"name": name, "token": token}
+        try:
+            connection = self._connection()
+            try:
+                rows = connection.execute(RELEASE, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                rows = self._execute(connection, RELEASE, params).fetchall()
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite {self.path}: {exc}") from exc
         if not rows:
             return False
         head, wake = rows[0]
@@ -580,6 +618,11 @@ class SQLiteStore:
         return LockInfo(
             name, int(fence), None, None, None, kind="semaphore", limit=int(limit), leases=leases
         )
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock the statement needed: it did not start."""
+    return error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
