@@ -15,8 +15,9 @@ filelock.FileLock (a file in the same temp dir):
    the whole host) just before release; the waiter stamps when its acquire returns. The
    releaser never barges back in: it waits until the other took the lock. p50/p99 over
    ``--handoffs`` handoffs. Both libraries run with their defaults: filelock polls every
-   0.05 s, tenure's SQLite waiters back off up to 0.02 s. A filelock row polling every 5 ms is
-   shown for reference; the ratios use the defaults.
+   0.05 s; tenure's SQLite waiters are woken by the release (a datagram to the head of the
+   lock's queue). A filelock row polling every 5 ms is shown for reference; the ratios use
+   the defaults.
 
 Prints a table and writes docs/benchmarks-sqlite.md (machine, versions, date, figures, ratios
 tenure / filelock). Bounded to about a minute with the defaults. No assertions: figures only.
@@ -332,8 +333,9 @@ def render(
         f"{_common.HOLD_RANGE[1] * 1000:g} ms "
         "(uniform) after the waiter entered acquire, so releases land anywhere in the waiter's "
         "poll cycle. Defaults on both sides: filelock polls every 0.05 s; tenure's SQLite "
-        "waiters in other processes back off (jittered, doubling from 1 ms) up to 0.02 s, "
-        "with no cross-process wake-up.",
+        "waiters are queued and woken by the release (one datagram to the head waiter's "
+        "process; see docs/backends/sqlite.md), their 0.125..0.25 s pauses only refresh "
+        "their place.",
         "",
         *_common.handoff_table(handoffs),
         "",
@@ -348,7 +350,9 @@ def render(
         f"{args.contention_seconds:g} s)",
         "",
         "Cross-process share: acquisitions that followed another process's release (the rest "
-        "are the releaser taking the lock straight back). Handoff: that release's "
+        "are the releaser taking the lock straight back: with tenure's fair queue, only when "
+        "no other process was queued at that moment, e.g. all of them preempted between "
+        "their release and their next try). Handoff: that release's "
         "`time.monotonic_ns()` stamp to the next holder's acquire returning. Longest wait: "
         "the longest time any process spent inside one acquire. Spread: fewest..most "
         "acquisitions of one process.",
@@ -361,7 +365,9 @@ def render(
         f"## Idle waiter CPU (one process blocked {args.idle_seconds:g} s behind a holder)",
         "",
         "User + system CPU time of the waiting process over wall time, as a share of one "
-        "core: the price of waiting by polling.",
+        "core: the price of waiting by polling (tenure: a place refresh every 0.125..0.25 s; "
+        "os.times() counts in 10 ms ticks, so over "
+        f"{args.idle_seconds:g} s one tick is {1 / args.idle_seconds:.2f}% of a core).",
         "",
         *_common.table(["lock", "share of a core"],
                        [[label, f"{100 * share:.2f}%"] for label, share in idle.items()]),
