@@ -461,13 +461,15 @@ class SQLiteStore:
                 rows = self._execute(connection, RELEASE, params).fetchall()
         except sqlite3.Error as exc:
             raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        # This release and (most often) the acquire it ends; checkpoint after the ring.
+        self._writes += 2
         if not rows:
-            self._wrote(2)
             return False
         head, wake = rows[0]
         if head is not None:
             self._ring("lock", name, head, wake)
-        self._wrote(2)  # this release, and (most often) the acquire it ends
+        if self._writes >= CHECKPOINT_EVERY:
+            self._wrote(0)
         return True
 
     def _wrote(self, count: int = 1) -> None:
