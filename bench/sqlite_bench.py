@@ -220,6 +220,8 @@ def uncontended(subject: Subject, seconds: float) -> tuple[float, int]:
 def machine() -> dict[str, str]:
     return {
         **_common.machine(),
+        # The machine may be shared: contention figures depend on the CPU left to us.
+        "load average at start": " ".join(f"{load:.1f}" for load in os.getloadavg()),
         "sqlite": sqlite3.sqlite_version,
         "tenure": tenure.__version__,
         "filelock": filelock.__version__,
