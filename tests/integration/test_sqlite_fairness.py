@@ -5,6 +5,8 @@ lease. Counts, not timings, except where the bound itself is the contract."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import pathlib
 import re
@@ -191,3 +193,35 @@ def test_a_forked_child_waits_on_its_own_doorbell(tmp_path: pathlib.Path, name: 
         holder.release()
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_asyncio_waiter_is_rung_across_processes(
+    tmp_path: pathlib.Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ring reaches a task waiting in an event loop (through the doorbell's thread):
+    the task gets the next grant after a couple of attempts, not after polling."""
+    path = tmp_path / "locks.db"
+    url = f"sqlite:///{path}"
+    holder = waiter(url, name)
+    assert holder.stdout is not None
+    line = holder.stdout.readline().split()
+    assert line[:1] == ["held"], line
+
+    async def scenario() -> int | None:
+        async with tenure.connect_async(url) as locks:
+            lock = locks.lock(name, ttl=30)
+            task = asyncio.create_task(lock.acquire(timeout=30))
+            while not queued(path, name):
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1)  # a few pauses: refreshes, not polls
+            finish(holder)  # the holder releases: the ring wakes the task
+            assert await task
+            fence = lock.fence
+            await lock.release()
+            return fence
+
+    with caplog.at_level(logging.DEBUG, logger="tenure.lease"):
+        fence = asyncio.run(scenario())
+    assert fence == int(line[1]) + 1
+    [record] = [r for r in caplog.records if r.getMessage().startswith("acquired")]
+    assert attempts(record.getMessage()) <= 1 / 0.125 + 3

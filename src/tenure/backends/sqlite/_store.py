@@ -79,9 +79,9 @@ CREATE TABLE IF NOT EXISTS tenure_waiters (
 ) WITHOUT ROWID
 """
 
-CHECKPOINT_EVERY = 500
+CHECKPOINT_EVERY = 1000
 """Write operations of one store between two of its WAL checkpoints (PASSIVE: never waits
-for readers or writers). About SQLite's default of 1000 WAL pages: 1 to 3 pages a write."""
+for readers or writers). About SQLite's default of 1000 WAL pages: a lock write is one."""
 
 PLACE_TTL = 2.0
 """Seconds a waiter's place lasts without a refresh. Its attempts refresh it at least every
