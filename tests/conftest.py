@@ -13,6 +13,12 @@ import pathlib
 import uuid
 
 import pytest
+from hypothesis import settings
+
+# Speed is measured in bench/, never asserted in tests: a property test must not fail because
+# a loaded machine ran one example past hypothesis's default 200 ms deadline.
+settings.register_profile("tenure", deadline=None)
+settings.load_profile("tenure")
 
 pytest_plugins = [
     "tests.servers.etcd",

@@ -53,6 +53,41 @@ HOST = socket.gethostname()
 logger = logging.getLogger("tenure")
 
 
+class _Process:
+    """This process's pid, renewed in a forked child: no getpid() system call per acquire
+    (a measurable share of the lock logic's own cost on the uncontended SQLite cycle)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.last: Holder | None = None
+
+    def holder(self, thread: str) -> Holder:
+        """The Holder of an acquire from ``thread`` (the last one made, kept: one thread or
+        task usually acquires again and again, and a frozen dataclass costs ~1 us)."""
+        last = self.last
+        if last is not None and last.thread == thread:
+            return last
+        self.last = made = Holder(HOST, self.pid, thread)
+        return made
+
+    @staticmethod
+    def token() -> str:
+        """A random 128-bit token per acquisition: one nobody can guess from another, so a
+        token seen once (in a log, in the store) names one lease and nothing else."""
+        return secrets.token_hex(16)
+
+
+_process = _Process()
+
+
+def _renew_process() -> None:
+    global _process
+    _process = _Process()
+
+
+os.register_at_fork(after_in_child=_renew_process)
+
+
 class _Default(enum.Enum):
     TIMEOUT = "the handle's own timeout"
 
@@ -255,13 +290,11 @@ class AsyncLease:
             self._acquire_while_held(held)
 
         backend = self.backend
-        token = secrets.token_hex(16)
-        holder = Holder(HOST, os.getpid(), io.current_owner_name())
+        process = _process
+        token = process.token()
+        holder = process.holder(io.current_owner_name())
         deadline = None if wait is None else self.clock() + wait
-        backoff = Backoff(
-            maximum=backend.max_backoff,
-            initial=backend.max_backoff if backend.notifies else 0.001,
-        )
+        backoff: Backoff | None = None  # made at the first refusal: most acquires get none
         waited: Busy | None = None
         first_try = self.clock()
         attempts = 0
@@ -270,22 +303,33 @@ class AsyncLease:
                 started = self.clock()
                 attempts += 1
                 try:
-                    outcome = await io.bounded(
-                        functools.partial(
-                            self.kind.acquire, self.name, token, self.ttl, holder, waited
-                        ),
-                        self._call_limit(deadline, started),
-                        credit=self._setup_seconds,
-                    )
+                    limit = self._call_limit(deadline, started)
+                    if limit is None:  # no partial, no extra frame: the common case
+                        outcome = await io.complete(
+                            self.kind.acquire(self.name, token, self.ttl, holder, waited)
+                        )
+                    else:
+                        outcome = await io.bounded(
+                            functools.partial(
+                                self.kind.acquire, self.name, token, self.ttl, holder, waited
+                            ),
+                            limit,
+                            credit=self._setup_seconds,
+                        )
                 except io.DeadlineExceeded as late:
                     await io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
+                    if waited is not None:
+                        await io.run_cleanup(self.kind.abandon, self.name, token, waited)
                     raise BackendError(
                         f"{backend.describe()}: no answer to acquire of {self.name!r} within "
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
                     ) from None
                 except BaseException:
-                    # The grant may have landed before the failure reached us: undo it.
+                    # The grant may have landed before the failure reached us: undo it, and
+                    # leave the queue we joined while waiting.
                     await io.run_cleanup(self._undo, token, started + self.ttl, None)
+                    if waited is not None:
+                        await io.run_cleanup(self.kind.abandon, self.name, token, waited)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
@@ -295,9 +339,16 @@ class AsyncLease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
-                    if waited is not None or self.kind.queues:
+                    # A backend may queue a refused attempt at once (SQLite, the queued
+                    # kinds): a try that gives up leaves the queue as one that waited does.
+                    if waited is not None or self.kind.queues or outcome.waiting is not None:
                         await self._give_up(token, outcome, deadline)
                     return False
+                if backoff is None:
+                    backoff = Backoff(
+                        maximum=backend.max_backoff,
+                        initial=backend.max_backoff if backend.notifies else 0.001,
+                    )
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
                     pause = min(pause, deadline - now)
@@ -316,7 +367,7 @@ class AsyncLease:
         answers False, so neither the caller's next step nor another waiter still finds its
         place; if the server fails that step, the place lapses within its queue lease. Other
         kinds leave in the background (their backend's wait state is a courtesy)."""
-        if not self.kind.queues:
+        if not self.kind.queues and not self.backend.local:
             await io.run_cleanup(self.kind.abandon, self.name, token, busy)
             return
         try:
@@ -341,7 +392,8 @@ class AsyncLease:
         if replaced is not None:
             # Only possible when the old lease had expired (the server granted a new one).
             self.mark_lost(replaced, "replaced by a new acquisition after it expired")
-        self.lost.clear()
+        if self.lost.is_set():  # clear() takes the event's lock: only when needed
+            self.lost.clear()
         if self.renew or self.on_lost is not None:
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)

@@ -119,9 +119,10 @@ class Backend(abc.ABC):
         io.sleep(timeout)
 
     def abandon_wait(self, name: str, busy: Busy) -> None:  # noqa: B027 - optional hook
-        """The attempt that got ``busy`` gave up without the lease (timed out, cancelled):
-        leave whatever queue it joined while waiting, at once rather than when its place
-        lapses. Called once per abandoned attempt that waited; a no-op by default."""
+        """The attempt that got ``busy`` gave up without the lease (timed out, cancelled,
+        failed, or a non-blocking try refused): leave whatever queue it joined, at once
+        rather than when its place lapses. Called once per abandoned attempt that waited or
+        whose Busy carries ``waiting`` state; a no-op by default."""
 
     # ---- what the store's connection says about leases, locally ---------------------------
 

@@ -82,7 +82,9 @@ def run_demo(options: DemoOptions, out: TextIO) -> int:
             "the demo's workers are separate processes and memory:// is private to each "
             "process: use sqlite:///path.db or a server URL"
         )
-    tenure.connect(url).close()  # a bad URL or a dead server fails here, before any worker
+    # A bad URL or a dead server fails here, before any worker.
+    with tenure.connect(url) as locks:
+        fair = locks.capabilities.wakeups.startswith("queued")
     out.write(
         f"tenure demo: {options.workers} worker processes sell {options.stock} units; each "
         f"sale reads the stock, thinks {options.think * 1000:g} ms, writes stock - 1, then "
@@ -103,7 +105,7 @@ def run_demo(options: DemoOptions, out: TextIO) -> int:
         locked.sold == options.stock and locked.final_stock == 0 and locked.refused == 0
         and not locked.errors
     )
-    _report(unlocked, locked, options, exact, out)
+    _report(unlocked, locked, options, exact, out, fair=fair)
     return EXIT_OK if exact else EXIT_NOTHING
 
 
@@ -295,7 +297,8 @@ class _Progress:
 
 
 def _report(
-    unlocked: _Phase, locked: _Phase, options: DemoOptions, exact: bool, out: TextIO
+    unlocked: _Phase, locked: _Phase, options: DemoOptions, exact: bool, out: TextIO, *,
+    fair: bool,
 ) -> None:
     stock = options.stock
 
@@ -330,8 +333,10 @@ def _report(
             f"with lock: waited for the lock p50 {_ms(statistics.median(locked.waits))}, "
             f"p99 {_ms(_percentile(locked.waits, 0.99))}; held p50 "
             f"{_ms(statistics.median(locked.holds))}; sales per worker "
-            f"{min(locked.per_worker)}..{max(locked.per_worker)} (the lock is not fair: a "
-            f"worker that releases may take it straight back)\n"
+            f"{min(locked.per_worker)}..{max(locked.per_worker)} "
+            + ("(fair: waiters are served in arrival order, a worker that releases queues "
+               "behind them)\n" if fair else
+               "(the lock is not fair: a worker that releases may take it straight back)\n")
         )
     for phase in (unlocked, locked):
         for error in phase.errors:

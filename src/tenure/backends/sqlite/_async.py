@@ -1,5 +1,9 @@
 """``sqlite:///relative.db`` and ``sqlite:////absolute.db`` for asyncio: the blocking
-sqlite3 calls of ``_store`` run in worker threads."""
+sqlite3 calls of ``_store`` run in worker threads.
+
+Waiting is queued and woken (see ``_store`` and ``_doorbell``): a refused attempt takes a
+place in the name's queue, a release rings the longest waiter, and a free lock goes to that
+waiter rather than to whoever asks first."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from tenure._options import number_option
 from tenure._types import Busy, Capabilities, Grant, Holder
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
+from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._store import SQLiteStore
 
 __all__ = ["BACKEND", "AsyncSQLiteBackend"]
@@ -32,12 +37,14 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
         fencing="strictly increasing per name, kept in the file across releases and restarts",
         fences_survive_restart=True,
         leases_survive_restart=True,
-        wakeups="in-process; back-off across processes",
+        wakeups="queued, first come first served; woken across processes (unix sockets)",
         multi_host=False,
         fault_tolerant=False,
     )
-    max_backoff = 0.02
+    max_backoff = 0.25
+    """Only a lost ring waits this long: a waiter is woken by the release itself."""
     local = True
+    notifies = True
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncSQLiteBackend:
@@ -79,6 +86,33 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
 
+    async def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        return await io.run_blocking(
+            self.store.acquire, name, token, ttl, holder, None, ticket=_ticket(waited)
+        )
+
+    async def wait_for_release(
+        self, name: str, timeout: float, busy: Busy | None = None
+    ) -> None:
+        ticket = _ticket(busy)
+        if ticket is None or not ticket.placed:
+            await io.sleep(timeout)
+            return
+        signal = io.Signal()
+        if not ticket.attach(signal):
+            return  # rung between two attempts
+        try:
+            await signal.wait(timeout)
+        finally:
+            ticket.detach()
+
+    async def abandon_wait(self, name: str, busy: Busy) -> None:
+        ticket = _ticket(busy)
+        if ticket is not None and ticket.placed:
+            await io.run_blocking(self.store.leave, ticket)
+
     async def acquire_with_value(
         self,
         name: str,
@@ -89,10 +123,17 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
         value: str,
         waited: Busy | None = None,
     ) -> Grant | Busy:
-        return await io.run_blocking(self.store.acquire, name, token, ttl, holder, value)
+        return await io.run_blocking(
+            self.store.acquire, name, token, ttl, holder, value, ticket=_ticket(waited)
+        )
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         return await io.run_blocking(self.store.set_value, name, token, value)
+
+
+def _ticket(busy: Busy | None) -> Ticket | None:
+    waiting = None if busy is None else busy.waiting
+    return waiting if isinstance(waiting, Ticket) else None
 
 
 BACKEND = AsyncSQLiteBackend

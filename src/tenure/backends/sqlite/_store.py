@@ -7,6 +7,12 @@ which is the same host clock for every process using the file.
 
 Fences live in the row, which is never deleted: a release clears the token and keeps the
 fence, so it only ever grows, across releases and process restarts.
+
+Waiting is fair: a waiting acquire takes a place in ``tenure_waiters`` (arrival order per name,
+a short lease of its own by SQLite's clock, refreshed by each of its attempts), and the
+acquire statement grants a free lock only if no live waiter is ahead of the caller; a release
+reads the head of the queue in its own statement and rings it (``_doorbell``). The lock row
+alone says who holds the lease: the queue only decides who may take a free one.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import os
 import pathlib
 import sqlite3
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,6 +33,7 @@ from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._waiters import Waiters, permit_key
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import NOW
+from tenure.backends.sqlite._doorbell import Ticket, doorbell
 
 __all__ = ["SQLiteStore"]
 
@@ -53,11 +62,45 @@ CREATE TABLE IF NOT EXISTS tenure_locks (
 # older tenure processes keep working on the same file.
 VALUE_COLUMNS = (("value", "TEXT"), ("value_token", "TEXT"))
 
-# Inputs :name :token :ttl :host :pid :thread :value (NULL for a lock). Takes the lock if the
-# row is absent, free, expired, or already ours (a retried acquire); bumps the fence unless it
+# The queue of waiting acquires, per primitive (``kind``: "lock" today; a queued primitive
+# such as a fair read-write lock adds its own kind, and a column for its mode, in place). seq
+# is the arrival order within (kind, name): max + 1 at arrival. expires_at is the place's own
+# lease, by SQLite's clock: a waiter that stops refreshing it (killed, stalled longer than
+# PLACE_TTL) stops blocking the waiters behind it. wake is the waiting process's doorbell.
+WAITERS_TABLE = """
+CREATE TABLE IF NOT EXISTS tenure_waiters (
+    kind       TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    token      TEXT NOT NULL UNIQUE,
+    expires_at REAL NOT NULL,
+    wake       TEXT,
+    PRIMARY KEY (kind, name, seq)
+) WITHOUT ROWID
+"""
+
+CHECKPOINT_EVERY = 1000
+"""Write operations of one store between two of its WAL checkpoints (PASSIVE: never waits
+for readers or writers). About SQLite's default of 1000 WAL pages: a lock write is one."""
+
+PLACE_TTL = 2.0
+"""Seconds a waiter's place lasts without a refresh. Its attempts refresh it at least every
+``max_backoff`` (0.25 s), so only a waiter that died or stalled for seconds loses it."""
+
+NOT_QUEUED = 2**63 - 1
+"""The :seq of an acquire that holds no place: every live waiter is ahead of it."""
+
+# Inputs :name :seq. A live waiter arrived before seq: a free lock is theirs, not ours. An
+# index seek into an empty range when nobody waits, the uncontended case.
+AHEAD = f"""EXISTS (SELECT 1 FROM tenure_waiters AS w
+    WHERE w.kind = 'lock' AND w.name = :name AND w.seq < :seq AND w.expires_at > {NOW})"""
+
+# Inputs :name :token :ttl :host :pid :thread :value (NULL for a lock) :seq (the caller's place,
+# NOT_QUEUED if none). Takes the lock if the row is absent, or free or expired with no live
+# waiter ahead of the caller, or already ours (a retried acquire); bumps the fence unless it
 # was already ours, and a retry keeps the value it stored. RETURNING yields the fence when
-# granted and no row when held by another token. In an upsert's SET, column names mean the
-# old row; excluded.* the proposed one.
+# granted and no row when held by another token (or kept for a waiter ahead). In an upsert's
+# SET, column names mean the old row; excluded.* the proposed one.
 ACQUIRE = f"""
 INSERT INTO tenure_locks
     (name, fence, token, expires_at, acquired_at, host, pid, thread, value, value_token)
@@ -74,12 +117,57 @@ ON CONFLICT (name) DO UPDATE SET
     host = excluded.host,
     pid = excluded.pid,
     thread = excluded.thread
-WHERE token IS NULL OR expires_at <= excluded.acquired_at OR token IS excluded.token
+WHERE token IS excluded.token
+   OR ((token IS NULL OR expires_at <= excluded.acquired_at) AND NOT {AHEAD})
 RETURNING fence
 """
 
-# Inputs :name. The holder's remaining lease, to bound a waiter's back-off.
-TTL_LEFT = f"SELECT expires_at - {NOW} FROM tenure_locks WHERE name = :name"
+# Inputs :name :seq. The holder's remaining lease, to bound a waiter's back-off; NULL when a
+# waiter is ahead (the lock's expiry is then theirs to notice: this one waits for its ring).
+TTL_LEFT = f"""
+SELECT CASE WHEN {AHEAD} THEN NULL ELSE expires_at - {NOW} END
+FROM tenure_locks WHERE name = :name
+"""
+
+# Inputs :token :place. Refreshes a waiter's place; no row if it lapsed and was dropped.
+KEEP_PLACE = f"""
+UPDATE tenure_waiters SET expires_at = {NOW} + :place WHERE token = :token RETURNING seq
+"""
+
+# Inputs :kind :name :token :place :wake. A place at the back of the queue.
+NEW_PLACE = f"""
+INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake)
+SELECT :kind, :name, coalesce(max(seq), 0) + 1, :token, {NOW} + :place, :wake
+FROM tenure_waiters WHERE kind = :kind AND name = :name
+RETURNING seq
+"""
+
+# Inputs :kind :name. Places that lapsed (their waiter died or stalled).
+DROP_LAPSED = f"""
+DELETE FROM tenure_waiters WHERE kind = :kind AND name = :name AND expires_at <= {NOW}
+"""
+
+# Inputs :token.
+LEAVE = "DELETE FROM tenure_waiters WHERE token = :token"
+
+# Inputs :name. The lock is free (or was never taken).
+LOCK_FREE = f"""
+SELECT NOT EXISTS (SELECT 1 FROM tenure_locks
+                   WHERE name = :name AND token IS NOT NULL AND expires_at > {NOW})
+"""
+
+# Inputs :kind :name. The longest-waiting live waiter: its token and doorbell address.
+HEAD = f"""
+SELECT token, wake FROM tenure_waiters
+WHERE kind = :kind AND name = :name AND expires_at > {NOW} ORDER BY seq LIMIT 1
+"""
+
+# The head's token and doorbell, as two columns of a lock statement's RETURNING (:name).
+_HEAD_COLUMN = f"""(SELECT w.{{column}} FROM tenure_waiters AS w
+    WHERE w.kind = 'lock' AND w.name = :name AND w.expires_at > {NOW} ORDER BY w.seq LIMIT 1)"""
+RETURNING_HEAD = (
+    f"RETURNING {_HEAD_COLUMN.format(column='token')}, {_HEAD_COLUMN.format(column='wake')}"
+)
 
 FREE = (
     "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, "
@@ -92,10 +180,11 @@ UPDATE tenure_locks SET value = :value
 WHERE name = :name AND token = :token AND value_token = :token AND expires_at > {NOW}
 """
 
-# Inputs :name :token. One row changed = our live lease was released.
+# Inputs :name :token. A row = our live lease was released; it names the waiter to ring.
 RELEASE = f"""
 UPDATE tenure_locks SET {FREE}
 WHERE name = :name AND token = :token AND expires_at > {NOW}
+{RETURNING_HEAD}
 """
 
 # Inputs :name :token :ttl. One row changed = our live lease was extended.
@@ -108,8 +197,11 @@ OWNED = f"""
 SELECT 1 FROM tenure_locks WHERE name = :name AND token = :token AND expires_at > {NOW}
 """
 
-# Inputs :name. One row changed = a live lease was broken.
-BREAK = f"UPDATE tenure_locks SET {FREE} WHERE name = :name AND expires_at > {NOW}"
+# Inputs :name. A row = a live lease was broken; it names the waiter to ring.
+BREAK = f"""
+UPDATE tenure_locks SET {FREE} WHERE name = :name AND expires_at > {NOW}
+{RETURNING_HEAD}
+"""
 
 COLUMNS = f"""
 SELECT name, fence, expires_at > {NOW}, host, pid, thread, acquired_at, expires_at - {NOW},
@@ -122,6 +214,16 @@ LIST = COLUMNS + " WHERE substr(name, 1, length(:prefix)) = :prefix ORDER BY nam
 
 _waiters_by_path: dict[str, Waiters] = {}
 _waiters_mutex = threading.Lock()
+_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    for store in list(_stores):
+        store._local = threading.local()
+        store._all_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class SQLiteStore:
@@ -138,6 +240,8 @@ class SQLiteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_mutex = threading.Lock()
+        self._writes = 0
+        _stores.add(self)
         self._initialise()
 
     # ---- connections -----------------------------------------------------------------
@@ -145,8 +249,8 @@ class SQLiteStore:
     def _initialise(self) -> None:
         try:
             connection = self._connection()
-            connection.execute("PRAGMA journal_mode = WAL").fetchone()
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            self._execute(connection, "PRAGMA journal_mode = WAL").fetchone()
+            version = self._execute(connection, "PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise ConfigurationError(
                     f"{self.path} was written by a newer tenure (schema {version}); upgrade tenure"
@@ -158,31 +262,66 @@ class SQLiteStore:
                     if column not in present:
                         connection.execute(f"ALTER TABLE tenure_locks ADD COLUMN {column} {kind}")
                 connection.execute(semaphore_sql.CREATE_TABLE)
+                connection.execute(WAITERS_TABLE)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
             raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
 
     def _connection(self) -> sqlite3.Connection:
-        pid = os.getpid()
-        if getattr(self._local, "pid", None) != pid:
-            # A forked child must not touch its parent's connection: open its own.
-            connection = sqlite3.connect(
-                self.path,
-                timeout=self.busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
-            self._local.connection = connection
-            self._local.pid = pid
-            with self._all_mutex:
-                self._all.append(connection)
-        connection_: sqlite3.Connection = self._local.connection
-        return connection_
+        try:
+            connection: sqlite3.Connection = self._local.connection
+        except AttributeError:
+            return self._open()
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        """This thread's connection, opened on its first call (and again in a forked child:
+        ``_forget_after_fork`` gives every store a fresh thread-local there, so the child
+        never touches its parent's connection). No getpid() per call: it is a system call."""
+        # timeout=0: SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries, so a
+        # waiter that meets another process's write transaction (tens of us) would lose
+        # milliseconds; _execute retries in finer steps, up to busy_timeout.
+        connection = sqlite3.connect(
+            self.path,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        self._execute(connection, f"PRAGMA synchronous = {self.synchronous}")
+        # Checkpoints are run by _checkpoint, after a release has rung its waiter: SQLite's
+        # automatic one runs inside a commit, and its fsyncs (up to a second on a busy
+        # disk) would hold up the ring, and so every waiter queued behind the woken one.
+        self._execute(connection, "PRAGMA wal_autocheckpoint = 0")
+        self._local.connection = connection
+        with self._all_mutex:
+            self._all.append(connection)
+        return connection
+
+    def _execute(
+        self, connection: sqlite3.Connection, sql: str, params: Any = ()
+    ) -> sqlite3.Cursor:
+        """``connection.execute``, retried while another connection holds the write lock
+        (only a statement that could not start is retried: it changed nothing)."""
+        try:
+            return connection.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.00005
+        while True:
+            # Short, growing pauses: write transactions here last tens of microseconds.
+            time.sleep(pause)
+            pause = min(pause * 2, 0.001)
+            try:
+                return connection.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
 
     @contextlib.contextmanager
     def _transaction(self, connection: sqlite3.Connection) -> Iterator[None]:
-        connection.execute("BEGIN IMMEDIATE")
+        self._execute(connection, "BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
@@ -196,6 +335,7 @@ class SQLiteStore:
             yield self._connection()
         except sqlite3.Error as exc:
             raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        self._wrote()  # (reads count too: a checkpoint with nothing to copy costs little)
 
     def close(self) -> None:
         with self._all_mutex:
@@ -208,35 +348,149 @@ class SQLiteStore:
     # ---- the atomic steps ----------------------------------------------------------------
 
     def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, value: str | None = None
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None = None,
+        *, ticket: Ticket | None = None,
     ) -> Grant | Busy:
+        """``ticket``: the attempt's place in the queue, from the Busy it waited on. A busy
+        attempt takes (or keeps) its place in the same transaction, so a release can never
+        fall between its refusal and its queueing; the Busy carries the place on."""
+        queued = ticket is not None and ticket.placed
         params: dict[str, Any] = {
-            "name": name, "token": token, "ttl": ttl,
+            "name": name, "token": token, "ttl": ttl, "seq": NOT_QUEUED,
             "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
         }
+        # The hot path, written out: no context managers (each costs a generator).
+        connection = self._connection()
+        try:
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                self._execute(connection, "BEGIN IMMEDIATE")
+            try:
+                if queued:
+                    assert ticket is not None
+                    params["seq"] = self._keep_place(connection, ticket)
+                row = connection.execute(ACQUIRE, params).fetchone()
+                if row is not None:
+                    if queued:
+                        connection.execute(LEAVE, {"token": token})
+                else:
+                    if ticket is None:
+                        ticket = Ticket("lock", name, token)
+                    if not queued:
+                        params["seq"] = self._new_place(connection, ticket)
+                    left = connection.execute(TTL_LEFT, params).fetchone()
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        assert ticket is not None or row is not None
+        if row is not None:
+            if queued:
+                assert ticket is not None
+                ticket.placed = False
+                doorbell().unregister(ticket)
+            return Grant(int(row[0]))
+        assert ticket is not None
+        ticket.placed = True
+        return Busy(None if left is None or left[0] is None else float(left[0]), ticket)
+
+    def _keep_place(self, connection: sqlite3.Connection, ticket: Ticket) -> int:
+        """Refresh ``ticket``'s place, or take a new one at the back if it lapsed."""
+        row = connection.execute(
+            KEEP_PLACE, {"token": ticket.token, "place": PLACE_TTL}
+        ).fetchone()
+        return int(row[0]) if row is not None else self._new_place(connection, ticket)
+
+    @staticmethod
+    def _new_place(connection: sqlite3.Connection, ticket: Ticket) -> int:
+        """A place at the back of ``ticket``'s queue (dropping the lapsed ones), ringable
+        before any releaser can read it: the doorbell is bound before the commit."""
+        where = {"kind": ticket.kind, "name": ticket.name}
+        connection.execute(DROP_LAPSED, where)
+        (seq,) = connection.execute(NEW_PLACE, {
+            **where, "token": ticket.token, "place": PLACE_TTL,
+            "wake": doorbell().register(ticket),
+        }).fetchone()
+        return int(seq)
+
+    def leave(self, ticket: Ticket) -> None:
+        """The waiting attempt ``ticket`` gave up: drop its place; if the lock is free, ring
+        the next waiter (a ring meant for this one may have been spent on it)."""
+        head = None
+        params = {"kind": ticket.kind, "name": ticket.name}
         with self._errors() as connection, self._transaction(connection):
-            row = connection.execute(ACQUIRE, params).fetchone()
-            if row is not None:
-                return Grant(int(row[0]))
-            left = connection.execute(TTL_LEFT, {"name": name}).fetchone()
-        return Busy(None if left is None or left[0] is None else float(left[0]))
+            connection.execute(LEAVE, {"token": ticket.token})
+            if connection.execute(LOCK_FREE, params).fetchone()[0]:
+                head = connection.execute(HEAD, params).fetchone()
+        ticket.placed = False
+        doorbell().unregister(ticket)
+        if head is not None:
+            self._ring(ticket.kind, ticket.name, head[0], head[1])
+
+    def _ring(self, kind: str, name: str, token: str, wake: str | None) -> None:
+        """Wake the waiter at the head of the queue. One whose process is gone loses its
+        place, and the next one is rung (a few at most: the rest back off)."""
+        bell = doorbell()
+        params = {"kind": kind, "name": name}
+        for _ in range(8):
+            if bell.ring(token, wake):
+                return
+            head = None
+            with self._errors() as connection, self._transaction(connection):
+                connection.execute(LEAVE, {"token": token})
+                if connection.execute(LOCK_FREE, params).fetchone()[0]:
+                    head = connection.execute(HEAD, params).fetchone()
+            if head is None:
+                return
+            token, wake = head
 
     def release(self, name: str, token: str) -> bool:
-        with self._errors() as connection:
-            released = connection.execute(RELEASE, {"name": name, "token": token}).rowcount == 1
-        if released:
-            self.waiters.notify(name)
-        return released
+        params = {"name": name, "token": token}
+        try:
+            connection = self._connection()
+            try:
+                rows = connection.execute(RELEASE, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                rows = self._execute(connection, RELEASE, params).fetchall()
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        # This release and (most often) the acquire it ends; checkpoint after the ring.
+        self._writes += 2
+        if not rows:
+            return False
+        head, wake = rows[0]
+        if head is not None:
+            self._ring("lock", name, head, wake)
+        if self._writes >= CHECKPOINT_EVERY:
+            self._wrote(0)
+        return True
+
+    def _wrote(self, count: int = 1) -> None:
+        """Count write operations; every CHECKPOINT_EVERY, checkpoint the WAL (see
+        ``_open``). Called after a release has rung its waiter, never inside a lease's
+        hand-off. Threads may race on the count: a checkpoint more or less is harmless."""
+        self._writes += count
+        if self._writes >= CHECKPOINT_EVERY:
+            self._writes = 0
+            with contextlib.suppress(sqlite3.Error):
+                self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         with self._errors() as connection:
             params = {"name": name, "token": token, "value": value}
-            return connection.execute(SET_VALUE, params).rowcount == 1
+            return self._execute(connection, SET_VALUE, params).rowcount == 1
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
         with self._errors() as connection:
             params = {"name": name, "token": token, "ttl": ttl}
-            return connection.execute(EXTEND, params).rowcount == 1
+            return self._execute(connection, EXTEND, params).rowcount == 1
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         with self._errors() as connection, self._transaction(connection):
@@ -249,24 +503,28 @@ class SQLiteStore:
 
     def owned(self, name: str, token: str) -> bool:
         with self._errors() as connection:
-            return connection.execute(OWNED, {"name": name, "token": token}).fetchone() is not None
+            params = {"name": name, "token": token}
+            return self._execute(connection, OWNED, params).fetchone() is not None
 
     def inspect(self, name: str) -> LockInfo | None:
         with self._errors() as connection:
-            row = connection.execute(INSPECT, {"name": name}).fetchone()
+            row = self._execute(connection, INSPECT, {"name": name}).fetchone()
         return None if row is None else _info(row)
 
     def list_locks(self, prefix: str) -> list[LockInfo]:
         with self._errors() as connection:
-            rows = connection.execute(LIST, {"prefix": prefix}).fetchall()
+            rows = self._execute(connection, LIST, {"prefix": prefix}).fetchall()
         return [_info(row) for row in rows]
 
     def break_lock(self, name: str) -> bool:
         with self._errors() as connection:
-            broken = connection.execute(BREAK, {"name": name}).rowcount == 1
-        if broken:
-            self.waiters.notify(name)
-        return broken
+            rows = self._execute(connection, BREAK, {"name": name}).fetchall()
+        if not rows:
+            return False
+        head, wake = rows[0]
+        if head is not None:
+            self._ring("lock", name, head, wake)
+        return True
 
     # ---- semaphores: a set of permits per name (SQL in ``_semaphore_sql``) ----------------
 
@@ -320,8 +578,8 @@ class SQLiteStore:
 
     def release_permit(self, name: str, token: str) -> bool:
         with self._errors() as connection:
-            rows = connection.execute(
-                semaphore_sql.RELEASE, {"name": name, "token": token}
+            rows = self._execute(
+                connection, semaphore_sql.RELEASE, {"name": name, "token": token}
             ).fetchall()
         if rows:
             self.waiters.notify(permit_key(name))
@@ -339,21 +597,21 @@ class SQLiteStore:
     def permit_owned(self, name: str, token: str) -> bool:
         with self._errors() as connection:
             params = {"name": name, "token": token}
-            return connection.execute(semaphore_sql.OWNED, params).fetchone() is not None
+            return self._execute(connection, semaphore_sql.OWNED, params).fetchone() is not None
 
     def inspect_semaphore(self, name: str) -> LockInfo | None:
         with self._errors() as connection, self._snapshot(connection):
-            row = connection.execute(semaphore_sql.SEMAPHORE, {"name": name}).fetchone()
+            row = self._execute(connection, semaphore_sql.SEMAPHORE, {"name": name}).fetchone()
             return None if row is None else self._semaphore_info(connection, row)
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
         with self._errors() as connection, self._snapshot(connection):
-            rows = connection.execute(semaphore_sql.LIST, {"prefix": prefix}).fetchall()
+            rows = self._execute(connection, semaphore_sql.LIST, {"prefix": prefix}).fetchall()
             return [self._semaphore_info(connection, row) for row in rows]
 
     def break_semaphore(self, name: str) -> bool:
         with self._errors() as connection:
-            rows = connection.execute(semaphore_sql.BREAK, {"name": name}).fetchall()
+            rows = self._execute(connection, semaphore_sql.BREAK, {"name": name}).fetchall()
         if rows:
             self.waiters.notify(permit_key(name))
         return any(live for (live,) in rows)
@@ -384,6 +642,11 @@ class SQLiteStore:
         return LockInfo(
             name, int(fence), None, None, None, kind="semaphore", limit=int(limit), leases=leases
         )
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock the statement needed: it did not start."""
+    return error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
