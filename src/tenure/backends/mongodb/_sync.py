@@ -2,15 +2,18 @@
 # src/tenure/backends/mongodb/_async.py: edit that file, not this one.
 """``mongodb://`` and ``mongodb+srv://`` for threads, through PyMongo's ``MongoClient``.
 
-Each primitive is one server-side step built from ``_documents``; this module only does the
-I/O: the client (opened on first use, and again in a forked child), the TTL index (created on
-first use), error translation, and the waiting helpers.
+Each primitive is one server-side step built from ``_documents`` (locks), ``_semaphores`` or
+``_rwlocks`` (read-write and fair locks); this module only does the I/O: the client (opened on
+first use, and again in a forked child), each collection's TTL index (created on first use of
+that collection), error translation, and the waiting helpers.
 
 Waiting: a release in this process wakes this process's waiters at once; waiters elsewhere
 retry with jittered back-off (the lock logic's), each pause bounded by the holder's remaining
 lease: its expiry as the server wrote it, less the server's time. MongoDB's change streams
 could announce releases across processes on a replica set, but the stand-in server the test
-suite runs on has none, so they are not used (see docs/backends/mongodb.md).
+suite runs on has none, so they are not used (see docs/backends/mongodb.md). A waiter in a
+read-write or fair lock's queue pauses at most a third of its place's lease between attempts
+(the lock logic bounds it), so its place stays alive while it waits.
 """
 
 from __future__ import annotations
