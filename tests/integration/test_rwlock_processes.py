@@ -8,8 +8,9 @@ that processes share (memory:// lives in one process, so it is left out):
   arrival (each waiter's enqueue timestamp); the longest wait and the spread are reported.
 - A waiter SIGKILLed while queued delays the one behind it by at most its queue lease + 1 s.
 
-A backend joins by implementing ``AsyncQueueSupport`` (``offers()`` in tests/conftest.py,
-with ``PRIMITIVE`` below and ``--backends``): nothing to add here. Timestamps are
+A backend joins by implementing ``AsyncQueueSupport`` (``offers()`` in tests/conftest.py, for
+the primitive each test is marked ``@on(...)`` with, and ``--backends``): nothing to add
+here. Timestamps are
 ``time.monotonic_ns()``, one clock for the whole host. ``TENURE_RWLOCK_ROUNDS`` sets the
 leases each reader and writer takes (default 10).
 """
@@ -21,6 +22,8 @@ import pathlib
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -31,7 +34,6 @@ from tests.integration.processes import finish, most_at_once, worker
 
 pytestmark = pytest.mark.slow
 
-PRIMITIVES = ("rwlock", "fair")
 READERS = WRITERS = 4
 ROUNDS = int(os.environ.get("TENURE_RWLOCK_ROUNDS", "10"))
 READ_HOLD = 0.1
@@ -44,13 +46,27 @@ Lease = tuple[int, int, int, int]
 """One lease as a ``queued`` worker wrote it: (asked ns, entered ns, left ns, fence)."""
 
 
+Test = TypeVar("Test", bound=Callable[..., None])
+
+
+def on(primitive: str) -> Callable[[Test], Test]:
+    """The primitive a test needs ("rwlock" or "fair"): it runs on the backends offering it."""
+
+    def mark(test: Test) -> Test:
+        test.primitive = primitive  # type: ignore[attr-defined]
+        return test
+
+    return mark
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # conftest's table and --backends, like backend_url, without memory:// (one process).
     if "shared_url" in metafunc.fixturenames:
+        primitive = metafunc.function.primitive  # type: ignore[attr-defined]
         params = [
             pytest.param(backend, id=backend, marks=getattr(pytest.mark, backend))
             for backend in selected_backends(metafunc.config)
-            if backend != "memory" and all(offers(backend, p) for p in PRIMITIVES)
+            if backend != "memory" and offers(backend, primitive)
         ]
         metafunc.parametrize("shared_url", params, indirect=True)
 
@@ -107,6 +123,7 @@ def until_queued(locks: tenure.Locks, name: str, count: int) -> None:
         time.sleep(0.01)
 
 
+@on("rwlock")
 def test_four_readers_and_four_writers_never_overlap_a_writer(
     shared_url: str, tmp_path: pathlib.Path, name: str
 ) -> None:
@@ -163,6 +180,7 @@ def test_four_readers_and_four_writers_never_overlap_a_writer(
         assert info.fence == max(fences)
 
 
+@on("fair")
 def test_fair_lock_grants_follow_the_order_of_arrival(
     shared_url: str, tmp_path: pathlib.Path, name: str
 ) -> None:
@@ -196,6 +214,7 @@ def test_fair_lock_grants_follow_the_order_of_arrival(
           f"order; longest wait {max(waits):.3f} s, spread {max(waits) - min(waits):.3f} s")
 
 
+@on("fair")
 def test_a_sigkilled_waiter_delays_the_queue_by_at_most_its_place_lease(
     shared_url: str, tmp_path: pathlib.Path, name: str
 ) -> None:
