@@ -79,6 +79,26 @@ def test_the_collection_is_made_on_first_use_with_its_index(
         assert database[collection_name].find_one({"_id": "a"})["fence"] == 1
 
 
+def test_clean_up_removes_only_long_unused_documents(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """gc_after counts from the end of the last lease or place, never from the grant."""
+    collection = raw["tenure"][f"{collection_name}.rwlocks"]
+    url = f"{mongodb_url}&collection={collection_name}&gc_after=0.5"
+    with tenure.connect(url) as locks:
+        held = locks.rwlock("held", ttl=3).read()
+        assert held.acquire()
+        for _ in range(2):
+            with locks.lock("unused", ttl=5, fair=True):
+                pass
+        time.sleep(1.5)
+        # (The stand-in deletes expired documents when next touched; MongoDB within ~60 s.)
+        assert collection.find_one({"_id": "unused"}) is None
+        assert collection.find_one({"_id": "held"}) is not None
+        assert held.owned()
+        held.release()
+
+
 def test_a_refreshed_place_keeps_its_arrival_position(mongodb_url: str) -> None:
     name = f"order:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:

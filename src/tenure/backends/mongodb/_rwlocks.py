@@ -29,7 +29,8 @@ passed, so a crashed holder or waiter stops counting once its lease ends.
 
 Operators are kept to those the MongoDB stand-in the tests run on (mongoeco) understands as
 well as MongoDB 4.2+: ``$filter``, ``$map``, ``$in``, ``$size``, ``$concatArrays``,
-``$mergeObjects``, ``$cond``, ``$ifNull``, ``$max``; no ``$not`` (compared ``$eq`` false).
+``$mergeObjects``, ``$cond``, ``$ifNull``, ``$reduce``, ``$max`` of numbers; no ``$not``
+(compared ``$eq`` false), no ``$max`` over an array of dates (the stand-in answers null).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tenure._types import Holder, LeaseInfo, LockInfo
 
 __all__ = [
     "acquire_queued_update",
+    "break_update",
     "extend_lease_update",
     "has_entry",
     "holds_lease",
@@ -83,12 +85,20 @@ def _restarted(source: Any, token: str, expires_at: Document) -> Document:
     ]}}}
 
 
-def _gc_at(longest_ms: int, gc_after_ms: int) -> Document:
-    """The clean-up date pushed past ``longest_ms`` from now, never pulled earlier (another
-    holder's lease may run longer than this step's)."""
-    return {"$max": [
-        {"$ifNull": ["$gc_at", "$$NOW"]}, {"$add": ["$$NOW", longest_ms + gc_after_ms]},
-    ]}
+def _gc_stage(gc_after_ms: int) -> Document:
+    """The last stage of every update: the clean-up date is ``gc_after`` past the end of the
+    last lease or place still in the record (or past now when none is), so a record is never
+    deleted while anything in it could be live, and an unused one goes ``gc_after`` after
+    its last entry ended."""
+    # ($reduce with a binary $max: the stand-in's $max over an array of dates answers null.)
+    latest: Document = {"$reduce": {
+        "input": {"$concatArrays": [
+            {"$ifNull": ["$leases.expires_at", []]}, {"$ifNull": ["$places.expires_at", []]},
+        ]},
+        "initialValue": "$$NOW",
+        "in": {"$max": ["$$value", "$$this"]},
+    }}
+    return {"$set": {"gc_at": {"$add": [latest, gc_after_ms]}}}
 
 
 def holds_lease(name: str, token: str) -> Document:
@@ -177,9 +187,7 @@ def acquire_queued_update(
         ]},
         "updated_at": "$$NOW",
     }
-    if gc_after_ms is not None:
-        written["gc_at"] = _gc_at(max(ttl_ms, queue_ttl_ms), gc_after_ms)
-    return [
+    pipeline: Pipeline = [
         {"$set": {"tenure_leases": live_entries("$leases"),
                   "tenure_places": live_entries("$places")}},
         {"$set": {
@@ -201,6 +209,7 @@ def acquire_queued_update(
         {"$set": written},
         {"$unset": list(_SCRATCH)},
     ]
+    return _with_gc(pipeline, gc_after_ms)
 
 
 def _only(source: Any, token: str) -> Document:
@@ -217,9 +226,7 @@ def release_update(token: str, gc_after_ms: int | None) -> Pipeline:
         "leases": _without(live_entries("$leases"), token),
         "places": _without(live_entries("$places"), token),
     }
-    if gc_after_ms is not None:
-        fields["gc_at"] = _gc_at(0, gc_after_ms)
-    return [{"$set": fields}]
+    return _with_gc([{"$set": fields}], gc_after_ms)
 
 
 # With holds_lease as the filter of ONE update_one: restarts TOKEN's lease at $$NOW + TTL_MS.
@@ -227,9 +234,17 @@ def extend_lease_update(token: str, ttl_ms: int, gc_after_ms: int | None) -> Pip
     fields: Document = {
         "leases": _restarted(live_entries("$leases"), token, {"$add": ["$$NOW", ttl_ms]}),
     }
-    if gc_after_ms is not None:
-        fields["gc_at"] = _gc_at(ttl_ms, gc_after_ms)
-    return [{"$set": fields}]
+    return _with_gc([{"$set": fields}], gc_after_ms)
+
+
+# With a filter matching NAME only while a lease is live, the update of ONE update_one that
+# breaks every lease; the places (the queue) and the fence are kept.
+def break_update(gc_after_ms: int | None) -> Pipeline:
+    return _with_gc([{"$set": {"leases": []}}], gc_after_ms)
+
+
+def _with_gc(pipeline: Pipeline, gc_after_ms: int | None) -> Pipeline:
+    return pipeline if gc_after_ms is None else [*pipeline, _gc_stage(gc_after_ms)]
 
 
 def queue_info_pipeline(match: Document) -> Pipeline:

@@ -58,6 +58,7 @@ from tenure.backends.mongodb._documents import (
 )
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
+    break_update,
     extend_lease_update,
     has_entry,
     holds_lease,
@@ -619,7 +620,7 @@ class MongoDBBackend(Backend, SemaphoreSupport, QueueSupport):
         with self._errors("break a read-write lock"):
             rwlocks = self._rwlocks()
             result = rwlocks.update_one(
-                {**name_filter(name), **live}, [{"$set": {"leases": []}}]
+                {**name_filter(name), **live}, break_update(self.settings.gc_after_ms)
             )
         broken = result.matched_count == 1
         if broken:
