@@ -128,7 +128,8 @@ def has_entry(name: str, token: str) -> Document:
 # and the arrival counter when a new place is handed out. Stage 5 writes: on a grant the live
 # leases plus TOKEN's (mode, $$NOW + TTL_MS, the new fence, the holder) and the live places
 # less TOKEN's; on "mine" TOKEN's lease restarted; otherwise TOKEN's place refreshed to
-# $$NOW + QUEUE_TTL_MS where it stands, or added at the tail. Stage 6 removes the scratch.
+# $$NOW + QUEUE_TTL_MS where it stands, or added at the tail. Stage 6 removes the scratch;
+# a last one (with GC_AFTER_MS) sets the clean-up date.
 # Output: the after-image: granted iff TOKEN is among its leases (that lease's fence is the
 # grant's); else its leases' expiries less its updated_at ($$NOW of this step) are the
 # holders' time left. Two upserts racing on an absent document can fail the loser with
