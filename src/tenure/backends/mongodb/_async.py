@@ -1,14 +1,17 @@
 """``mongodb://`` and ``mongodb+srv://`` for asyncio, through PyMongo's ``AsyncMongoClient``.
 
-Each primitive is one server-side step built from ``_documents``; this module only does the
-I/O: the client (opened on first use, and again in a forked child), the TTL index (created on
-first use), error translation, and the waiting helpers.
+Each primitive is one server-side step built from ``_documents`` (locks), ``_semaphores`` or
+``_rwlocks`` (read-write and fair locks); this module only does the I/O: the client (opened on
+first use, and again in a forked child), each collection's TTL index (created on first use of
+that collection), error translation, and the waiting helpers.
 
 Waiting: a release in this process wakes this process's waiters at once; waiters elsewhere
 retry with jittered back-off (the lock logic's), each pause bounded by the holder's remaining
 lease: its expiry as the server wrote it, less the server's time. MongoDB's change streams
 could announce releases across processes on a replica set, but the stand-in server the test
-suite runs on has none, so they are not used (see docs/backends/mongodb.md).
+suite runs on has none, so they are not used (see docs/backends/mongodb.md). A waiter in a
+read-write or fair lock's queue pauses at most a third of its place's lease between attempts
+(the lock logic bounds it), so its place stays alive while it waits.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._validation import validate_name
-from tenure._waiters import permit_key
+from tenure._waiters import permit_key, queue_key
 from tenure.backends.mongodb import SCHEMES
 from tenure.backends.mongodb._documents import (
     Document,
@@ -50,6 +53,17 @@ from tenure.backends.mongodb._documents import (
     owned_among,
     prefix_filter,
     to_info,
+)
+from tenure.backends.mongodb._rwlocks import (
+    acquire_queued_update,
+    break_update,
+    extend_lease_update,
+    has_entry,
+    holds_lease,
+    live_entries,
+    queue_info_pipeline,
+    release_update,
+    to_queue_info,
 )
 from tenure.backends.mongodb._semaphores import (
     acquire_permit_update,
@@ -73,7 +87,7 @@ CLOCK_SAMPLE_INTERVAL = 60.0
 """Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
 
 
-class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
+class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
@@ -95,9 +109,11 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
         self._client: AsyncMongoClient[Document] | None = None
         self._locks_collection: AsyncCollection[Document] | None = None
         self._semaphores_collection: AsyncCollection[Document] | None = None
+        self._rwlocks_collection: AsyncCollection[Document] | None = None
         self._pid = 0
         self._indexed = settings.gc_after is None
         self._semaphores_indexed = settings.gc_after is None
+        self._rwlocks_indexed = settings.gc_after is None
         self._closed = False
         self._mutex = threading.Lock()
         self._waiters = release_waiters(settings)
@@ -137,6 +153,7 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
             self._semaphores_collection = database.get_collection(
                 f"{settings.collection}.semaphores"
             )
+            self._rwlocks_collection = database.get_collection(f"{settings.collection}.rwlocks")
             self._pid = pid
             return self._locks_collection
 
@@ -166,6 +183,20 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
             self._semaphores_indexed = True
         return collection
 
+    async def _rwlocks(self) -> AsyncCollection[Document]:
+        """The read-write and fair locks' collection (``{collection}.rwlocks``), created and
+        indexed on first use like the semaphores' (a user of plain locks never needs it)."""
+        if self._rwlocks_collection is None or self._pid != os.getpid():
+            self._open()
+        collection = self._rwlocks_collection
+        assert collection is not None
+        if not self._rwlocks_indexed:
+            await collection.create_index(
+                [("gc_at", ASCENDING)], name=GC_INDEX, expireAfterSeconds=0
+            )
+            self._rwlocks_indexed = True
+        return collection
+
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         try:
@@ -179,6 +210,7 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
             client, self._client = self._client, None
             self._locks_collection = None
             self._semaphores_collection = None
+            self._rwlocks_collection = None
             owned = self._pid == os.getpid()
         if client is not None and owned:
             with self._errors("close"):
@@ -455,6 +487,146 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport):
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         await wait_for_notice(self._waiters, permit_key(name), timeout)
+
+    # ---- read-write and fair locks (documents in ``_rwlocks``) ---------------------------
+
+    async def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        validate_name(name)
+        update = acquire_queued_update(
+            token, holder, mode=mode, ttl_ms=milliseconds(ttl),
+            queue_ttl_ms=milliseconds(queue_ttl), gc_after_ms=self.settings.gc_after_ms,
+        )
+        # Runs to its end even if the caller is cancelled, as acquire does: the lock logic's
+        # undo (leaving the queue, or releasing a grant) must come after it.
+        return await io.complete(self._acquire_queued(name, token, update))
+
+    async def _acquire_queued(
+        self, name: str, token: str, update: list[Document]
+    ) -> Grant | Busy:
+        with self._errors("acquire a read-write lock"):
+            rwlocks = await self._rwlocks()
+            try:
+                document = await rwlocks.find_one_and_update(
+                    name_filter(name), update, upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                # Another client's upsert created the document between our look and our
+                # insert: it exists now, so the same step updates it.
+                document = await rwlocks.find_one_and_update(
+                    name_filter(name), update, upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+        leases = [] if document is None else document.get("leases") or []
+        mine = next((lease for lease in leases if lease.get("token") == token), None)
+        if mine is not None:
+            return Grant(int(mine["fence"]))
+        # Both dates come from this step's after-image: the holders' time left by the
+        # server's clock, with no second question.
+        now = None if document is None else document.get("updated_at")
+        ends = [
+            (lease["expires_at"] - now).total_seconds() for lease in leases
+            if isinstance(lease.get("expires_at"), datetime.datetime)
+            and isinstance(now, datetime.datetime)
+        ]
+        return Busy(max(0.0, min(ends)) if ends else None)
+
+    async def release_queued(self, name: str, token: str) -> bool:
+        """A live lease goes in one conditional update (True). Otherwise (a waiter leaving,
+        or a lease that lapsed) a second update removes the token's place or lapsed lease:
+        only the token's own owner ever adds either, so nothing can come between the two."""
+        validate_name(name)
+        update = release_update(token, self.settings.gc_after_ms)
+        with self._errors("release a read-write lock"):
+            rwlocks = await self._rwlocks()
+            result = await rwlocks.update_one(holds_lease(name, token), update)
+            released = result.matched_count == 1
+            changed = released
+            if not released:
+                left = await rwlocks.update_one(has_entry(name, token), update)
+                changed = left.matched_count == 1
+        if changed:
+            self._waiters.notify(queue_key(name))
+        return released
+
+    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """One unordered bulk write of conditional updates; when some did not match, each
+        is asked again on its own (a renewal twice only restarts the lease twice)."""
+        gc_after_ms = self.settings.gc_after_ms
+        for renewal in renewals:
+            validate_name(renewal.name)
+        updates = [
+            (holds_lease(r.name, r.token),
+             extend_lease_update(r.token, milliseconds(r.ttl), gc_after_ms))
+            for r in renewals
+        ]
+        if not updates:
+            return []
+        with self._errors("renew read-write leases"):
+            rwlocks = await self._rwlocks()
+            if len(updates) == 1:
+                (where, update), = updates
+                single = await rwlocks.update_one(where, update)
+                return [single.matched_count == 1]
+            result = await rwlocks.bulk_write(
+                [UpdateOne(where, update) for where, update in updates], ordered=False
+            )
+            if result.matched_count == len(updates):
+                return [True] * len(updates)
+            results = []
+            for where, update in updates:
+                single = await rwlocks.update_one(where, update)
+                results.append(single.matched_count == 1)
+        return results
+
+    async def queued_owned(self, name: str, token: str) -> bool:
+        validate_name(name)
+        with self._errors("check a read-write lease"):
+            rwlocks = await self._rwlocks()
+            return await rwlocks.find_one(holds_lease(name, token), {"_id": 1}) is not None
+
+    async def inspect_queue(self, name: str) -> LockInfo | None:
+        validate_name(name)
+        with self._errors("inspect a read-write lock"):
+            rwlocks = await self._rwlocks()
+            cursor = await rwlocks.aggregate(queue_info_pipeline(name_filter(name)))
+            rows = await cursor.to_list()
+        return to_queue_info(rows[0]) if rows else None
+
+    async def list_queues(self, prefix: str) -> list[LockInfo]:
+        _check_prefix(prefix)
+        with self._errors("list read-write locks"):
+            rwlocks = await self._rwlocks()
+            cursor = await rwlocks.aggregate(queue_info_pipeline(prefix_filter(prefix)))
+            rows = await cursor.to_list()
+        return [to_queue_info(row) for row in rows]
+
+    async def break_queue(self, name: str) -> bool:
+        validate_name(name)
+        # Matches only while a lease is live; keeps the places (the queue) and the fence.
+        live = {"$expr": {"$gt": [{"$size": live_entries("$leases")}, 0]}}
+        with self._errors("break a read-write lock"):
+            rwlocks = await self._rwlocks()
+            result = await rwlocks.update_one(
+                {**name_filter(name), **live}, break_update(self.settings.gc_after_ms)
+            )
+        broken = result.matched_count == 1
+        if broken:
+            self._waiters.notify(queue_key(name))
+        return broken
+
+    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await wait_for_notice(self._waiters, queue_key(name), timeout)
 
 
 def _check_prefix(prefix: object) -> None:

@@ -1,0 +1,203 @@
+"""The MongoDB backend's read-write and fair locks beyond the conformance suite: the
+documents and the collection it writes (made on first use only), the arrival order a
+refreshed place keeps, the holders' time left, text that looks like an operator, batched
+renewals, and the racing-upsert path the stand-in cannot produce on its own."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pymongo
+import pymongo.errors
+import pytest
+
+import tenure
+from tenure._types import Busy, Grant, Holder, Renewal
+from tenure.backends.mongodb._sync import MongoDBBackend
+
+pytestmark = pytest.mark.mongodb
+
+HOLDER = Holder("host", 1, "thread")
+QUEUE_TTL = 3.0
+
+
+@pytest.fixture
+def collection_name() -> str:
+    return f"locks_{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def raw(mongodb_url: str) -> Iterator[pymongo.MongoClient[dict[str, Any]]]:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongodb_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def backend_of(locks: tenure.Locks) -> MongoDBBackend:
+    backend = locks.backend
+    assert isinstance(backend, MongoDBBackend)
+    return backend
+
+
+def acquire(backend: MongoDBBackend, name: str, token: str, mode: str,
+            ttl: float = 5.0, holder: Holder = HOLDER) -> Grant | Busy:
+    return backend.acquire_queued(name, token, ttl, holder, mode=mode, queue_ttl=QUEUE_TTL)
+
+
+def test_the_collection_is_made_on_first_use_with_its_index(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    database = raw["tenure"]
+    rwlocks = f"{collection_name}.rwlocks"
+    with tenure.connect(f"{mongodb_url}&collection={collection_name}") as locks:
+        with locks.lock("a", ttl=5):
+            pass
+        # A user of plain locks alone never creates (nor needs the right to create) it.
+        assert rwlocks not in database.list_collection_names()
+        writer = locks.rwlock("a", ttl=5).write()
+        assert writer.acquire()
+        index = database[rwlocks].index_information()["tenure_gc_at"]
+        assert index["key"] == [("gc_at", 1)] and index["expireAfterSeconds"] == 0
+        document = database[rwlocks].find_one({"_id": "a"})
+        assert document is not None
+        assert set(document) == {"_id", "fence", "next_seq", "leases", "places", "updated_at",
+                                 "gc_at"}
+        (lease,) = document["leases"]
+        assert lease["mode"] == "write" and lease["fence"] == writer.fence == 1
+        assert set(lease) == {"token", "mode", "expires_at", "fence", "acquired_at", "host",
+                              "pid", "thread"}
+        assert document["gc_at"] > lease["expires_at"]
+        writer.release()
+        # Released: the document and its fence stay; the lock's own document is apart.
+        document = database[rwlocks].find_one({"_id": "a"})
+        assert document is not None and document["leases"] == [] and document["fence"] == 1
+        assert database[collection_name].find_one({"_id": "a"})["fence"] == 1
+
+
+def test_clean_up_removes_only_long_unused_documents(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """gc_after counts from the end of the last lease or place, never from the grant."""
+    collection = raw["tenure"][f"{collection_name}.rwlocks"]
+    url = f"{mongodb_url}&collection={collection_name}&gc_after=0.5"
+    with tenure.connect(url) as locks:
+        held = locks.rwlock("held", ttl=3).read()
+        assert held.acquire()
+        for _ in range(2):
+            with locks.lock("unused", ttl=5, fair=True):
+                pass
+        time.sleep(1.5)
+        # (The stand-in deletes expired documents when next touched; MongoDB within ~60 s.)
+        assert collection.find_one({"_id": "unused"}) is None
+        assert collection.find_one({"_id": "held"}) is not None
+        assert held.owned()
+        held.release()
+
+
+def test_a_refreshed_place_keeps_its_arrival_position(mongodb_url: str) -> None:
+    name = f"order:{uuid.uuid4().hex}"
+    with tenure.connect(mongodb_url) as locks:
+        backend = backend_of(locks)
+        assert acquire(backend, name, "holder", "write") == Grant(1)
+        assert isinstance(acquire(backend, name, "first", "write"), Busy)
+        assert isinstance(acquire(backend, name, "second", "write"), Busy)
+        assert isinstance(acquire(backend, name, "first", "write"), Busy)  # a refresh
+        # A reader arriving now waits behind the writers' places, whatever the holders.
+        assert isinstance(acquire(backend, name, "reader", "read"), Busy)
+        assert backend.release_queued(name, "holder")
+        assert isinstance(acquire(backend, name, "second", "write"), Busy)
+        assert acquire(backend, name, "first", "write") == Grant(2)
+        info = backend.inspect_queue(name)
+        assert info is not None and info.queued == 2 and info.fence == 2
+        assert backend.release_queued(name, "first")
+        assert isinstance(acquire(backend, name, "reader", "read"), Busy)
+        assert acquire(backend, name, "second", "write") == Grant(3)
+        # A retry of a granted token: the same fence, its lease restarted, no new place.
+        assert acquire(backend, name, "second", "write") == Grant(3)
+        assert backend.release_queued(name, "second")
+        assert acquire(backend, name, "reader", "read") == Grant(4)
+        assert acquire(backend, name, "late reader", "read") == Grant(5)
+        # A place that gives up leaves: release_queued says no lease was held.
+        assert isinstance(acquire(backend, name, "writer", "write"), Busy)
+        assert backend.release_queued(name, "writer") is False
+        info = backend.inspect_queue(name)
+        assert info is not None and info.queued == 0 and len(info.leases) == 2
+
+
+def test_busy_reports_the_soonest_holders_time_left(mongodb_url: str) -> None:
+    name = f"busy:{uuid.uuid4().hex}"
+    with tenure.connect(mongodb_url) as locks:
+        backend = backend_of(locks)
+        assert acquire(backend, name, "long", "read", ttl=10.0) == Grant(1)
+        assert acquire(backend, name, "short", "read", ttl=3.0) == Grant(2)
+        busy = acquire(backend, name, "writer", "write")
+        assert isinstance(busy, Busy) and busy.ttl_left is not None
+        assert 2.0 < busy.ttl_left <= 3.0
+        time.sleep(0.5)
+        later = acquire(backend, name, "writer", "write")
+        assert isinstance(later, Busy) and later.ttl_left is not None
+        assert 1.5 < later.ttl_left <= busy.ttl_left - 0.4
+        assert backend.break_queue(name)
+        # No holder: only the writer's place ahead holds a reader back.
+        assert acquire(backend, name, "reader", "read") == Busy(None)
+
+
+def test_text_is_stored_as_text(mongodb_url: str) -> None:
+    """Token, holder and names reach the pipeline as values, never as field paths."""
+    name = f"$text:{uuid.uuid4().hex}"
+    holder = Holder("$host", 7, "$$NOW")
+    with tenure.connect(mongodb_url) as locks:
+        backend = backend_of(locks)
+        assert acquire(backend, name, "$token", "read", holder=holder) == Grant(1)
+        assert isinstance(acquire(backend, name, "$$ROOT", "write", holder=holder), Busy)
+        info = backend.inspect_queue(name)
+        assert info is not None and info.name == name and info.queued == 1
+        assert [lease.holder for lease in info.leases] == [holder]
+        assert backend.queued_owned(name, "$token")
+        assert not backend.queued_owned(name, "$$ROOT")
+        assert backend.release_queued(name, "$token")
+        assert acquire(backend, name, "$$ROOT", "write", holder=holder) == Grant(2)
+        assert [info.name for info in backend.list_queues(name)] == [name]
+
+
+def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
+    prefix = f"batch:{uuid.uuid4().hex}:"
+    with tenure.connect(mongodb_url) as locks:
+        backend = backend_of(locks)
+        names = [prefix + str(i) for i in range(3)]
+        for name in names:
+            assert acquire(backend, name, "token-" + name, "read") == Grant(1)
+        renewals = [Renewal(name, "token-" + name, 5.0, "rwlock") for name in names]
+        assert backend.extend_queued(renewals) == [True, True, True]
+        assert backend.break_queue(names[1])
+        wrong_token = Renewal(names[2], "not-the-token", 5.0, "rwlock")
+        assert backend.extend_queued([*renewals, wrong_token]) == [True, False, True, False]
+        assert backend.extend_queued([]) == []
+
+
+def test_a_racing_upserts_duplicate_key_error_is_tried_again(
+    mongodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mongoeco serialises writes and never races two upserts; real MongoDB can. The loser's
+    document exists by then, so the same step once more updates it."""
+    name = f"dup:{uuid.uuid4().hex}"
+    with tenure.connect(mongodb_url) as locks:
+        backend = backend_of(locks)
+        collection = backend._rwlocks()
+        real = type(collection).find_one_and_update
+        calls: list[object] = []
+
+        def racing_once(self: object, *args: Any, **kwargs: Any) -> Any:
+            calls.append(args[0])
+            if len(calls) == 1:
+                raise pymongo.errors.DuplicateKeyError("E11000 duplicate key error", 11000)
+            return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(type(collection), "find_one_and_update", racing_once)
+        assert acquire(backend, name, "token", "write") == Grant(1)
+        assert len(calls) == 2
