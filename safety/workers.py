@@ -246,9 +246,19 @@ def holder(config: Config, recorder: Recorder) -> None:
     if not lock.acquire(timeout=30):
         report(acquired=False)
         return
-    report(acquired=True, asked=asked, start=now_ns(), fence=lock.fence)
-    while True:  # until SIGKILL (or the lifetime watchdog)
-        time.sleep(3600)
+    start = now_ns()
+    report(acquired=True, asked=asked, start=start, fence=lock.fence)
+    # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, which records
+    # its own section: the controller cannot know whether it was told of a loss).
+    if command()[:1] == ["release"]:
+        fence = lock.fence
+        lost = lock.lost.is_set()
+        end = now_ns()
+        outcome = _release(lock)
+        recorder.write(Section(config["worker"], 1, lock.name, asked, start, end, fence,
+                               lost=lost, release=outcome))
+        report(done=True)
+    locks.close()
 
 
 def waiter(config: Config, recorder: Recorder) -> None:

@@ -1,11 +1,15 @@
-"""Exactly one winner when many threads (or tasks) race for a lock, on real MariaDB and
-PostgreSQL: the conditional upsert decides, never the client."""
+"""Exactly one winner when many threads (or tasks) race for a lock, and exactly ``limit``
+when they race for a semaphore's permits, on real MariaDB and PostgreSQL: the server
+decides, never the client. On PostgreSQL a semaphore's racers mostly lose the one-statement
+grant's fence check and decide again under the name's row lock, so both paths are raced."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -22,9 +26,16 @@ def sql_url(request: pytest.FixtureRequest) -> str:
     return url_fixture(request)
 
 
-def race(locks: tenure.Locks, names: list[str], *, release: bool) -> list[int]:
-    """THREADS threads race, round after round, for ``names[round]``; each round starts when
-    all threads are at the barrier. Returns the number of winners of each round."""
+def race(
+    locks: tenure.Locks,
+    names: list[str],
+    *,
+    release: bool,
+    make: Callable[[str], Any] | None = None,
+) -> list[int]:
+    """THREADS threads race, round after round, for ``names[round]`` (a lock, or what
+    ``make`` returns for the name); each round starts when all threads are at the barrier.
+    Returns the number of winners of each round."""
     winners = [0] * len(names)
     counted = threading.Lock()
     barrier = threading.Barrier(THREADS)
@@ -33,7 +44,7 @@ def race(locks: tenure.Locks, names: list[str], *, release: bool) -> list[int]:
     def racer() -> None:
         try:
             for round_, name in enumerate(names):
-                lock = locks.lock(name, ttl=60)
+                lock = locks.lock(name, ttl=60) if make is None else make(name)
                 barrier.wait(timeout=60)
                 won = lock.acquire(blocking=False)
                 if won:
@@ -91,3 +102,31 @@ def test_32_tasks_race_under_asyncio(sql_url: str) -> None:
         return winners
 
     assert asyncio.run(main()) == [1] * rounds
+
+
+def test_32_threads_race_for_300_fresh_semaphores(sql_url: str) -> None:
+    """Every round's semaphore is new: exactly LIMIT of the 32 get a permit, fences 1..LIMIT."""
+    limit = 3
+    base = uuid.uuid4().hex
+    names = [f"race:{base}:{round_}" for round_ in range(300)]
+    with tenure.connect(sql_url, pool_size=THREADS) as locks:
+        winners = race(locks, names, release=False,
+                       make=lambda name: locks.semaphore(name, limit=limit, ttl=60))
+        assert winners == [limit] * len(names)
+        infos = [info for info in locks.list_locks(f"race:{base}:") if info.kind == "semaphore"]
+    assert len(infos) == len(names)
+    assert all(sorted(lease.fence for lease in info.leases) == [1, 2, 3] for info in infos)
+
+
+def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
+    """One semaphore whose LIMIT permits are released after every round: each round exactly
+    LIMIT of the 32 get one, and every grant took its own fence."""
+    limit = 3
+    rounds = 200
+    name = f"race:{uuid.uuid4().hex}"
+    with tenure.connect(sql_url, pool_size=THREADS) as locks:
+        winners = race(locks, [name] * rounds, release=True,
+                       make=lambda name: locks.semaphore(name, limit=limit, ttl=60))
+        assert winners == [limit] * rounds
+        info = locks.inspect(name, kind="semaphore")
+    assert info is not None and info.fence == limit * rounds and not info.leases

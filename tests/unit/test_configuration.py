@@ -214,3 +214,23 @@ def test_multi_host_urls_take_credentials_once_or_per_host_but_one_set() -> None
         with pytest.raises(tenure.ConfigurationError, match="credentials") as caught:
             parse(url, {})
         assert "pw" not in str(caught.value) and "other" not in str(caught.value)
+
+
+def test_etcd_query_values_may_be_paths() -> None:
+    """``ssl_ca=/etc/ssl/ca.pem`` in the query: its slashes are not a path of the URL (they
+    were read as one, so the documented example was refused)."""
+    from tenure.backends.etcd._config import parse as parse_etcd
+
+    settings = parse_etcd(
+        "etcds://app:s%2Fcret@a:2379,b?ssl_ca=/etc/ssl/ca.pem&ssl_cert=/c.pem&ssl_key=/k.pem",
+        {},
+    )
+    assert settings.endpoints == ("https://a:2379", "https://b:2379")
+    assert (settings.ssl_ca, settings.ssl_cert, settings.ssl_key) == (
+        "/etc/ssl/ca.pem", "/c.pem", "/k.pem",
+    )
+    assert settings.username == "app" and settings.password == "s/cret"
+    with pytest.raises(tenure.ConfigurationError, match="not a path"):
+        parse_etcd("etcd://a:2379/prefix?namespace=x", {})
+    with pytest.raises(tenure.ConfigurationError, match="ssl_cert and ssl_key go together"):
+        parse_etcd("etcds://a?ssl_cert=/c.pem", {})

@@ -13,7 +13,7 @@ returns within the backend's own operation timeout: a dead server is an error, n
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from tenure._concurrency import async_io as io
@@ -113,6 +113,32 @@ class AsyncBackend(abc.ABC):
         """The attempt that got ``busy`` gave up without the lease (timed out, cancelled):
         leave whatever queue it joined while waiting, at once rather than when its place
         lapses. Called once per abandoned attempt that waited; a no-op by default."""
+
+    # ---- what the store's connection says about leases, locally ---------------------------
+
+    @property
+    def lease_horizon(self) -> float | None:
+        """Seconds a lease can be vouched for after the server last confirmed it (its grant
+        or a renewal), whatever its ttl: on a store whose leases also die with a client
+        session (ZooKeeper's ephemeral nodes), a share of the session timeout, since a session
+        the server stopped hearing from ends that long after. The lease logic bounds ``check()`` and
+        schedules renewals by ``min(ttl, lease_horizon)``. None: the ttl alone bounds it."""
+        return None
+
+    def lease_doubt(self, kind: str, name: str, token: str) -> str | None:
+        """Why the lease ``token`` holds on ``name`` (a ``kind`` of ``"lock"`` or
+        ``"semaphore"``) may already be gone although its ttl has not run out, or None.
+        Local knowledge only, sends nothing, callable from any thread: a store whose leases
+        live on a session answers once that session was suspended or ended after the grant.
+        The lease logic then reports the lease lost (``check()``, ``owned()``, the renewals).
+        """
+        return None
+
+    def add_doubt_listener(self, listener: Callable[[], object]) -> None:  # noqa: B027
+        """Call ``listener`` (from any thread, without arguments) whenever ``lease_doubt``
+        may have started answering for some lease, so that a renewal scheduler reports the
+        loss at once rather than at its next renewal. A bound method is held weakly. A no-op
+        by default: a backend without sessions never doubts."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close connections. The backend must not be used afterwards."""

@@ -145,6 +145,28 @@ class Hold:
     def renewal(self) -> Renewal:
         return Renewal(self.lease.name, self.token, self.ttl, self.lease.kind.kind)
 
+    @property
+    def trusted_for(self) -> float:
+        """Seconds a grant or renewal vouches for the lease: its ttl, or less on a backend
+        whose leases also end with a session (``AsyncBackend.lease_horizon``). It bounds
+        ``lease_deadline`` and paces the renewals."""
+        horizon = self.lease.backend.lease_horizon
+        return self.ttl if horizon is None else min(self.ttl, horizon)
+
+    def doubt(self) -> str | None:
+        """Why the backend, from what it knows locally, says the lease may be gone already
+        (``AsyncBackend.lease_doubt``); None when it has no such news."""
+        return self.lease.backend.lease_doubt(self.lease.kind.kind, self.lease.name, self.token)
+
+    def ran_out(self) -> str:
+        """The reason given when ``lease_deadline`` passes without a renewal."""
+        if self.trusted_for < self.ttl:
+            return (
+                f"the lease can no longer be vouched for: {self.trusted_for} s (the backend's "
+                f"session timeout, shorter than the ttl of {self.ttl} s) without a renewal"
+            )
+        return f"the lease ran out ({self.ttl} s without renewal)"
+
     def mark_lost(
         self, reason: str, error: BaseException | None = None, *, expected: bool = False
     ) -> None:
@@ -307,10 +329,8 @@ class AsyncLease:
         ``threading.Lock``); a subclass may refuse instead."""
 
     def _begin(self, owner: object, token: str, fence: int, started: float) -> None:
-        hold = Hold(
-            self, token, fence, self.ttl, lease_deadline=started + self.ttl,
-            granted_at=self.clock(),
-        )
+        hold = Hold(self, token, fence, self.ttl, lease_deadline=started, granted_at=self.clock())
+        hold.lease_deadline = started + hold.trusted_for
         with self._mutex:
             replaced = self._holds.get(owner)
             self._holds[owner] = hold
@@ -360,12 +380,14 @@ class AsyncLease:
         """
         hold = self._hold_for(self._owner(), "extend")
         new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
+        if not hold.lost and (doubt := hold.doubt()) is not None:
+            self.mark_lost(hold, doubt)
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
         started = self.clock()
         if await self.kind.extend(self.name, hold.token, new_ttl):
             hold.ttl = new_ttl
-            hold.lease_deadline = started + new_ttl
+            hold.lease_deadline = started + hold.trusted_for
             if hold.renewer is not None:
                 hold.renewer.reschedule(hold, started)
             return
@@ -386,6 +408,9 @@ class AsyncLease:
         hold = self._holds.get(self._owner())
         if hold is None or hold.lost:
             return False
+        if (doubt := hold.doubt()) is not None:
+            self.mark_lost(hold, doubt)
+            return False
         if await self.kind.owned(self.name, hold.token):
             return True
         self.mark_lost(hold, "the server no longer has this lease")
@@ -399,14 +424,16 @@ class AsyncLease:
         """Raise LockLost if the lease is gone (local knowledge only, sends nothing).
 
         Call it before each irreversible step of a long critical section. The lease counts
-        as gone once it was reported lost, or once its last known expiry (measured from
-        before the request that set it) has passed without a renewal.
+        as gone once it was reported lost, once its last known expiry (measured from before
+        the request that set it, and bounded by the backend's session timeout where leases
+        live on a session) has passed without a renewal, or once the backend knows the
+        connection the lease lives on was interrupted (``AsyncBackend.lease_doubt``).
         """
         hold = self._hold_for(self._owner(), "check")
+        if not hold.lost and (doubt := hold.doubt()) is not None:
+            self.mark_lost(hold, doubt)
         if not hold.lost and self.clock() >= hold.lease_deadline:
-            self.mark_lost(
-                hold, f"the lease ran out ({hold.ttl} s without renewal)", expected=not self.renew
-            )
+            self.mark_lost(hold, hold.ran_out(), expected=not self.renew)
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
 

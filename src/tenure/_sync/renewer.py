@@ -13,13 +13,19 @@ Loss is an event, never hidden:
 - renewals fail with errors (server down, connection cut): retried until the lease's last
   known expiry, then lost, with the last error as the cause;
 - ``max_renewals`` reached: renewals stop, and the lease is reported lost when it runs out;
-- ``renew=False`` with an ``on_lost`` callback: reported when the lease runs out.
+- ``renew=False`` with an ``on_lost`` callback: reported when the lease runs out;
+- the backend doubts the lease (``Backend.lease_doubt``: the session it lives on was
+  suspended or ended): lost at once. The backend wakes the scheduler when that happens
+  (``add_doubt_listener``), so the report does not wait for the next renewal.
+Leases are renewed at about a third of ``Hold.trusted_for``: the ttl, or the backend's
+session timeout when that is shorter (``Backend.lease_horizon``).
 Every error is caught and attached to the hold it concerns; the scheduler itself never dies
 of one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Iterable
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from tenure import _observe
 from tenure._concurrency import sync_io as io
+from tenure._errors import BackendError
 
 if TYPE_CHECKING:
     from tenure._sync.lease import LeaseKind, Hold
@@ -68,7 +75,7 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
         if hold.next_due > now
         and _may_go_early(hold)
         and id(hold.lease.backend) in opened
-        and hold.next_due <= now + hold.ttl * COALESCE_FRACTION
+        and hold.next_due <= now + hold.trusted_for * COALESCE_FRACTION
     ]
     return due + early
 
@@ -76,7 +83,7 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
 def _due_after(hold: Hold, started: float) -> float:
     """When to look at ``hold`` next: its next renewal, else the end of its lease."""
     if _renews(hold):
-        return started + hold.ttl * RENEW_FRACTION
+        return started + hold.trusted_for * RENEW_FRACTION
     return hold.lease_deadline
 
 
@@ -87,10 +94,18 @@ class Renewer:
         self._mutex = io.Mutex()
         self._running = False
         self._wake: io.Signal | None = None
+        self._listening: weakref.WeakSet[object] = weakref.WeakSet()
+        """The backends this scheduler asked to be woken by when they doubt a lease."""
 
     def watch(self, hold: Hold) -> None:
+        backend = hold.lease.backend
         with self._mutex:
-            hold.next_due = _due_after(hold, hold.lease_deadline - hold.ttl)
+            listen = backend not in self._listening
+            self._listening.add(backend)
+        if listen:
+            backend.add_doubt_listener(self.doubts_arrived)
+        with self._mutex:
+            hold.next_due = _due_after(hold, hold.lease_deadline - hold.trusted_for)
             self._holds.add(hold)
             start = not self._running
             if start:
@@ -107,6 +122,13 @@ class Renewer:
             self._holds.discard(hold)
             # No wake needed: the loop skips holds it no longer has, and exits when empty.
 
+    def doubts_arrived(self) -> None:
+        """A backend may doubt some of our leases now (called from any thread): look at
+        once, rather than at the next renewal due."""
+        wake = self._wake
+        if wake is not None:
+            wake.set()
+
     def reschedule(self, hold: Hold, started: float) -> None:
         """The caller extended ``hold`` itself at ``started``: the next renewal moves."""
         with self._mutex:
@@ -121,9 +143,16 @@ class Renewer:
                     return
                 wake = self._wake
                 wake.clear()
+                doubted = [
+                    (hold, why) for hold in self._holds if not hold.lost and (why := hold.doubt())
+                ]
                 now = self._clock()
                 next_due = min(hold.next_due for hold in self._holds)
                 due = _batch(self._holds, now) if next_due <= now else []
+            if doubted:
+                for hold, why in doubted:
+                    hold.mark_lost(why)  # outside the mutex: it unwatches the hold
+                continue
             if not due:
                 wake.wait(next_due - now)
                 continue
@@ -141,7 +170,7 @@ class Renewer:
                 why = (
                     f"the lease ran out after max_renewals={hold.lease.max_renewals}"
                     if hold.lease.renew
-                    else f"the lease ran out ({hold.ttl} s, renew=False)"
+                    else f"{hold.ran_out()}, renew=False"
                 )
                 hold.mark_lost(why, expected=True)
                 continue
@@ -155,8 +184,21 @@ class Renewer:
     def _renew_batch(self, kind: LeaseKind, holds: list[Hold]) -> None:
         started = self._clock()
         batch = [hold.renewal for hold in holds]
+        # A renewal answered after the first of these leases ran out cannot save it, and
+        # waiting for it would report that loss late (a network that drops packets silently
+        # leaves a request unanswered until the driver's own timeout, which may be longer).
+        # A local store's calls cannot hang: they run unbounded, in this thread.
+        limit = None if kind.backend.local else max(
+            0.0, min(hold.lease_deadline for hold in holds) - started
+        )
         try:
-            results = kind.extend_many(batch)
+            try:
+                results = io.bounded(functools.partial(kind.extend_many, batch), limit)
+            except io.DeadlineExceeded:
+                raise BackendError(
+                    f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
+                    f"by the lease's end"
+                ) from None
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:
@@ -171,7 +213,7 @@ class Renewer:
                     continue
             if renewed:
                 hold.renewals += 1
-                hold.lease_deadline = started + hold.ttl
+                hold.lease_deadline = started + hold.trusted_for
                 hold.error = None
                 with self._mutex:
                     hold.next_due = _due_after(hold, started)
@@ -186,7 +228,9 @@ class Renewer:
         hold.error = error
         # Retry soon, but not in a tight loop, and once more right at the lease's end.
         with self._mutex:
-            hold.next_due = min(now + max(hold.ttl / 10, 0.005), hold.lease_deadline)
+            hold.next_due = min(
+                now + max(hold.trusted_for / 10, 0.005), hold.lease_deadline
+            )
 
 
 _renewers: weakref.WeakKeyDictionary[object, dict[Callable[[], float], Renewer]] = (

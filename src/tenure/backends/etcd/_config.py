@@ -48,10 +48,10 @@ def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
     scheme = scheme.lower()
     if scheme not in ("etcd", "etcds"):
         raise ConfigurationError(f"not an etcd URL: {display!r}")
-    netloc, _, tail = rest.partition("/")
-    path, _, query_text = tail.partition("?")
-    if "?" in netloc:
-        netloc, _, query_text = netloc.partition("?")
+    # The query first: its values are often paths (ssl_ca=/etc/ssl/ca.pem), whose slashes
+    # are not a path of the URL.
+    before_query, _, query_text = rest.partition("?")
+    netloc, _, path = before_query.partition("/")
     if path:
         raise ConfigurationError(
             f"an etcd URL names members only (etcd://host:port,host:port), not a path: "

@@ -7,8 +7,13 @@ the limit stored with its live permits; no expiry).
 A grant needs a count of the live permits that no concurrent grant can change meanwhile. So
 an acquire is one short transaction: LOCK_NAME upserts the record row, which takes its row
 lock (concurrent acquirers of the name queue there until we commit); then, under READ
-COMMITTED, every later read sees all permits committed before the lock was ours. Every
-other step is one statement in autocommit. Time is the server's ``UTC_TIMESTAMP(6)``.
+COMMITTED, every later read sees all permits committed before the lock was ours. The
+transaction is ACQUIRE, one text of several statements sent at once (the connections allow
+multi-statement texts), so the whole decision costs one round trip, as a lock's acquire does;
+the server runs the statements in order and stops at the first error, and the client then
+rolls back. Each statement's outcome reaches the next through session variables
+(``@tenure_*``, set afresh by every acquire before they are read). Every other step is one
+statement in autocommit. Time is the server's ``UTC_TIMESTAMP(6)``, once per statement.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ __all__ = ["SemaphoreStatements"]
 
 _THIS = "name = UNHEX(%(name)s) AND token <> ''"
 _LIVE = f"{_THIS} AND expires_at > {NOW}"
+# Over the live permits of a name joined to its record row (none: one row of NULLs).
+_OTHERS = "COALESCE(SUM(p.token <> %(token)s), 0)"
+_MINE = "MAX(IF(p.token = %(token)s, p.fence, NULL))"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +57,40 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 ) ENGINE = InnoDB
 """
 
+    # Inputs: name, token, ttl_us, limit, host, pid, thread. The whole acquire, one
+    # transaction: takes the name's row lock (LOCK_NAME); drops expired permits; reads, in
+    # one statement, the live others, the microseconds left of the soonest permit, our own
+    # live permit's fence, the stored limit and the fence to grant (the record's next one if
+    # we have no live permit, fewer than `limit` others are live and none is live under
+    # another limit; else NULL); restarts our own live permit (a retry); or takes that fence
+    # and adds our permit. Output: its one result set, one row (own fence, granted fence, live
+    # others, soonest microseconds, stored limit); at most one of the fences is not NULL.
+    @property
+    def acquire(self) -> str:
+        return f"""
+START TRANSACTION;
+{self.lock_name};
+DELETE FROM {self.quoted} WHERE {_THIS} AND expires_at <= {NOW};
+SELECT {_OTHERS}, TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(p.expires_at)), {_MINE},
+       MAX(record.permits),
+       IF({_MINE} IS NULL AND {_OTHERS} < %(limit)s
+          AND ({_OTHERS} = 0 OR MAX(record.permits) = %(limit)s), MAX(record.fence) + 1, NULL)
+FROM {self.quoted} AS record
+LEFT JOIN {self.quoted} AS p ON p.name = record.name AND p.token <> '' AND p.expires_at > {NOW}
+WHERE record.name = UNHEX(%(name)s) AND record.token = ''
+INTO @tenure_others, @tenure_soonest, @tenure_mine, @tenure_stored, @tenure_granted;
+UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND
+WHERE name = UNHEX(%(name)s) AND token = %(token)s AND @tenure_mine IS NOT NULL;
+UPDATE {self.quoted} SET fence = @tenure_granted, permits = %(limit)s
+WHERE name = UNHEX(%(name)s) AND token = '' AND @tenure_granted IS NOT NULL;
+INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
+SELECT UNHEX(%(name)s), %(token)s, @tenure_granted, {NOW} + INTERVAL %(ttl_us)s MICROSECOND,
+       {NOW}, %(host)s, %(pid)s, %(thread)s
+FROM DUAL WHERE @tenure_granted IS NOT NULL;
+COMMIT;
+SELECT @tenure_mine, @tenure_granted, @tenure_others, @tenure_soonest, @tenure_stored
+"""
+
     # Inputs: name, limit. Creates the record row if absent and takes its row lock until
     # the transaction ends.
     @property
@@ -57,46 +99,6 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
             f"INSERT INTO {self.quoted} (name, token, fence, permits) "
             f"VALUES (UNHEX(%(name)s), '', 0, %(limit)s) ON DUPLICATE KEY UPDATE fence = fence"
         )
-
-    @property
-    def drop_expired(self) -> str:
-        return f"DELETE FROM {self.quoted} WHERE {_THIS} AND expires_at <= {NOW}"
-
-    # Inputs: name, token. Output: one row (live others, microseconds left of the soonest
-    # permit, our own live permit's fence or NULL, the stored limit). Run holding the lock.
-    @property
-    def state(self) -> str:
-        return f"""
-SELECT SUM(token <> %(token)s), TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(expires_at)),
-       MAX(IF(token = %(token)s, fence, NULL)),
-       (SELECT permits FROM {self.quoted} WHERE name = UNHEX(%(name)s) AND token = '')
-FROM {self.quoted} WHERE {_LIVE}
-"""
-
-    # Inputs: name, token, ttl_us. A retried acquire: our live permit restarts.
-    @property
-    def renew_own(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s"
-        )
-
-    # Inputs: name, limit. The next fence, as the statement's insert id; stores the limit.
-    @property
-    def take_fence(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET fence = LAST_INSERT_ID(fence + 1), permits = %(limit)s "
-            f"WHERE name = UNHEX(%(name)s) AND token = ''"
-        )
-
-    # Inputs: name, token, fence, ttl_us, host, pid, thread.
-    @property
-    def insert_permit(self) -> str:
-        return f"""
-INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-VALUES (UNHEX(%(name)s), %(token)s, %(fence)s, {NOW} + INTERVAL %(ttl_us)s MICROSECOND,
-        {NOW}, %(host)s, %(pid)s, %(thread)s)
-"""
 
     # Inputs: name, token. Affected rows: 1 = our live permit is gone.
     @property

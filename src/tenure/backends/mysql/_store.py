@@ -2,8 +2,9 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), so a lock never depends on a transaction staying open or on
-which connection runs the next statement. A connection that failed is closed, never reused;
+one statement (see ``_sql``), a semaphore's acquire one short transaction sent as one text
+(see ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
+connection runs the next statement. A connection that failed is closed, never reused;
 an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
 
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
@@ -112,9 +113,9 @@ class MySQLStore:
             "autocommit": True,
             # Affected rows = rows matched, so an UPDATE whose new values equal the old ones
             # still reports its match (extend); the acquire does not rely on counts at all.
-            # MULTI_STATEMENTS: a grant and its gate, a release and its gate, each in one
-            # round trip. Every value is a bound parameter (names travel as hex), so this
-            # widens nothing a caller controls.
+            # MULTI_STATEMENTS: one round trip for a grant and its gate, a release and its
+            # gate, a semaphore's acquire transaction (``_semaphore_sql``). Every value is a
+            # bound parameter escaped by PyMySQL, names travel only as hex digits.
             "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "connect_timeout": options.timeout,
             "read_timeout": options.timeout,
@@ -490,48 +491,31 @@ class MySQLStore:
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
 
-        def attempt(cursor: Cursor) -> Grant | Busy:
+        def attempt(cursor: Cursor) -> tuple[Any, ...]:
             for retry in range(DEADLOCK_RETRIES):
-                cursor.execute("BEGIN")
                 try:
-                    outcome = self._decide_permit(cursor, name, limit, params)
+                    return _run_batch(cursor, self.semaphores.acquire, params)
                 except pymysql.err.OperationalError as exc:
                     # A deadlock victim's whole transaction is rolled back: run it again.
                     cursor.execute("ROLLBACK")
                     if exc.args[0] != ER_LOCK_DEADLOCK or retry == DEADLOCK_RETRIES - 1:
                         raise
                     time.sleep(0.001 * (retry + 1))
-                    continue
                 except BaseException:
                     cursor.execute("ROLLBACK")
                     raise
-                cursor.execute("COMMIT")
-                return outcome
             raise AssertionError("unreachable")
 
-        return self._run(attempt)
-
-    def _decide_permit(
-        self, cursor: Cursor, name: str, limit: int, params: dict[str, Any]
-    ) -> Grant | Busy:
-        """One acquire's statements, inside its transaction (see ``_semaphore_sql``)."""
-        sql = self.semaphores
-        cursor.execute(sql.lock_name, params)  # the name's row lock, ours until commit
-        cursor.execute(sql.drop_expired, params)
-        cursor.execute(sql.state, params)
-        others, soonest_us, mine, stored = cursor.fetchone()
-        others = int(others or 0)
+        mine, granted, others, soonest_us, stored = self._run(attempt)
         if mine is not None:
-            cursor.execute(sql.renew_own, params)
             return Grant(int(mine))
+        if granted is not None:
+            return Grant(int(granted))
         if others and stored is not None and int(stored) != limit:
+            # The transaction wrote nothing on a mismatch (only expired permits went, as any
+            # acquire drops them), so refusing after its commit leaves no trace.
             raise limit_mismatch(name, int(stored), limit)
-        if others >= limit:
-            return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
-        cursor.execute(sql.take_fence, params)
-        fence = int(cursor.lastrowid)
-        cursor.execute(sql.insert_permit, {**params, "fence": fence})
-        return Grant(fence)
+        return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
 
     def release_permit(self, name: str, token: str) -> bool:
         if not self._permits(create=False):
@@ -628,6 +612,21 @@ def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
                  limit=limit, leases=tuple(leases))
         for name, (fence, limit, leases) in by_name.items()
     ]
+
+
+def _run_batch(cursor: Cursor, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """Run a multi-statement text; the one row of its one result set. Every statement's
+    answer is read (an error in any of them is raised here), so the connection is left
+    ready for the next command."""
+    cursor.execute(sql, params)
+    row: tuple[Any, ...] | None = None
+    while True:
+        if cursor.description is not None:
+            row = cursor.fetchone()
+        if not cursor.nextset():
+            break
+    assert row is not None
+    return row
 
 
 def _execute(cursor: Cursor, sql: str, params: dict[str, Any]) -> int:

@@ -4,13 +4,22 @@ One table beside the lock table, ``{table}_permits``, keyed (name, token): each 
 row, and the semaphore's own record is the row whose token is ``''`` (its fence counter, and
 the limit stored with its live permits; no expiry).
 
-A grant needs a count of the live permits that no concurrent grant can change meanwhile, and
-one statement cannot give that under READ COMMITTED (its snapshot is taken before any row
-lock it then waits for). So an acquire is one short transaction of two statements: LOCK_NAME
-upserts the record row, which takes its row lock (concurrent acquirers of the name queue
-there), and GRANT, a new statement with a new snapshot that sees every permit committed
-before the lock was ours, decides and writes in one step. Every other step is one statement.
-Time is the server's ``clock_timestamp()``, once per statement.
+A grant needs a count of the live permits that no concurrent grant can change before the
+grant is written. One statement under READ COMMITTED reads its rows from the snapshot taken
+when it starts, before any row lock it then waits for, so it cannot hold the count still; it
+can detect that the count moved, though, because only a grant adds a permit and every grant
+bumps the record's fence. So an acquire first tries ACQUIRE, one statement: it counts the
+live permits and reads the record's fence in its snapshot, then upserts the record with that
+fence + 1 on the condition that the fence is still the one it read, a condition PostgreSQL
+judges on the latest committed version of the row, after waiting for its lock. If the fence
+moved (a grant landed between the snapshot and the lock), ACQUIRE writes nothing and says
+so, and the acquire decides again in one short transaction of two statements that cannot
+race: LOCK_NAME takes the record's row lock (concurrent acquirers of the name queue there)
+and GRANT, a new statement with a new snapshot that sees every permit committed before the
+lock was ours, decides and writes. The count can only be too high by the snapshot's age
+(permits released or expired meanwhile still counted), which errs towards Busy; the waiter
+then wakes on the release's NOTIFY. Every other step is one statement. Time is the server's
+``clock_timestamp()``, once per statement.
 
 A release and a break NOTIFY the lock table's channel with ``semaphore:`` and the name, so
 the waiters' one LISTEN connection serves semaphores too (a lock whose own name starts
@@ -61,14 +70,83 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 )
 """
 
+    # The CTE both grants end with: our permit row, with the fence `bumped` returned (none if
+    # it returned no row).
+    @property
+    def _granted(self) -> str:
+        return f"""granted AS (
+    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
+    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
+           %(host)s, %(pid)s, %(thread)s
+    FROM bumped, now
+    ON CONFLICT (name, token) DO UPDATE SET
+        fence = excluded.fence, expires_at = excluded.expires_at,
+        acquired_at = excluded.acquired_at
+    RETURNING fence
+)"""
+
+    # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
+    # the module's doc). Drops expired permits; restarts our own live permit (a retry); else,
+    # if fewer than `limit` others are live and none is live under another limit, takes the
+    # next fence and adds our permit, provided the record's fence is still the one this
+    # statement's snapshot holds (the conflict clause's WHERE is judged on the row's latest
+    # version, locked). Output: one row (own fence, granted fence, live others, seconds left
+    # of the soonest permit, stored limit, room); at most one of the fences is not NULL, and
+    # both NULL with room true means the fence moved: decide again with LOCK_NAME + GRANT.
+    @property
+    def acquire(self) -> str:
+        return f"""
+WITH {_NOW},
+state AS (
+    SELECT count(*) FILTER (WHERE p.token <> %(token)s AND p.expires_at > now.t) AS others,
+           count(*) FILTER (WHERE p.expires_at <= now.t) AS expired,
+           max(p.fence) FILTER (WHERE p.token = %(token)s AND p.expires_at > now.t) AS mine,
+           min(p.expires_at) FILTER (WHERE p.expires_at > now.t) AS soonest,
+           max(p.fence) FILTER (WHERE p.token = '') AS fence,
+           max(p.permits) FILTER (WHERE p.token = '') AS stored
+    FROM {self.quoted} AS p, now
+    WHERE p.name = %(name)s
+),
+dropped AS (
+    DELETE FROM {self.quoted} AS p USING now
+    WHERE (SELECT expired FROM state) > 0
+      AND p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
+),
+mine AS (
+    UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
+    FROM now
+    WHERE (SELECT mine FROM state) IS NOT NULL
+      AND p.name = %(name)s AND p.token = %(token)s AND p.expires_at > now.t
+    RETURNING p.fence
+),
+room AS (
+    SELECT state.fence AS fence FROM state
+    WHERE NOT EXISTS (SELECT 1 FROM mine)
+      AND state.others < %(limit)s
+      AND (state.others = 0 OR state.stored = %(limit)s)
+),
+bumped AS (
+    INSERT INTO {self.quoted} AS rec (name, token, fence, permits)
+    SELECT %(name)s, '', coalesce(room.fence, 0) + 1, %(limit)s FROM room
+    ON CONFLICT (name, token) DO UPDATE SET fence = excluded.fence, permits = excluded.permits
+    WHERE rec.fence = excluded.fence - 1
+    RETURNING rec.fence
+),
+{self._granted}
+SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
+       extract(epoch FROM state.soonest - now.t)::float8, state.stored,
+       EXISTS (SELECT 1 FROM room)
+FROM state, now
+"""
+
     # Inputs: name, limit. Creates the record row if absent and takes its row lock until the
-    # transaction ends. Output: one row.
+    # transaction ends (a conflict clause locks the row even when its WHERE then refuses the
+    # update, so no new row version is written). Output: none.
     @property
     def lock_name(self) -> str:
         return f"""
 INSERT INTO {self.quoted} AS rec (name, token, fence, permits) VALUES (%(name)s, '', 0, %(limit)s)
-ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence
-RETURNING rec.fence
+ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence WHERE false
 """
 
     # Inputs: name, token, ttl, limit, host, pid, thread; run holding the name's row lock.
@@ -106,16 +184,7 @@ bumped AS (
       AND (state.others = 0 OR state.stored = %(limit)s)
     RETURNING rec.fence
 ),
-granted AS (
-    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
-           %(host)s, %(pid)s, %(thread)s
-    FROM bumped, now
-    ON CONFLICT (name, token) DO UPDATE SET
-        fence = excluded.fence, expires_at = excluded.expires_at,
-        acquired_at = excluded.acquired_at
-    RETURNING fence
-)
+{self._granted}
 SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
        extract(epoch FROM state.soonest - now.t)::float8, state.stored
 FROM state, now

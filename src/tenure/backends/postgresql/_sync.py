@@ -2,7 +2,8 @@
 # src/tenure/backends/postgresql/_async.py: edit that file, not this one.
 """``postgresql://`` and ``postgres://`` for threads, on psycopg 3's ``Connection``.
 
-Every operation is one autocommit statement (see ``_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
+one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process
@@ -58,6 +59,8 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 logger = logging.getLogger("tenure")
 
 OPTIONS = ("table", "timeout", "pool_size")
+PIPELINES = psycopg.Pipeline.is_supported()
+"""Whether the libpq under psycopg has pipeline mode (libpq 14 and later)."""
 MAX_REMEMBERED_NOTICES = 4096
 
 
@@ -268,21 +271,41 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         sql = self._semaphores
         self._permits(create=True)
 
-        def grant(connection: Connection) -> tuple[Any, ...]:
-            with connection.transaction():
+        def decide(connection: Connection) -> tuple[Any, ...]:
+            cursor = connection.execute(sql.acquire, params)
+            row = cursor.fetchone()
+            assert row is not None
+            mine, granted, others, soonest, stored, room = row
+            if mine is not None or granted is not None or not room:
+                return mine, granted, others, soonest, stored
+            # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
+            # the name's row lock. In a pipeline the transaction's four messages go out
+            # together and their answers come back together (one round trip); the server
+            # runs them in order in one transaction, and a failed one aborts the rest and
+            # the connection is dropped (``_run``), so that transaction never commits.
+            def locked_grant() -> psycopg.Cursor[tuple[Any, ...]]:
+                connection.execute("BEGIN")
                 connection.execute(sql.lock_name, params)
                 cursor = connection.execute(sql.grant, params)
-                row = cursor.fetchone()
-                assert row is not None
-                mine, granted, others, _, stored = row
-                if mine is None and granted is None and others and stored != limit:
-                    # Raised inside the transaction: it rolls back, nothing is written.
-                    raise limit_mismatch(name, int(stored), limit)
-                return row
+                connection.execute("COMMIT")
+                return cursor
 
-        mine, granted, _, soonest, _ = self._run(grant)
+            if PIPELINES:
+                with connection.pipeline():
+                    cursor = locked_grant()
+            else:  # libpq before 14: one round trip per message
+                cursor = locked_grant()
+            row = cursor.fetchone()
+            assert row is not None
+            return row
+
+        mine, granted, others, soonest, stored = self._run(decide)
         if mine is not None or granted is not None:
             return Grant(int(mine if mine is not None else granted))
+        if others and stored != limit:
+            # Neither step writes anything on a mismatch (only expired permits go, as any
+            # acquire would drop them), so refusing after the commit leaves no trace.
+            raise limit_mismatch(name, int(stored), limit)
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     def release_permit(self, name: str, token: str) -> bool:

@@ -14,19 +14,32 @@ Failover: a request that cannot reach a member (refused, reset, timed out) is se
 next member, within the request's deadline. Every request tenure sends is safe to repeat:
 writes are guarded transactions on the caller's own key, and a retried lease grant only leaves
 a spare lease that expires on its own.
+
+TLS (``etcds://``): one ``ssl.SSLContext`` per gateway, shared by its members' clients. It
+checks the members' certificates against ``ssl_ca`` when given, else against the system's CA
+store (OpenSSL's default paths, which ``SSL_CERT_FILE``/``SSL_CERT_DIR`` override), and
+presents ``ssl_cert``/``ssl_key`` when given, whether or not ``ssl_ca`` is.
+
+Auth (credentials in the URL): a token from ``/v3/auth/authenticate`` rides on every request.
+Tokens end (etcd's simple tokens after ``--auth-token-ttl`` seconds unused, 5 minutes by
+default; any token when the member that issued it restarts), so an answer "invalid auth token"
+(401) logs in again and repeats the request, once per attempt. A server without auth enabled
+answers the login "authentication is not enabled": like etcd's own Go client, tenure then
+sends no token, and logs in if the server later asks for a user name (auth enabled since).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from typing import Any
 
 import httpx
 
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError
+from tenure._errors import BackendError, ConfigurationError
 from tenure.backends.etcd._config import EtcdSettings
 
 __all__ = ["Gateway", "NotFound"]
@@ -36,6 +49,19 @@ JSON = dict[str, Any]
 
 UNAVAILABLE = 14
 """gRPC's UNAVAILABLE: etcd's "leader changed" and "no leader", while members elect."""
+INVALID_ARGUMENT = 3
+"""gRPC's INVALID_ARGUMENT: among others "user name is empty" (auth on, no token sent) and
+"authentication failed, invalid user ID or password"."""
+FAILED_PRECONDITION = 9
+"""gRPC's FAILED_PRECONDITION: among others "authentication is not enabled"."""
+PERMISSION_DENIED = 7
+UNAUTHENTICATED = 16
+"""gRPC's UNAUTHENTICATED (HTTP 401): "invalid auth token", e.g. an expired one."""
+NO_USER = "user name is empty"
+"""etcd's answer to a request without a token once auth is enabled."""
+AUTH_NOT_ENABLED = "authentication is not enabled"
+NO_TOKEN = ""
+"""``_token`` when the server has auth disabled: send no token, do not log in again."""
 UNAVAILABLE_PAUSE = 0.05
 """Seconds between two tries of a request that a member answered with UNAVAILABLE."""
 
@@ -48,6 +74,33 @@ class NotFound(Exception):
     """etcd answered "not found" (gRPC code 5), e.g. a lease that expired or was revoked."""
 
 
+class _TokenRejected(Exception):
+    """The token sent was refused (expired, or none sent while auth is on): log in again."""
+
+
+def _code_and_message(response: httpx.Response) -> tuple[Any, str]:
+    """gRPC code and message of an error answer (the gateway's JSON error body)."""
+    try:
+        answer = json.loads(response.text.splitlines()[0]) if response.text.strip() else {}
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    message = answer.get("message") or answer.get("error") or response.text[:200]
+    return answer.get("code"), str(message)
+
+
+def _tls_failure(exc: BaseException | None) -> ssl.SSLError | None:
+    """The TLS error under a transport error (httpx wraps httpcore wraps ssl), if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ssl.SSLError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 class Gateway:
     def __init__(self, settings: EtcdSettings) -> None:
         self.settings = settings
@@ -56,32 +109,36 @@ class Gateway:
         self._preferred = 0
         """The endpoint that answered last: requests start there."""
         self._token: str | None = None
+        """The auth token; None: log in first (when credentials are given); NO_TOKEN: the
+        server has auth disabled."""
+        # Built here, so that a missing or wrong file is a ConfigurationError from connect();
+        # plain http:// members need none: building one loads the CA bundle (about 0.1 s of
+        # CPU), which a fresh process would pay before its first request.
+        https = settings.endpoints[0].startswith("https://")
+        self._tls = tls_context(settings) if https else None
+        self._closed = False
         self._mutex = io.Mutex()
 
-    def _endpoints(self) -> list[httpx.Client]:
+    def _endpoints(self) -> tuple[list[httpx.Client], bool]:
+        """The members' clients, opened at first use (and again in a forked child), and
+        whether they are the call's own. After ``close`` a call still works (a failed
+        acquire's clean-up, a last renewal) on clients of its own, closed when it ends:
+        nothing would close a pool opened after close."""
+        if self._closed:
+            return [self._client(endpoint) for endpoint in self.settings.endpoints], True
         with self._mutex:
             if self._pid != os.getpid() or not self._clients:
                 # A forked child must not share its parent's sockets: it opens its own.
                 self._token = None
                 self._clients = [self._client(endpoint) for endpoint in self.settings.endpoints]
                 self._pid = os.getpid()
-            return self._clients
+            return self._clients, False
 
     def _client(self, endpoint: str) -> httpx.Client:
-        settings = self.settings
-        # Plain http:// members need no TLS context: building one loads the CA bundle (about
-        # 0.1 s of CPU per member), which a fresh process would pay before its first request.
-        verify: Any = endpoint.startswith("https://")
-        if settings.ssl_ca:
-            import ssl
-
-            verify = ssl.create_default_context(cafile=settings.ssl_ca)
-            if settings.ssl_cert and settings.ssl_key:
-                verify.load_cert_chain(settings.ssl_cert, settings.ssl_key)
         return httpx.Client(
             base_url=endpoint,
-            timeout=settings.timeout,
-            verify=verify,
+            timeout=self.settings.timeout,
+            verify=self._tls if self._tls is not None else False,
             limits=httpx.Limits(max_keepalive_connections=16),
         )
 
@@ -97,7 +154,17 @@ class Gateway:
         return self._exchange(path, body, None)
 
     def _exchange(self, path: str, body: JSON | str, timeout: float | None) -> list[JSON]:
-        clients = self._endpoints()  # first: opening them is not the server's reply time
+        clients, own = self._endpoints()  # first: opening them is not the reply time
+        try:
+            return self._exchange_with(clients, path, body, timeout)
+        finally:
+            if own:
+                _close_all(clients)
+
+    def _exchange_with(
+        self, clients: list[httpx.Client], path: str, body: JSON | str,
+        timeout: float | None,
+    ) -> list[JSON]:
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
         unreachable = 0
@@ -109,7 +176,7 @@ class Gateway:
             if left <= 0:
                 break
             try:
-                response = self._send(clients[index], path, body, left)
+                answers = self._attempt(clients[index], path, body, left)
             except (httpx.TransportError, OSError) as exc:
                 last = exc
                 unreachable += 1
@@ -119,9 +186,6 @@ class Gateway:
                     # or a renewal would go to the same silent member until the lease ends.
                     self._preferred = (index + 1) % len(clients)
                 continue
-            self._preferred = index
-            try:
-                return self._answer(path, response, body, clients[index], left)
             except _Unavailable as exc:
                 # "leader changed", "no leader": an election is under way, usually over in
                 # well under a second. Ask again (another member first) until the deadline;
@@ -129,65 +193,127 @@ class Gateway:
                 last = exc
                 unreachable = 0
                 io.sleep(min(UNAVAILABLE_PAUSE, max(0.0, deadline - time.monotonic())))
+                continue
+            self._preferred = index
+            return answers
+        tls = _tls_failure(last)
+        if tls is not None:
+            # Not a slow cluster: a certificate refused (ours or theirs). Say which options
+            # decide it, not "no member answered".
+            raise BackendError(
+                f"etcd {self.settings.display}: TLS with the members failed on {path}: "
+                f"{tls} (check ssl_ca, or the system CA store without it, and "
+                f"ssl_cert/ssl_key when the members require client certificates)"
+            ) from last
         raise BackendError(
             f"etcd {self.settings.display}: no member answered {path} within "
             f"{timeout or self.settings.timeout} s: {last}"
         ) from last
 
-    def _send(
+    def _attempt(
         self, client: httpx.Client, path: str, body: JSON | str, timeout: float
-    ) -> httpx.Response:
-        content = body if isinstance(body, str) else json.dumps(body)
-        headers = {"Authorization": self._token} if self._token else {}
-        if self.settings.username is not None and self._token is None:
-            headers = {"Authorization": self._login(client, timeout)}
-        return client.post(path, content=content, headers=headers, timeout=timeout)
-
-    def _answer(
-        self,
-        path: str,
-        response: httpx.Response,
-        body: JSON | str,
-        client: httpx.Client,
-        timeout: float,
     ) -> list[JSON]:
-        if response.status_code == 401 and self.settings.username is not None:
-            # The auth token expired (etcd's default: 5 minutes): log in again, once.
-            self._token = None
-            response = self._send(client, path, body, timeout)
+        """One member, one request: log in when needed, send, log in again if the token was
+        refused, decode. Transport errors and _Unavailable go to the caller (next member)."""
+        started = time.monotonic()
+        content = body if isinstance(body, str) else json.dumps(body)
+        token = self._ensure_token(client, timeout)
+        response = client.post(
+            path, content=content, headers=_auth(token), timeout=timeout
+        )
         try:
-            answers: list[JSON] = [
-                json.loads(line) for line in response.text.splitlines() if line.strip()
-            ]
-        except ValueError as exc:
+            return self._decode(path, response)
+        except _TokenRejected:
+            if self.settings.username is None:
+                raise BackendError(
+                    f"etcd {self.settings.display}: the members have authentication enabled: "
+                    f"give user:password in the URL ({path}: {_code_and_message(response)[1]})"
+                ) from None
+        # The token expired (or auth was enabled since we learnt it was off): log in and
+        # send once more, to the same member, within what is left of the deadline.
+        with self._mutex:
+            if self._token == token:
+                self._token = None
+        left = max(0.001, timeout - (time.monotonic() - started))
+        token = self._ensure_token(client, left)
+        left = max(0.001, timeout - (time.monotonic() - started))
+        response = client.post(path, content=content, headers=_auth(token), timeout=left)
+        try:
+            return self._decode(path, response)
+        except _TokenRejected:
+            code, message = _code_and_message(response)
             raise BackendError(
-                f"etcd {self.settings.display}: {path} answered {response.status_code} "
-                f"with no JSON"
-            ) from exc
-        if response.status_code == 200 and answers:
-            return answers
-        answer = answers[0] if answers else {}
-        code = answer.get("code")
-        message = answer.get("message") or answer.get("error") or response.text[:200]
+                f"etcd {self.settings.display}: {path}: {message} (code {code}), right after "
+                f"logging in as {self.settings.username!r}"
+            ) from None
+
+    def _decode(self, path: str, response: httpx.Response) -> list[JSON]:
+        if response.status_code == 200:
+            try:
+                answers: list[JSON] = [
+                    json.loads(line) for line in response.text.splitlines() if line.strip()
+                ]
+            except ValueError as exc:
+                raise BackendError(
+                    f"etcd {self.settings.display}: {path} answered 200 with no JSON"
+                ) from exc
+            if answers:
+                return answers
+        code, message = _code_and_message(response)
         if code == 5:
             raise NotFound(message)
         if code == UNAVAILABLE:
             raise _Unavailable(f"{message} (code {code})")
-        raise BackendError(f"etcd {self.settings.display}: {path}: {message} (code {code})")
+        if code == UNAUTHENTICATED or response.status_code == 401 or (
+            code == INVALID_ARGUMENT and NO_USER in message
+        ):
+            raise _TokenRejected(message)
+        hint = ""
+        if code == PERMISSION_DENIED:
+            hint = (
+                f"; user {self.settings.username!r} needs read and write permission on the "
+                f"keys with prefix {self.settings.namespace + '/'!r}"
+            )
+        raise BackendError(
+            f"etcd {self.settings.display}: {path}: {message} "
+            f"(code {code}, HTTP {response.status_code}){hint}"
+        )
+
+    def _ensure_token(self, client: httpx.Client, timeout: float) -> str | None:
+        """The token to send (logging in first if there is none yet): None without
+        credentials, NO_TOKEN when the server has auth off (both: no header)."""
+        if self.settings.username is None:
+            return None
+        token = self._token
+        if token is None:
+            token = self._login(client, timeout)
+        return token
 
     def _login(self, client: httpx.Client, timeout: float) -> str:
         credentials = {"name": self.settings.username, "password": self.settings.password or ""}
         response = client.post(
             "/v3/auth/authenticate", content=json.dumps(credentials), timeout=timeout
         )
-        token = response.json().get("token") if response.status_code == 200 else None
-        if not token:
-            raise BackendError(
-                f"etcd {self.settings.display}: authentication failed for user "
-                f"{self.settings.username!r} ({response.status_code})"
-            )
-        self._token = str(token)
-        return self._token
+        if response.status_code == 200:
+            try:
+                token = json.loads(response.text).get("token")
+            except (ValueError, AttributeError):
+                token = None
+            if token:
+                self._token = str(token)
+                return self._token
+        code, message = _code_and_message(response)
+        if code == UNAVAILABLE:
+            raise _Unavailable(f"{message} (code {code})")  # a login goes through Raft
+        if code == FAILED_PRECONDITION and AUTH_NOT_ENABLED in message:
+            # Credentials for a server without auth: work without a token, as etcd's own
+            # client does; a later "user name is empty" (auth enabled since) logs in then.
+            self._token = NO_TOKEN
+            return NO_TOKEN
+        raise BackendError(
+            f"etcd {self.settings.display}: authentication failed for user "
+            f"{self.settings.username!r}: {message} (code {code}, HTTP {response.status_code})"
+        )
 
     def watch_deletes(
         self, key: str, range_end: str | None, start_revision: int, timeout: float
@@ -195,12 +321,24 @@ class Gateway:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
         checks again after every return, so a watch bug or a compaction only costs a wait."""
-        clients = self._endpoints()
-        client = clients[self._preferred % len(clients)]
+        clients, own = self._endpoints()
+        try:
+            self._watch(clients[self._preferred % len(clients)], key, range_end,
+                              start_revision, timeout)
+        finally:
+            if own:
+                _close_all(clients)
+
+    def _watch(
+        self, client: httpx.Client, key: str, range_end: str | None,
+        start_revision: int, timeout: float,
+    ) -> None:
         request: JSON = {"key": key, "start_revision": str(start_revision), "filters": ["NOPUT"]}
         if range_end is not None:
             request["range_end"] = range_end
-        headers = {"Authorization": self._token} if self._token else {}
+        # The token as it is: none yet (a forked child) or expired only cancels this watch,
+        # and the caller's next read logs in.
+        headers = _auth(self._token or None)
         limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
         try:
@@ -221,8 +359,33 @@ class Gateway:
 
     def close(self) -> None:
         with self._mutex:
+            self._closed = True
             clients, self._clients = self._clients, []
-            pid, self._pid = self._pid, 0  # used again (a renewal after close): reconnect
+            pid, self._pid = self._pid, 0
         if pid == os.getpid():
-            for client in clients:
-                client.close()
+            _close_all(clients)
+
+
+def _close_all(clients: list[httpx.Client]) -> None:
+    for client in clients:
+        client.close()
+
+
+def _auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": token} if token else {}
+
+
+def tls_context(settings: EtcdSettings) -> ssl.SSLContext:
+    """The TLS context of ``etcds://`` members: the server's certificate checked against
+    ``ssl_ca`` or the system store, and the client certificate presented when given.
+    ConfigurationError when a file cannot be read or the key does not match."""
+    try:
+        context = ssl.create_default_context(cafile=settings.ssl_ca or None)
+        if settings.ssl_cert:
+            context.load_cert_chain(settings.ssl_cert, settings.ssl_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigurationError(
+            f"etcd {settings.display}: cannot use the TLS files (ssl_ca={settings.ssl_ca!r}, "
+            f"ssl_cert={settings.ssl_cert!r}, ssl_key={settings.ssl_key!r}): {exc}"
+        ) from exc
+    return context

@@ -22,6 +22,19 @@ both (a lock is ``limit = 1``).
   previous write is older than its ttl by the server's time reports the lease lost.
 - **Release**: a versioned rewrite (to read the server's time) and delete; a release that
   finds its lease already expired by the server's clock answers False (LockLost).
+- **Sessions**: every grant remembers the session epoch it was made in (``session``'s
+  docstring): once the connection was suspended or the session lost, the server may have
+  ended the session and handed the name to a contender, so every earlier grant is doubted
+  (``lease_doubt``, which ``check()`` consults and whose listener wakes the renewal
+  scheduler), its renewal, ``owned`` and release answer False without asking, and its node,
+  if the session survived, is deleted when the connection comes back. A grant is also
+  vouched for no longer than two thirds of the session timeout after the request that
+  confirmed it was sent (``lease_horizon``, ``SESSION_TRUST``), whatever its ttl: a holder
+  paused past that (its session may have ended meanwhile, which kazoo only learns after it
+  resumes), or whose renewals go unanswered without kazoo noticing (kazoo detects a dead
+  connection by an unanswered heartbeat, and our own requests postpone its heartbeats),
+  fails ``check()`` by its own clock and is told by the renewal scheduler, before the server
+  can end the session.
 
 - **Election values** (``LeaseValueSupport``): the leader's value is a field of the
   holder node's record, written by the create or versioned set that grants the node,
@@ -37,7 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -45,7 +58,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from tenure._sync.capabilities import LeaseValueSupport
 from tenure._sync.ordered_queue import OrderedQueueBackend
 from tenure._concurrency import sync_io as io
-from tenure._errors import limit_mismatch
+from tenure._errors import BackendError, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._sync.session import DECIDING, Session
@@ -59,10 +72,19 @@ from tenure.backends.zookeeper._nodes import (
     token_of,
 )
 
-__all__ = ["QUEUE_TTL", "ZooKeeperBackend"]
+__all__ = ["QUEUE_TTL", "SESSION_TRUST", "ZooKeeperBackend"]
 
 QUEUE_TTL = 2.0
 """Seconds a waiter's node outlives its last rewrite, as judged by the others."""
+
+SESSION_TRUST = 2 / 3
+"""The fraction of the session timeout a grant or renewal vouches for a lease
+(``lease_horizon``). The server ends a session it has not heard from for the session timeout,
+counted from when it last heard from us, which is after the request that vouched for the
+lease was sent; the client counts from before sending. The third left over absorbs timer
+slack, a renewal scheduler woken late, and a server that negotiated a somewhat shorter
+timeout than asked for (its ``minSessionTimeout``/``maxSessionTimeout``); it is kazoo's own
+read timeout too. Renewals go at a third of it."""
 
 
 @dataclasses.dataclass
@@ -74,6 +96,11 @@ class _Held:
     mtime: int
     """Server milliseconds of our last write to it."""
     record: Record
+    epoch: int
+    """The session epoch it was granted in: once the session's epoch moved on, the
+    connection was suspended or the session lost since, and the grant is doubted."""
+    forsaken: bool = False
+    """Its node was sent a delete: nobody believes in it any more."""
 
 
 @dataclasses.dataclass
@@ -126,6 +153,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
     def __init__(self, settings: ZooKeeperSettings) -> None:
         self.settings = settings
         self.session = Session(settings)
+        self.session.on_connected = self._forsake_doubted
         self._held: dict[tuple[str, str, str], _Held] = {}
 
     @classmethod
@@ -138,11 +166,52 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
     def close(self) -> None:
         self.session.close()
 
+    # ---- the session's word on our leases (module docstring, "Sessions") ---------------
+
+    @property
+    def lease_horizon(self) -> float:
+        return self.settings.session_timeout * SESSION_TRUST
+
+    def lease_doubt(self, kind: str, name: str, token: str) -> str | None:
+        held = self._held.get((kind, name, token))
+        return None if held is None else self.session.interruption_since(held.epoch)
+
+    def add_doubt_listener(self, listener: Callable[[], object]) -> None:
+        self.session.add_doubt_listener(listener)
+
+    def _doubted(self, held: _Held) -> bool:
+        return held.epoch != self.session.epoch
+
+    def _forsake(self, held: _Held) -> None:
+        """Delete a doubted grant's node, without waiting: if the session survived the
+        interruption the node still exists, and it must not keep the name from others."""
+        if not held.forsaken:
+            held.forsaken = True
+            self.session.delete_soon(held.path)
+
+    def _forsake_doubted(self) -> None:
+        """The connection is back (kazoo's thread: nothing here blocks)."""
+        for held in list(self._held.values()):
+            if self._doubted(held):
+                self._forsake(held)
+
+    def _granted_in(self, epoch: int, path: str) -> None:
+        """Raise if the session was interrupted while a grant was being made: it may
+        already be void. The caller's undo removes the node."""
+        if self.session.epoch != epoch:
+            raise BackendError(
+                f"ZooKeeper {self.settings.display}: the connection was interrupted while "
+                f"{path} was being granted"
+            )
+
     # ---- election values: a field of the holder's entry ------------------------------
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get(("lock", name, token))
         if held is None:
+            return False
+        if self._doubted(held):
+            self._forsake(held)
             return False
         # Recorded before the write: a renewal racing this set retries with the new record,
         # never putting the old value back. If the node is gone, the value no longer matters.
@@ -203,13 +272,17 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return self._settle(place, ttl, holder)
         parent = self._parent(kind, name)
         record = Record.new(holder, limit, ttl, value=value)
+        epoch = self.session.epoch
         path, stat = self.session.call(
             "create", f"{parent}/{node_prefix(token)}", record.encode(),
             ephemeral=True, sequence=True, makepath=True, include_data=True,
         )
         ranked = self._rank(parent, path, stat.mtime, limit)
         if ranked.conflict is None and ranked.granted(limit):
-            self._held[(kind, name, token)] = _Held(path, stat.version, stat.mtime, record)
+            self._granted_in(epoch, path)
+            self._held[(kind, name, token)] = _Held(
+                path, stat.version, stat.mtime, record, epoch
+            )
             self._record_fence(parent, stat.czxid)
             return Grant(stat.czxid)
         self._delete(path)
@@ -250,6 +323,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         if not ranked.granted(place.limit):
             return Busy(None, place)
         record = Record.new(holder, place.limit, ttl, value=place.value)
+        epoch = self.session.epoch
         try:
             stat = self.session.call(
                 "set", place.path, record.encode(), version=place.version
@@ -257,8 +331,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         except (NoNodeError, BadVersionError):
             place.path = ""  # judged expired meanwhile: join again at the back
             return Busy(None, place)
+        self._granted_in(epoch, place.path)
         self._held[(place.kind, place.name, place.token)] = _Held(
-            place.path, stat.version, stat.mtime, record
+            place.path, stat.version, stat.mtime, record, epoch
         )
         self._record_fence(place.parent, place.czxid)
         return Grant(place.czxid)
@@ -319,6 +394,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 if token_of(node) == token:
                     self._delete(f"{parent}/{node}")
             return False
+        if self._doubted(held):
+            self._forsake(held)
+            return False
         try:
             stat = self.session.call(
                 "set", held.path, held.record.encode(), version=held.version
@@ -330,6 +408,10 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
+        for index, held in enumerate(helds):
+            if held is not None and self._doubted(held):
+                self._forsake(held)
+                helds[index] = None  # refused without asking: see "Sessions" above
         writes = [
             (held.path, held.record.with_ttl(r.ttl).encode(), held.version)
             for r, held in zip(renewals, helds, strict=True) if held is not None
@@ -361,7 +443,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _owned(self, kind: str, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
-        if held is None:
+        if held is None or self._doubted(held):
             return False
         now = self._server_now()
         stat = self.session.call("exists", held.path)

@@ -10,6 +10,33 @@ forked child opens its own client: kazoo's threads do not survive a fork.
 The node errors a step decides on (no such node, bad version, node exists) reach the caller
 as kazoo raised them; every other failure (connection lost, session expired, no reply within
 ``timeout``) is a BackendError.
+
+**The session's state, and why every interruption ends the leases granted before it.** A
+holder's node is ephemeral: it lives as long as the session. The server ends a session
+``session_timeout`` after the last packet it received from the client; kazoo learns that
+the connection is in trouble only when a heartbeat goes unanswered, about two thirds of the
+session timeout after its last send (``SUSPENDED``), and learns that the session ended only
+once it reaches a server again (``LOST``). So at ``SUSPENDED`` the session may be about to
+end, or may have ended already if the client was itself paused, and from that moment a
+contender may be granted the name with a higher fence. Nothing local can prove otherwise:
+the only proof of a live session is a reply from the server, and none is coming. tenure's
+rule is to signal a loss rather than hide one, so ``SUSPENDED`` and ``LOST`` both end every
+lease granted through the session before them (Curator's and kazoo's guidance too: treat
+``SUSPENDED`` as "may have lost"). The alternative, keeping a lease through ``SUSPENDED``
+until the last server contact plus some fraction of the session timeout in the hope of a
+quick reconnect, would save few leases (kazoo reports ``SUSPENDED`` about two thirds of the
+way to the session's end already) and would rest on the timeout the server negotiated and
+on timers in two processes; the simple choice costs a re-acquire after a blip, never an
+overlap. kazoo can also notice a dead connection late (every request postpones its next
+heartbeat, so steady renewals can hide one): the backend's ``lease_horizon`` bounds every
+lease by the clock as well, whatever the listener hears.
+
+The session counts interruptions (``epoch``, raised by the state listener on ``SUSPENDED``
+and ``LOST``); the backend records with each grant the epoch it was granted in, and doubts
+every grant of an earlier epoch. When the connection comes back with the same session
+(``CONNECTED`` before it expired) the ephemeral nodes of those grants still exist: nobody
+believes in them any more, so the listener deletes them (``on_connected``), and any later
+renewal, ``owned`` or release of them answers False without asking the server.
 """
 
 from __future__ import annotations
@@ -18,10 +45,12 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Sequence
+import time
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
@@ -41,6 +70,10 @@ DECIDING = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 """Answers about nodes that a step decides on: not failures."""
 
 
+INTERRUPTIONS_KEPT = 64
+"""How many interruptions the session remembers the description of, for loss reasons."""
+
+
 class Session:
     def __init__(self, settings: ZooKeeperSettings) -> None:
         self.settings = settings
@@ -49,6 +82,74 @@ class Session:
         self._mutex = io.Mutex()
         self._started = threading.Event()
         self._starting = threading.Lock()
+        self.epoch = 0
+        """How many times the connection was suspended or the session lost: a grant made
+        in an earlier epoch may be gone (module docstring). Only kazoo's thread raises it."""
+        self._ended: dict[int, str] = {}
+        """What ended each recent epoch, for the loss reason."""
+        self.on_connected: Callable[[], object] | None = None
+        """Called in kazoo's thread, without blocking, when the connection is (re)established."""
+        self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        self._listeners_mutex = threading.Lock()
+
+    # ---- the session's state -------------------------------------------------------------
+
+    def interruption_since(self, epoch: int) -> str | None:
+        """Why a grant made in ``epoch`` may be gone (None: no interruption since)."""
+        if epoch == self.epoch:
+            return None
+        what = self._ended.get(epoch, "was interrupted")
+        return (
+            f"the ZooKeeper session it was granted through {what}: the server may have "
+            f"ended the session and granted the lease to another holder"
+        )
+
+    def add_doubt_listener(self, listener: Callable[[], object]) -> None:
+        """``listener`` is called (in kazoo's thread) at each interruption; a bound method is
+        held weakly."""
+        held: Callable[[], object] | weakref.WeakMethod[Any] = (
+            weakref.WeakMethod(listener) if hasattr(listener, "__self__") else listener
+        )
+        with self._listeners_mutex:
+            self._doubt_listeners = [
+                entry for entry in self._doubt_listeners
+                if not isinstance(entry, weakref.WeakMethod) or entry() is not None
+            ]
+            self._doubt_listeners.append(held)
+
+    def _state_changed(self, state: str) -> None:
+        """kazoo's state listener, run in its connection thread: must not block."""
+        if state == KazooState.CONNECTED:
+            hook = self.on_connected
+            if hook is not None:
+                hook()
+            return
+        what = (
+            "was suspended (no answer to a heartbeat)" if state == KazooState.SUSPENDED
+            else "was lost (expired or closed)"
+        )
+        self._ended[self.epoch] = f"{what} at monotonic {time.monotonic():.3f}"
+        self._ended.pop(self.epoch - INTERRUPTIONS_KEPT, None)
+        self.epoch += 1
+        with self._listeners_mutex:
+            listeners = list(self._doubt_listeners)
+        for entry in listeners:
+            listener = entry() if isinstance(entry, weakref.WeakMethod) else entry
+            if listener is not None:
+                with contextlib.suppress(Exception):  # a listener must not break kazoo's loop
+                    listener()
+
+    def delete_soon(self, path: str) -> None:
+        """Delete ``path`` without waiting for the answer (safe in kazoo's thread): a node of
+        ours that nobody believes in any more. A failure changes nothing that matters: the
+        node is gone already, or goes with the session, or is judged expired by its ttl."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                start(client, "delete", path)
+
+    # ---- calls ----------------------------------------------------------------------------
 
     def client(self) -> KazooClient:
         with self._mutex:
@@ -59,6 +160,7 @@ class Session:
                     auth_data=[("digest", ":".join(self.settings.auth))]
                     if self.settings.auth else None,
                 )
+                self._client.add_listener(self._state_changed)
                 self._pid = os.getpid()
                 self._started = threading.Event()
             client, started = self._client, self._started
