@@ -1,7 +1,8 @@
 """PostgreSQL's read-write and fair locks on a real server, checked against what it stores:
 tables made on first use only, places kept in arrival order and turned into leases, a
 renewal committed while a grant waits for its row lock, lapsed entries dropped with a
-notification, and a user granted rights on the tables a DBA made."""
+notification, a user granted rights on the tables a DBA made, and the acquire without
+pipeline mode (libpq before 14)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import tenure
 from tenure._sync.capabilities import QueueSupport
 from tenure._types import Busy, Grant, Holder
+from tenure.backends.postgresql import _sync as postgresql_sync
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._sync import PostgreSQLBackend
 from tests.integration.sql_support import raw
@@ -192,3 +194,17 @@ def test_a_user_granted_rights_on_dba_made_tables(postgresql_url: str, table: st
         with locks.lock("app", fair=True, ttl=10) as fair:
             assert fair.fence is not None and fair.fence > last
         assert [info.name for info in locks.list_locks("app")] == ["app"]
+
+
+def test_without_pipeline_mode_the_same_transaction_runs_message_by_message(
+    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libpq before 14 has no pipeline mode: the acquire sends its transaction's messages one
+    by one, with the same outcome."""
+    monkeypatch.setattr(postgresql_sync, "PIPELINES", False)
+    assert acquire(backend, name, "writer", "write") == Grant(1)
+    assert isinstance(acquire(backend, name, "reader", "read"), Busy)
+    assert backend.release_queued(name, "writer") is True
+    assert acquire(backend, name, "reader", "read") == Grant(2)
+    assert entries(postgresql_url, table, name) == [("reader", "lease", "read", 2)]

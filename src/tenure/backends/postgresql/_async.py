@@ -1,7 +1,8 @@
 """``postgresql://`` and ``postgres://`` for asyncio, on psycopg 3's ``AsyncConnection``.
 
-Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
-one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes,
+a read-write or fair lock's acquire always, one short pipelined transaction, see
+``_semaphore_sql`` and ``_rwlock_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process
@@ -402,15 +403,23 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
         sql = self._rwlocks
         await self._rwlock_tables(create=True)
 
+        async def locked_grant(connection: Connection) -> psycopg.AsyncCursor[tuple[Any, ...]]:
+            await connection.execute("BEGIN")
+            await connection.execute(sql.lock_name, params)
+            cursor = await connection.execute(sql.grant, params)
+            await connection.execute("COMMIT")
+            return cursor
+
         async def decide(connection: Connection) -> tuple[Any, ...]:
-            # One transaction, its four messages sent together and answered together (one
-            # round trip); the server runs them in order, and a failed one aborts the rest
-            # and the connection is dropped (``_run``), so that transaction never commits.
-            async with connection.pipeline():
-                await connection.execute("BEGIN")
-                await connection.execute(sql.lock_name, params)
-                cursor = await connection.execute(sql.grant, params)
-                await connection.execute("COMMIT")
+            # One transaction. In a pipeline its four messages go out together and their
+            # answers come back together (one round trip); the server runs them in order,
+            # and a failed one aborts the rest and the connection is dropped (``_run``), so
+            # that transaction never commits.
+            if PIPELINES:
+                async with connection.pipeline():
+                    cursor = await locked_grant(connection)
+            else:  # libpq before 14: one round trip per message
+                cursor = await locked_grant(connection)
             row = await cursor.fetchone()
             assert row is not None
             return row

@@ -2,8 +2,9 @@
 # src/tenure/backends/postgresql/_async.py: edit that file, not this one.
 """``postgresql://`` and ``postgres://`` for threads, on psycopg 3's ``Connection``.
 
-Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
-one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes,
+a read-write or fair lock's acquire always, one short pipelined transaction, see
+``_semaphore_sql`` and ``_rwlock_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process
@@ -404,15 +405,23 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         sql = self._rwlocks
         self._rwlock_tables(create=True)
 
+        def locked_grant(connection: Connection) -> psycopg.Cursor[tuple[Any, ...]]:
+            connection.execute("BEGIN")
+            connection.execute(sql.lock_name, params)
+            cursor = connection.execute(sql.grant, params)
+            connection.execute("COMMIT")
+            return cursor
+
         def decide(connection: Connection) -> tuple[Any, ...]:
-            # One transaction, its four messages sent together and answered together (one
-            # round trip); the server runs them in order, and a failed one aborts the rest
-            # and the connection is dropped (``_run``), so that transaction never commits.
-            with connection.pipeline():
-                connection.execute("BEGIN")
-                connection.execute(sql.lock_name, params)
-                cursor = connection.execute(sql.grant, params)
-                connection.execute("COMMIT")
+            # One transaction. In a pipeline its four messages go out together and their
+            # answers come back together (one round trip); the server runs them in order,
+            # and a failed one aborts the rest and the connection is dropped (``_run``), so
+            # that transaction never commits.
+            if PIPELINES:
+                with connection.pipeline():
+                    cursor = locked_grant(connection)
+            else:  # libpq before 14: one round trip per message
+                cursor = locked_grant(connection)
             row = cursor.fetchone()
             assert row is not None
             return row
