@@ -70,6 +70,9 @@ class RwlockStatements:
         return "SELECT to_regclass(%(entries)s) IS NOT NULL"
 
     # Run in one transaction after the lock table's creation lock (``Statements.create_lock``).
+    # Room left in each page (fillfactor), as in the lock table: every attempt rewrites the
+    # record row and renews rows in place, and none of that changes an indexed column, so
+    # the new versions stay in the same page (HOT updates) and the indexes are not touched.
     @property
     def create(self) -> tuple[str, str]:
         return (
@@ -78,7 +81,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted_records} (
     name     text COLLATE "C" PRIMARY KEY,
     fence    bigint NOT NULL,
     arrivals bigint NOT NULL
-)
+) WITH (fillfactor = 70)
 """,
             f"""
 CREATE TABLE IF NOT EXISTS {self.quoted_entries} (
@@ -93,7 +96,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted_entries} (
     pid         bigint,
     thread      text,
     PRIMARY KEY (name, token)
-)
+) WITH (fillfactor = 70)
 """,
         )
 
