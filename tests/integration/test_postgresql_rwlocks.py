@@ -2,10 +2,13 @@
 tables made on first use only, places kept in arrival order and turned into leases, a
 renewal committed while a grant waits for its row lock, lapsed entries dropped with a
 notification, a user granted rights on the tables a DBA made, and the acquire without
-pipeline mode (libpq before 14)."""
+pipeline mode (libpq before 14); the command line's views from another process."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -21,6 +24,7 @@ from tenure._types import Busy, Grant, Holder
 from tenure.backends.postgresql import _sync as postgresql_sync
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._sync import PostgreSQLBackend
+from tests.integration.processes import ROOT
 from tests.integration.sql_support import raw
 
 pytestmark = pytest.mark.postgresql
@@ -208,3 +212,41 @@ def test_without_pipeline_mode_the_same_transaction_runs_message_by_message(
     assert backend.release_queued(name, "writer") is True
     assert acquire(backend, name, "reader", "read") == Grant(2)
     assert entries(postgresql_url, table, name) == [("reader", "lease", "read", 2)]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tenure", *args], cwd=ROOT, capture_output=True, text=True,
+        timeout=60, check=False,
+    )
+
+
+def test_ls_show_break_from_another_process(postgresql_url: str, name: str) -> None:
+    with tenure.connect(postgresql_url) as locks:
+        rw = locks.rwlock(name, ttl=60)
+        readers = [rw.read(), rw.read()]
+        for reader in readers:
+            assert reader.acquire(blocking=False)
+        assert isinstance(acquire_place(locks, name), Busy)  # a writer's place, left there
+        listed = cli("ls", name, "--url", postgresql_url)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+        assert [row[1:5] for row in rows] == [["rwlock", "read", "+1", "queued"]] * 2
+        shown = cli("show", name, "--json", "--url", postgresql_url)
+        assert shown.returncode == 0, shown.stderr
+        entry = json.loads(shown.stdout)
+        assert entry["kind"] == "rwlock" and entry["queued"] == 1
+        assert [holder["mode"] for holder in entry["holders"]] == ["read", "read"]
+        assert entry["fence"] == max(reader.fence or 0 for reader in readers)
+        broken = cli("break", name, "--rwlock", "--url", postgresql_url)
+        assert broken.returncode == 0 and "broke read-write lock" in broken.stdout, broken.stderr
+        assert [reader.owned() for reader in readers] == [False, False]
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and not info.held and info.queued == 1  # the queue stays
+
+
+def acquire_place(locks: tenure.Locks, name: str) -> Grant | Busy:
+    """A writer's place in the queue of ``name``, with nobody refreshing it."""
+    backend = locks.backend
+    assert isinstance(backend, QueueSupport)
+    return backend.acquire_queued(name, "a-writer", 60, HOLDER, mode="write", queue_ttl=30)
