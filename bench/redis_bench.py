@@ -3,7 +3,8 @@
 side by side on one redis-server, in one run.
 
     .venv/bin/python bench/redis_bench.py [--seconds S] [--contention-seconds S]
-        [--processes N] [--idle-seconds S] [--url redis://...] [--no-write]
+        [--processes N] [--idle-seconds S] [--cost-seconds S] [--cost-waiters 8,32,128]
+        [--no-pin] [--url redis://...] [--no-write]
 
 Without ``--url`` it starts a throw-away redis-server (no persistence) on a free loopback
 port with the test harness (``tests/servers/redis.py``). Every lock uses the same kind of
@@ -34,6 +35,15 @@ connection: redis-py over TCP with its hiredis parser, socket timeouts set, retr
    RPUSH gives it back), one trip through the server per handoff and nothing else.
 3. Idle waiters: one process holds the lock for ``--idle-seconds`` (5) while the others wait;
    the CPU the waiters burn meanwhile.
+4. Command cost: Redis commands per acquisition, from INFO commandstats deltas (which count
+   the commands a Lua script runs as well as the EVALSHA itself): over 5,000 uncontended
+   acquire + release cycles of tenure's lock, and over ``--cost-seconds`` (5) of
+   ``--cost-waiters`` contenders (8, 32, 128) looping on one lock (up to 8 processes, then
+   8 processes of several threads each); with the redis-server's CPU over the same window.
+
+With at least two CPUs and the bench's own server, the server is pinned to the first CPU and
+the bench with its workers to the others (``taskset``; ``--no-pin`` turns that off), so the
+clients never take the server's core.
 
 Prints tables and writes docs/benchmarks-redis.md. No assertions: figures only.
 """
@@ -366,15 +376,17 @@ CONTENDERS = [HANDOFF_FLOOR, "tenure", "redis-py Lock", "python-redis-lock",
 
 
 def contention_worker(
-    kind: str, url: str, name: str, counter: Any, start_at: float, seconds: float,
+    kind: str, url: str, name: str, counter: Any, start_at: Any, seconds: float,
     results: Any,
 ) -> None:
     lock, close = make_lock(kind, url, name)
     events: list[tuple[float, float, float]] = []
     waiting_cpu = 0.0
-    while time.monotonic() < start_at:
+    with start_at.get_lock():
+        start_at.value -= 1  # one more process ready: the parent sets the start once all are
+    while start_at.value <= 0 or time.monotonic() < start_at.value:
         time.sleep(0.001)
-    end = start_at + seconds
+    end = start_at.value + seconds
     cpu_started = time.process_time()
     while True:
         called = time.monotonic()
@@ -417,7 +429,9 @@ def contention(kind: str, url: str, processes: int, seconds: float) -> Contentio
         client = sync_client(url)
         client.rpush(name, 1)
         client.close()
-    start_at = time.monotonic() + 3.0  # spawned interpreters need a moment to import
+    # Counts down the processes ready (spawned interpreters take a while to import on a busy
+    # machine), then holds the common start time.
+    start_at = context.Value("d", 0.0)
     workers = [
         context.Process(
             target=contention_worker,
@@ -427,6 +441,10 @@ def contention(kind: str, url: str, processes: int, seconds: float) -> Contentio
     ]
     for worker in workers:
         worker.start()
+    deadline = time.monotonic() + 120
+    while start_at.value > -processes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    start_at.value = time.monotonic() + 0.5
     gathered = [results.get(timeout=seconds + 120) for _ in workers]
     for worker in workers:
         worker.join(30)
@@ -527,6 +545,132 @@ def idle_waiters(kind: str, url: str, waiters: int, seconds: float) -> float:
     return sum(cpu for cpu, _ in spent) / sum(wall for _, wall in spent)
 
 
+# ---- command cost: INFO commandstats -------------------------------------------------------
+
+
+def command_counts(client: redis.Redis) -> dict[str, int]:
+    """Calls per command since the server started, from INFO commandstats, which counts the
+    commands a Lua script runs as well as the EVAL/EVALSHA itself. INFO is left out (the
+    measurement's own calls)."""
+    stats = client.info("commandstats")
+    return {key.removeprefix("cmdstat_"): int(value["calls"]) for key, value in stats.items()
+            if key != "cmdstat_info"}
+
+
+def server_cpu(client: redis.Redis) -> float:
+    facts = client.info("cpu")
+    return float(facts["used_cpu_user"]) + float(facts["used_cpu_sys"])
+
+
+@dataclasses.dataclass
+class CommandCost:
+    waiters: int
+    acquisitions: int
+    per_second: float
+    commands_per_acquisition: float
+    server_cpu_share: float
+    """CPU of the redis-server process per wall second over the window (1.0 = one core)."""
+    top: list[tuple[str, float]]
+    """The commands that cost the most, per acquisition."""
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {name: calls - before.get(name, 0) for name, calls in after.items()
+            if calls - before.get(name, 0) > 0}
+
+
+def uncontended_cost(url: str, cycles: int) -> CommandCost:
+    """Commands per acquire + release cycle of tenure's lock, nobody else around."""
+    client = sync_client(url)
+    locks = tenure.connect(url)
+    lock = locks.lock(f"bench:cost:{secrets.token_hex(4)}", ttl=TTL)
+    for _ in range(100):  # warm up: connections, the script cache
+        lock.acquire()
+        lock.release()
+    before, cpu = command_counts(client), server_cpu(client)
+    started = time.perf_counter()
+    for _ in range(cycles):
+        lock.acquire()
+        lock.release()
+    wall = time.perf_counter() - started
+    delta = _delta(before, command_counts(client))
+    spent = server_cpu(client) - cpu
+    locks.close()
+    client.close()
+    return _cost(0, cycles, wall, delta, spent)
+
+
+def _cost(waiters: int, count: int, wall: float, delta: dict[str, int], cpu: float) -> CommandCost:
+    top = sorted(delta.items(), key=lambda item: -item[1])[:8]
+    return CommandCost(
+        waiters=waiters,
+        acquisitions=count,
+        per_second=count / wall,
+        commands_per_acquisition=sum(delta.values()) / max(1, count),
+        server_cpu_share=cpu / wall,
+        top=[(name, calls / max(1, count)) for name, calls in top],
+    )
+
+
+def cost_worker(
+    url: str, name: str, threads: int, counter: Any, ready: Any, stop: Any
+) -> None:
+    """``threads`` threads of one process loop on one lock until ``stop`` is set, counting
+    their acquisitions in ``counter`` (incremented while holding the lock) and themselves in
+    ``ready`` once started."""
+    import threading
+
+    locks = tenure.connect(url)
+
+    def loop() -> None:
+        lock = locks.lock(name, ttl=TTL)
+        with ready.get_lock():
+            ready.value += 1
+        while not stop.is_set():
+            lock.acquire()
+            counter.value += 1
+            lock.release()
+
+    workers = [threading.Thread(target=loop) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    locks.close()
+
+
+def contended_cost(url: str, waiters: int, seconds: float) -> CommandCost:
+    """Commands per acquisition while ``waiters`` contenders loop on one lock: processes up
+    to 8, then 8 processes of waiters / 8 threads each. Counted over ``seconds`` once all of
+    them have started, and 1 s more."""
+    context = multiprocessing.get_context("spawn")
+    counter = context.Value("q", 0, lock=False)
+    ready = context.Value("q", 0)
+    stop = context.Event()
+    processes = min(8, waiters)
+    name = f"bench:cost:{secrets.token_hex(4)}"
+    workers = [context.Process(target=cost_worker,
+                               args=(url, name, waiters // processes, counter, ready, stop))
+               for _ in range(processes)]
+    client = sync_client(url)
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 120
+    while ready.value < processes * (waiters // processes) and time.monotonic() < deadline:
+        time.sleep(0.05)  # spawned interpreters import and connect
+    time.sleep(1.0)
+    before, cpu, count = command_counts(client), server_cpu(client), counter.value
+    started = time.perf_counter()
+    time.sleep(seconds)
+    after, spent, counted = command_counts(client), server_cpu(client), counter.value
+    wall = time.perf_counter() - started
+    stop.set()
+    for worker in workers:
+        worker.join(60)
+    client.close()
+    return _cost(waiters, counted - count, wall, _delta(before, after), spent - cpu)
+
+
 # ---- report ---------------------------------------------------------------------------------
 
 
@@ -608,9 +752,40 @@ def report(
         *_common.table(["lock", "CPU per waiter, % of a core"],
                        [[label, f"{share:.3%}"] for label, share in idle.items()]),
         "",
+        *costs_section(options.costs, options),
         *targets(cycles, contended, options),
     ]
     return "\n".join(lines)
+
+
+def costs_section(costs: dict[int, CommandCost], options: argparse.Namespace) -> list[str]:
+    base = costs[0]
+
+    def row(label: str, cost: CommandCost) -> list[str]:
+        return [
+            label, f"{cost.commands_per_acquisition:.1f}",
+            f"{cost.commands_per_acquisition / base.commands_per_acquisition:.2f}x",
+            f"{cost.per_second:,.0f}", f"{cost.server_cpu_share:.0%}",
+            ", ".join(f"{name} {calls:.1f}" for name, calls in cost.top),
+        ]
+
+    return [
+        "## Command cost (INFO commandstats, script-internal commands included)",
+        "",
+        f"tenure's lock; uncontended: 5,000 acquire + release cycles; contended: "
+        f"{options.cost_seconds:g} s of N contenders looping on one lock (processes up to 8, "
+        "then 8 processes of N / 8 threads). Commands per acquisition counts every command "
+        "the server ran (EVALSHA and the commands inside each script, BLPOP...), INFO left "
+        "out; Redis CPU is the server process's, per wall second, over the same window.",
+        "",
+        *_common.table(
+            ["run", "commands per acquisition", "vs uncontended cycle", "acquisitions/s",
+             "Redis CPU, % of a core", "per acquisition, most called"],
+            [row("uncontended cycle", base)]
+            + [row(f"{waiters} contenders", cost) for waiters, cost in costs.items() if waiters],
+        ),
+        "",
+    ]
 
 
 def targets(
@@ -638,6 +813,14 @@ def targets(
         ("cross-process handoffs/s vs python-redis-lock", ">= 2x", f"{options.cross_ratio:.2f}x",
          options.cross_ratio >= 2),
     ]
+    base = options.costs[0].commands_per_acquisition
+    for waiters, cost in options.costs.items():
+        if waiters:
+            ratio = cost.commands_per_acquisition / base
+            rows.append((f"commands per contended acquisition, {waiters} contenders",
+                         "<= 1.5x the uncontended cycle's",
+                         f"{ratio:.2f}x ({cost.commands_per_acquisition:.1f} vs {base:.1f})",
+                         ratio <= 1.5))
     return [
         "## Against the targets",
         "",
@@ -646,17 +829,25 @@ def targets(
                         for name, wanted, got, met in rows], left=4),
         "",
         "Under contention the figures depend on how much CPU the 8 processes get: on this "
-        "shared 2-core machine the load average during the run is in the table at the top. "
+        "shared 2-core machine the load average during the run is in the table at the top "
+        f"({options.pinning}). "
         "The list-mutex floor is one trip from the releaser through the server to the next "
         "holder with nothing else done; a handoff of tenure's makes the same single trip "
-        "and adds its release and acquire scripts (token check, fence, queue, holder "
-        "record) and its client code. See docs/backends/redis.md, Performance.",
+        "and adds its release and acquire scripts (token check, fence, holder record) and "
+        "its client code. See docs/backends/redis.md, Performance.",
+        "",
+        "The command-cost rows count the same way for both sides of the ratio (INFO "
+        "commandstats deltas, script-internal commands included, same run): an uncontended "
+        "cycle is an acquire script and a release script; a contended acquisition adds the "
+        "failed acquire of the process that comes back, its BLPOP, and the wake-up push, "
+        "whatever the number of waiters.",
         "",
     ]
 
 
 @contextlib.contextmanager
-def server(url: str | None) -> Iterator[str]:
+def server(url: str | None, options: argparse.Namespace) -> Iterator[str]:
+    options.pinning = "nothing pinned"
     if url is not None:
         yield url
         return
@@ -664,6 +855,15 @@ def server(url: str | None) -> Iterator[str]:
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-redis-bench-"))
     started = start_redis(workdir, unix_socket=False)
+    cpus = sorted(os.sched_getaffinity(0))
+    if options.pin and len(cpus) >= 2:
+        # The server on one CPU, every client (this process and the workers it spawns, which
+        # inherit its affinity) on the others.
+        subprocess.run(["taskset", "-pc", str(cpus[0]), str(started.process.pid)],
+                       check=True, capture_output=True)
+        os.sched_setaffinity(0, set(cpus[1:]))
+        options.pinning = (f"redis-server pinned to CPU {cpus[0]}, the bench and its workers "
+                           f"to CPU {','.join(map(str, cpus[1:]))} with taskset")
     try:
         yield started.url
     finally:
@@ -677,11 +877,22 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle-seconds", type=float, default=5.0)
+    parser.add_argument("--cost-seconds", type=float, default=5.0)
+    parser.add_argument("--cost-waiters", default="8,32,128")
+    parser.add_argument("--no-pin", dest="pin", action="store_false")
     parser.add_argument("--url", default=None)
     parser.add_argument("--no-write", action="store_true")
     options = parser.parse_args()
     facts = machine()
-    with server(options.url) as url:
+    with server(options.url, options) as url:
+        print(f"{options.pinning}; command cost...", flush=True)
+        options.costs = {0: uncontended_cost(url, 5000)}
+        for waiters in (int(w) for w in options.cost_waiters.split(",")):
+            options.costs[waiters] = contended_cost(url, waiters, options.cost_seconds)
+        for waiters, cost in options.costs.items():
+            print(f"  {waiters:4d} contenders: {cost.commands_per_acquisition:5.1f} commands "
+                  f"per acquisition, {cost.per_second:,.0f}/s, Redis CPU "
+                  f"{cost.server_cpu_share:.0%}", flush=True)
         print("uncontended...", flush=True)
         cycles = uncontended(url, options.seconds)
         for label, (rate, ratio) in cycles.items():

@@ -33,6 +33,8 @@ from tenure._sync.rwlock import ReadWriteLock
 from tenure._sync.semaphore import Semaphore
 from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo
 
+# The one place the version is written: pyproject.toml reads it from here (a literal, so the
+# build reads it without importing tenure).
 __version__ = "0.1.0"
 
 __all__ = [

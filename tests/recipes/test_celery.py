@@ -31,13 +31,14 @@ def wait_for_records(records: pathlib.Path, count: int, worker: subprocess.Popen
 
 
 def test_task_never_overlaps_and_reports_skipped_runs(
-    tmp_path: pathlib.Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch,
+    recipe_url: str,
 ) -> None:
     # The broker's own database on the session's redis-server, apart from lock tests.
     broker_url = redis_server.url.rsplit("/", 1)[0] + "/15"
     with redis.Redis.from_url(broker_url) as broker:
         broker.flushdb()
-    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    url = recipe_url
     records = tmp_path / "records.log"
     environment = {
         **os.environ,

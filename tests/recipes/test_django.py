@@ -1,8 +1,9 @@
 """The Django recipe (docs/recipes/django.md): a view decorated with a lock per request, and a
-management command run under `tenure run`, on the SQLite default."""
+management command run under `tenure run`, on the SQLite default and on real servers."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import pathlib
 import shlex
@@ -20,18 +21,25 @@ COMMAND_LINE = (pathlib.Path(__file__).parent / "django-command.txt").read_text(
 
 
 def test_concurrent_checkouts_of_one_cart_never_overlap(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    recipe_url: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    monkeypatch.setenv("TENURE_URL", f"sqlite:///{tmp_path / 'locks.db'}")
+    monkeypatch.setenv("TENURE_URL", recipe_url)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "site_settings")
     monkeypatch.syspath_prepend(str(SITE))
     import django
     from django.test import Client
 
     django.setup()
-    from shop import views
+    # The views module opens its client at import, from $TENURE_URL: import it afresh for
+    # this backend (and drop the URL resolver's references to an earlier import's views).
+    from django.urls import clear_url_caches
 
-    views.events.clear()
+    for module in ("shop.urls", "shop.views"):
+        sys.modules.pop(module, None)
+    clear_url_caches()
+    views = importlib.import_module("shop.views")
+
+    request.addfinalizer(views.locks.close)
     statuses: list[int] = []
 
     def checkout() -> None:
@@ -58,12 +66,12 @@ def run_command_line(workdir: pathlib.Path, url: str) -> subprocess.CompletedPro
     )
 
 
-def test_management_command_under_tenure_run_is_skipped_while_busy(
-    tmp_path: pathlib.Path,
+def test_management_command_under_tenure_run_is_skipped_silently_while_busy(
+    tmp_path: pathlib.Path, recipe_url: str
 ) -> None:
     site = tmp_path / "site"
     shutil.copytree(SITE, site)
-    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    url = recipe_url
     log = site / "rebuild_index.log"
 
     free = run_command_line(site, url)
@@ -77,5 +85,5 @@ def test_management_command_under_tenure_run_is_skipped_while_busy(
     finally:
         client.close()
     assert busy.returncode == 0, busy.stderr
-    assert busy.stderr.strip() != ""
+    assert (busy.stdout, busy.stderr) == ("", "")
     assert log.read_text().splitlines() == ["ran"]

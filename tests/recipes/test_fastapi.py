@@ -1,9 +1,9 @@
-"""The FastAPI recipe: concurrent requests for one order never overlap inside the lock."""
+"""The FastAPI recipe: concurrent requests for one order never overlap inside the lock, on the
+SQLite default and on real servers."""
 
 from __future__ import annotations
 
 import asyncio
-import pathlib
 
 import httpx
 import pytest
@@ -12,9 +12,9 @@ from tests.recipes import fastapi_app
 
 
 def test_concurrent_requests_for_one_order_run_one_at_a_time(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    recipe_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TENURE_URL", f"sqlite:///{tmp_path / 'locks.db'}")
+    monkeypatch.setenv("TENURE_URL", recipe_url)
     fastapi_app.events.clear()
     requests = 8
 

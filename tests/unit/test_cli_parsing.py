@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 import tenure
 from tenure.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE
-from tenure.cli.main import _parse, build_parser, main
+from tenure.cli.main import COMMANDS, MANUAL_URL, _parse, build_parser, main
 from tenure.cli.run import SI_KERNEL, should_forward
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
@@ -51,6 +52,19 @@ def test_help_documents_commands_and_exit_statuses(capsys: pytest.CaptureFixture
         main(["run", "--help"])
     run_help = capsys.readouterr().out
     assert "--busy-exit-code" in run_help and "TENURE_FENCE" in run_help
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_no_help_text_points_into_the_repository(
+    command: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/ is in neither the wheel nor an installed tenure: help points at the manual's URL.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"] if command is None else [command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert MANUAL_URL in text or command is not None
+    assert re.findall(r"(?<![/\w.])(?:docs|tests|src|scripts)/|\.md\b", text) == [], text
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

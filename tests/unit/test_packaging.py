@@ -1,7 +1,8 @@
 """What pyproject.toml publishes agrees with the code: each backend's EXTRA is an extra,
 each extra's driver is imported only by the backends that declare it, the core imports only
 the standard library, and the installed metadata carries the licence, the classifiers, the
-project URLs and no development tools."""
+project URLs and no development tools; the version is written once; the sdist carries the
+whole project (tests, docs, tools) and the wheel only the library."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import ast
 import importlib.metadata
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
+import zipfile
 
 import pytest
 
@@ -155,3 +159,67 @@ def test_the_readme_links_work_on_the_package_index() -> None:
     assert targets
     relative = [target for target in targets if not re.match(r"https?://|#", target)]
     assert relative == []
+
+
+def test_the_version_is_written_once() -> None:
+    # pyproject.toml takes it from tenure.__version__: the installed metadata says the same.
+    assert "version" not in PYPROJECT
+    assert "version" in PYPROJECT["dynamic"]
+    assert importlib.metadata.version("tenure") == tenure.__version__
+    written = re.findall(r"\b\d+\.\d+\.\d+\b", (ROOT / "pyproject.toml").read_text())
+    assert tenure.__version__ not in written
+
+
+# Directories the sdist carries whole, beside src/: what building, testing and documenting
+# tenure from the sdist alone needs.
+SDIST_TREES = ("tests", "docs", "scripts", "bench", "safety")
+SDIST_FILES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml",
+               "tests/conftest.py", "docs/index.md", "src/tenure/py.typed")
+
+
+def _source_files(root: pathlib.Path) -> set[str]:
+    """The project's own files under SDIST_TREES (no caches, no benchmark results)."""
+    found = set()
+    for tree in SDIST_TREES:
+        for path in (root / tree).rglob("*"):
+            relative = path.relative_to(root)
+            if path.is_file() and "__pycache__" not in relative.parts \
+                    and relative.parts[:2] != ("bench", "results") \
+                    and path.suffix not in (".pyc", ".so", ".o"):
+                found.add(relative.as_posix())
+    return found
+
+
+def test_the_sdist_carries_tests_and_docs_and_the_wheel_only_the_library(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A copy of the checkout, so the build's egg-info never lands in the working tree; built
+    # offline with the backend installed in this venv (build, setuptools: the test group).
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "site", "build", "dist", "*.egg-info", ".*_cache", ".hypothesis",
+        "__pycache__", "results",
+    ))
+    out = tmp_path / "dist"
+    result = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel",
+         "--outdir", str(out), str(source)],
+        capture_output=True, text=True, check=False, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (sdist,) = out.glob("tenure-*.tar.gz")
+    (wheel,) = out.glob("tenure-*.whl")
+    assert sdist.name == f"tenure-{tenure.__version__}.tar.gz"
+
+    prefix = f"tenure-{tenure.__version__}/"
+    with tarfile.open(sdist) as archive:
+        in_sdist = {name.removeprefix(prefix) for name in archive.getnames()}
+    missing = (set(SDIST_FILES) | _source_files(source)) - in_sdist
+    assert missing == set(), sorted(missing)
+
+    with zipfile.ZipFile(wheel) as archive:
+        in_wheel = archive.namelist()
+    tops = {name.split("/", 1)[0] for name in in_wheel}
+    assert tops == {"tenure", f"tenure-{tenure.__version__}.dist-info"}, tops
+    assert "tenure/py.typed" in in_wheel
+    assert not [name for name in in_wheel if "conftest" in name or "/tests/" in name]

@@ -40,6 +40,13 @@ class AsyncBackend(abc.ABC):
     wake-ups, LISTEN/NOTIFY). A waiter then waits ``max_backoff`` at once (bounded by the
     holder's lease and the caller's deadline) instead of polling up from 1 ms."""
 
+    @property
+    def setup_seconds(self) -> float:
+        """Seconds this client has spent on connection set-ups its servers completed (see
+        ``tenure._concurrency.setup_time``): an acquire's call that overruns its bound is
+        given this much more while it grows. 0 for a backend that does not measure it."""
+        return 0.0
+
     @classmethod
     @abc.abstractmethod
     def from_url(cls, url: str, **options: Any) -> AsyncBackend:

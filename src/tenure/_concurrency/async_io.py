@@ -112,14 +112,25 @@ class DeadlineExceeded(TimeoutError):
         self.pending = pending
 
 
-async def bounded(call: Callable[[], Awaitable[T]], seconds: float | None) -> T:
+async def bounded(
+    call: Callable[[], Awaitable[T]], seconds: float | None,
+    credit: Callable[[], float] | None = None,
+) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound), leaving
-    the call running. A cancelled caller behaves as in ``complete``."""
+    the call running. ``credit``: a running total of seconds (connection set-up the server
+    completed, see ``setup_time``); what it grows by while the call runs is added to the
+    bound, for as long as it grows. A cancelled caller behaves as in ``complete``."""
     if seconds is None:
         return await complete(call())
     task = asyncio.ensure_future(call())
+    credited = 0.0 if credit is None else credit()
     try:
         await asyncio.wait({task}, timeout=seconds)
+        while not task.done() and credit is not None and credit() > credited:
+            more = credit() - credited
+            credited += more
+            seconds += more
+            await asyncio.wait({task}, timeout=more)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await _finish_despite_cancellation(task)

@@ -83,19 +83,30 @@ class DeadlineExceeded(TimeoutError):
         self.pending = pending
 
 
-def bounded(call: Callable[[], T], seconds: float | None) -> T:
+def bounded(
+    call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None
+) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound). A thread
     blocked in a socket read cannot be interrupted, so a bounded call runs on the shared
-    pool and this thread waits for it at most ``seconds``; the call goes on there."""
+    pool and this thread waits for it at most ``seconds``; the call goes on there.
+    ``credit``: as in the asyncio flavour, set-up seconds added to the bound as they grow."""
     if seconds is None:
         return call()
     future = _runner().submit(call)
-    try:
-        return future.result(timeout=seconds)
-    except concurrent.futures.TimeoutError:
-        if future.done():  # the call itself raised TimeoutError (Python < 3.11 spelling)
-            raise
-        raise DeadlineExceeded(seconds, future) from None
+    credited = 0.0 if credit is None else credit()
+    wait = seconds
+    while True:
+        try:
+            return future.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            if future.done():  # the call itself raised TimeoutError (Python < 3.11 spelling)
+                raise
+            more = 0.0 if credit is None else credit() - credited
+            if more <= 0:
+                raise DeadlineExceeded(seconds, future) from None
+            credited += more
+            seconds += more
+            wait = more
 
 
 class _DaemonRunner:

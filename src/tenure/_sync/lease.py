@@ -65,7 +65,10 @@ DEFAULT = _Default.TIMEOUT
 DEADLINE_SLACK = 0.5
 """Seconds an ``acquire(timeout=T)`` may overrun T while a server call is under way: a
 server that accepts connections but never answers (hung, partitioned, paused) costs at most
-T + this, whatever the driver's own timeouts."""
+T + this, whatever the driver's own timeouts. Connection set-up that the server completed
+during the call (a first contact, a reconnect) is added to the bound (see
+``tenure._concurrency.setup_time``): a healthy but slow server's busy lock is a timeout,
+not a BackendError."""
 
 
 class LeaseKind(abc.ABC):
@@ -274,6 +277,7 @@ class Lease:
                             self.kind.acquire, self.name, token, self.ttl, holder, waited
                         ),
                         self._call_limit(deadline, started),
+                        credit=self._setup_seconds,
                     )
                 except io.DeadlineExceeded as late:
                     io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
@@ -479,6 +483,9 @@ class Lease:
         self.release()
 
     # ---- internals ---------------------------------------------------------------------
+
+    def _setup_seconds(self) -> float:
+        return self.backend.setup_seconds
 
     def _call_limit(self, deadline: float | None, now: float) -> float | None:
         """How long one server call of an acquire may take: to the caller's deadline plus

@@ -220,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
         "completion",
         "print a shell completion script",
         "Print the completion script for SHELL on stdout: subcommands, options, and lock "
-        "names (read with 'tenure ls --all') for NAME arguments. Install it as shown in "
-        "docs/cli.md, e.g. for bash: tenure completion bash > "
+        "names (read with 'tenure ls --all') for NAME arguments. Install it as the manual "
+        f"shows ({MANUAL_URL}), e.g. for bash: tenure completion bash > "
         "~/.local/share/bash-completion/completions/tenure",
     )
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL",

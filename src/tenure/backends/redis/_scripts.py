@@ -4,10 +4,9 @@ Keys of the lock named N, with D = the first 32 hex digits of SHA-256(N in UTF-8
 
     {ns}:{D}              hash   name, fence                        never expires
     {ns}:{D}:lease        hash   token, host, pid, thread, since     PEXPIRE = the lease
-    {ns}:{D}:next         string the waiter the lock is reserved for PX = the handoff window
-    {ns}:{D}:queue        zset   waiting token -> arrival (server us) expires after its waits
-    {ns}:{D}:lapse        hash   waiting token -> server ms when its current wait ends
-    {ns}:{D}:wake:TOKEN   list   a waiter's wake-up, BLPOPed by it    expires on its own
+    {ns}:{D}:wake         list   one item per release, BLPOPed by    expires 1 s after its
+                                 the longest-blocked waiter          last push
+    {ns}:{D}:left:TOKEN   string a waiter that gave up mid-wait      PX = its wait + 5 s
 
 ``{ns}`` is the namespace option (default ``tenure``). ``{D}`` is the Redis Cluster hash tag:
 the first ``{...}`` of every key of one lock is the same hex digest, so all of them live in
@@ -20,17 +19,22 @@ The fence is the ``fence`` field of the first hash, ``HINCRBY``'d in the acquire
 never expires and is kept across releases, so it only grows (across server restarts too when
 the server persists its data: AOF with ``appendfsync always``, see docs/backends/redis.md).
 
-Waiting (rule 6): a waiter about to block ANNOUNCEs itself (it joins the queue in arrival order
-as a live waiter), BLPOPs its own wake list, and has its next ACQUIRE pipelined behind the
-BLPOP, which also ends its "live" state. A release (or a break) pops the longest-waiting live
-waiter, pushes to its wake list, and reserves the free lock for it for the handoff window: the
-server unblocks that BLPOP and runs the queued ACQUIRE in the same turn, and the releasing
-process, coming straight back, finds the lock reserved instead of barging ahead of a process
-that has waited longer. A waiter that gave up is not live, so nothing is reserved for it; one
-cancelled mid-wait LEAVEs, passing on a reservation (or a lease its pipelined ACQUIRE took);
-one that died holds a reservation for the window at most, and its queue entry lapses.
+Waiting (rule 6): a waiter BLPOPs the lock's wake list with its next ACQUIRE pipelined behind
+the BLPOP. Every release (and break) pushes one item: the server hands it to the client that
+has been blocked the longest (Redis serves a list's blocked clients first come, first served),
+unblocks it and runs its queued ACQUIRE in the same turn, before the releasing process can
+even read its reply, so the releaser coming straight back finds the lock taken and queues up
+behind. The queue is the server's own list of blocked clients: a contended acquisition costs
+the same few commands whatever the number of waiters, and a waiter that dies or is cancelled
+leaves nothing behind (its blocked connection is dropped). An item nobody was blocked for (a
+waiter between two waits) waits for the next BLPOP, for a second at most; a grant to a
+process that did not wait deletes any left, as the lock is no longer free. A waiter cancelled
+mid-wait LEAVEs: it gives back a lease its pipelined ACQUIRE may have taken, passes a
+wake-up it may have taken on, and marks its token as gone, so that an ACQUIRE still pipelined
+on its dropped connection (a server that has not yet noticed the close, a BLPOP still
+blocked) grants nothing.
 
-Times: ``since`` and queue arrivals are server microseconds (``TIME``); ttl arguments are
+Times: ``since`` and the reply times are server microseconds (``TIME``); ttl arguments are
 milliseconds. Scripts use no client clock.
 """
 
@@ -46,7 +50,6 @@ from tenure._types import Holder, LockInfo
 
 __all__ = [
     "ACQUIRE",
-    "ANNOUNCE",
     "BREAK",
     "EXTEND",
     "INSPECT",
@@ -74,22 +77,18 @@ class Script:
 class LockKeys(NamedTuple):
     meta: str
     lease: str
-    next: str
-    queue: str
-    lapse: str
-    wake_prefix: str
+    wake: str
+    left_prefix: str
 
-    def wake(self, token: str) -> str:
-        return self.wake_prefix + token
+    def left(self, token: str) -> str:
+        return self.left_prefix + token
 
 
 @functools.lru_cache(maxsize=4096)
 def lock_keys(namespace: str, name: str) -> LockKeys:
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
     meta = f"{namespace}:{{{digest}}}"
-    return LockKeys(
-        meta, f"{meta}:lease", f"{meta}:next", f"{meta}:queue", f"{meta}:lapse", f"{meta}:wake:"
-    )
+    return LockKeys(meta, f"{meta}:lease", f"{meta}:wake", f"{meta}:left:")
 
 
 def meta_pattern(namespace: str) -> str:
@@ -103,61 +102,46 @@ def milliseconds(seconds: float) -> int:
 
 # ---- the scripts ----------------------------------------------------------------------------
 
-# Shared by RELEASE, BREAK and LEAVE: wake the longest-waiting waiter whose wait has not ended
-# and, if window_ms > 0, reserve the (free) lock for it. Waiters found lapsed are dropped.
-_HAND_OFF = """
-local function hand_off(next_key, queue, lapse, wake_prefix, window_ms)
-  local waiting = redis.call('ZRANGE', queue, 0, 31)
-  if #waiting == 0 then return end
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  for _, waiter in ipairs(waiting) do
-    local ends = tonumber(redis.call('HGET', lapse, waiter))
-    redis.call('ZREM', queue, waiter)
-    redis.call('HDEL', lapse, waiter)
-    if ends and ends > now_ms then
-      local wake = wake_prefix .. waiter
-      redis.call('RPUSH', wake, '1')
-      redis.call('PEXPIRE', wake, 5000)
-      if window_ms > 0 then
-        redis.call('SET', next_key, waiter, 'PX', window_ms)
-      end
-      return
-    end
-  end
+WAKE_KEEP_MS = 1000
+"""How long a wake-up item nobody has BLPOPed yet stays: long enough for a waiter between two
+waits to block again, short enough that releases nobody waited for cost little."""
+
+# Shared by RELEASE, BREAK and LEAVE: one item on the wake list wakes the longest-blocked
+# waiter (or the next one to block, within WAKE_KEEP_MS).
+_WAKE = f"""
+local function wake(key)
+  redis.call('RPUSH', key, '1')
+  redis.call('PEXPIRE', key, {WAKE_KEEP_MS})
 end
 """
 
 ACQUIRE = Script(
     "acquire",
     """
--- KEYS[1] meta hash   KEYS[2] lease   KEYS[3] next   KEYS[4] queue   KEYS[5] lapse
--- KEYS[6] this token's wake list
+-- KEYS[1] meta hash   KEYS[2] lease   KEYS[3] wake list   KEYS[4] this token's left mark
 -- ARGV[1] token   ARGV[2] ttl ms   ARGV[3] name   ARGV[4] host   ARGV[5] pid   ARGV[6] thread
+-- ARGV[7] '1' if this attempt follows a wait (pipelined behind its BLPOP), else '0'
 -- ARGV[8] '1' to store ARGV[9] as the lease's value (an election leader's), else '0'
--- ARGV[7] '1' if this token has waited in the queue, else '0'. A queued waiter's attempt
---   ends its current wait: granted, it leaves the queue; busy, it is no longer woken (it
---   keeps its place, and is woken again once it announces its next wait).
--- Returns {1, fence, server us}: granted (free, expired, or already ours: then the expiry is
---   reset and the fence kept); {0, ms}: held by another token (or reserved for a waiter) for
---   about ms more (-1: unknown); {-1, stored name}: the name's digest belongs to another name.
+-- Returns {1, fence}: granted (free, expired, or already ours: then the expiry is reset and
+--   the fence kept); {0, ms}: held by another token for about ms more (-1: unknown; also
+--   after a wait its waiter gave up, which LEAVE marked); {-1, stored name}: the name's
+--   digest belongs to another name.
+-- A grant after no wait deletes the wake-ups left on the list: they said the lock was free,
+-- which it no longer is (a waiter's grant took its item with its BLPOP).
 local token = ARGV[1]
-local now = redis.call('TIME')
-local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
 local holder = redis.call('HGET', KEYS[2], 'token')
 if holder == token then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), now_us}
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
 end
 if holder then
-  if ARGV[7] == '1' then redis.call('HDEL', KEYS[5], token) end
   return {0, redis.call('PTTL', KEYS[2])}
 end
-local reserved = redis.call('GET', KEYS[3])
-if reserved and reserved ~= token then
-  if ARGV[7] == '1' then redis.call('HDEL', KEYS[5], token) end
-  return {0, redis.call('PTTL', KEYS[3])}
+if ARGV[7] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
+  return {0, -1}
 end
+local now = redis.call('TIME')
+local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
 local stored = redis.call('HGET', KEYS[1], 'name')
 if stored and stored ~= ARGV[3] then
   return {-1, stored}
@@ -166,39 +150,36 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 if not stored then
   redis.call('HSET', KEYS[1], 'name', ARGV[3])
 end
-redis.call('HSET', KEYS[2], 'token', token, 'host', ARGV[4], 'pid', ARGV[5],
-           'thread', ARGV[6], 'since', now_us)
 if ARGV[8] == '1' then
-  redis.call('HSET', KEYS[2], 'value', ARGV[9])
+  redis.call('HSET', KEYS[2], 'token', token, 'host', ARGV[4], 'pid', ARGV[5],
+             'thread', ARGV[6], 'since', now_us, 'value', ARGV[9])
+else
+  redis.call('HSET', KEYS[2], 'token', token, 'host', ARGV[4], 'pid', ARGV[5],
+             'thread', ARGV[6], 'since', now_us)
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if reserved then
+if ARGV[7] ~= '1' then
   redis.call('DEL', KEYS[3])
 end
-if ARGV[7] == '1' then
-  redis.call('ZREM', KEYS[4], token)
-  redis.call('HDEL', KEYS[5], token)
-  redis.call('DEL', KEYS[6])
-end
-return {1, fence, now_us}
+return {1, fence}
 """,
 )
 
 RELEASE = Script(
     "release",
     """
--- KEYS[1] lease   KEYS[2] next   KEYS[3] queue   KEYS[4] lapse
--- ARGV[1] token   ARGV[2] wake-list key prefix   ARGV[3] handoff window ms
+-- KEYS[1] lease   KEYS[2] wake list
+-- ARGV[1] token
 -- Returns 1 if this token's live lease was deleted (and the longest waiter woken), else 0
 -- (expired, or another token's: nothing is changed).
 """
-    + _HAND_OFF
+    + _WAKE
     + """
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-hand_off(KEYS[2], KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+wake(KEYS[2])
 return 1
 """,
 )
@@ -246,83 +227,42 @@ return {meta[1], meta[2], lease[2], lease[3], lease[4], lease[5], redis.call('PT
 BREAK = Script(
     "break",
     """
--- KEYS[1] lease   KEYS[2] next   KEYS[3] queue   KEYS[4] lapse
--- ARGV[1] wake-list key prefix   ARGV[2] handoff window ms
+-- KEYS[1] lease   KEYS[2] wake list
 -- Returns 1 if a live lease (anybody's) was deleted and the longest waiter woken, else 0.
 -- The fence is untouched.
 """
-    + _HAND_OFF
+    + _WAKE
     + """
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
-hand_off(KEYS[2], KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[2]))
+wake(KEYS[2])
 return 1
-""",
-)
-
-ANNOUNCE = Script(
-    "announce",
-    """
--- KEYS[1] lease   KEYS[2] next   KEYS[3] queue   KEYS[4] lapse   KEYS[5] this token's wake list
--- ARGV[1] token   ARGV[2] how long it will wait, ms   ARGV[3] its first arrival (server us),
---   or '' on its first wait
--- Queues the token (at its first arrival, so waiting again keeps its place) as a live waiter
--- until its wait ends: its next ACQUIRE says when (the BLPOP's timeout can run late by up to
--- 1/hz s on a quiet server), else 1 s after the wait's nominal end (a client that died).
--- If the lock was freed since the waiter's failed acquire, pushes its own wake-up, so the
--- BLPOP that follows returns at once. Returns {arrival used, server us now}.
-local now = redis.call('TIME')
-local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
-local arrival = ARGV[3]
-if arrival == '' then
-  arrival = now_us
-end
-local wait_ms = tonumber(ARGV[2])
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZADD', KEYS[3], arrival, ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[1], now_ms + wait_ms + 1000)
-local keep = wait_ms + 2000
-if redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], keep) end
-if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local reserved = redis.call('GET', KEYS[2])
-  if not reserved or reserved == ARGV[1] then
-    if redis.call('LLEN', KEYS[5]) == 0 then
-      redis.call('RPUSH', KEYS[5], '1')
-    end
-    redis.call('PEXPIRE', KEYS[5], keep)
-  end
-end
-return {arrival, now_us}
 """,
 )
 
 LEAVE = Script(
     "leave",
     """
--- KEYS[1] lease   KEYS[2] next   KEYS[3] queue   KEYS[4] lapse   KEYS[5] this token's wake list
--- ARGV[1] token   ARGV[2] wake-list key prefix   ARGV[3] handoff window ms
--- A waiter gives up (cancelled, or its connection failed): leaves the queue, and passes on to
--- the next waiter a reservation, or a lease, that its pipelined acquire may have been given.
+-- KEYS[1] lease   KEYS[2] wake list   KEYS[3] this token's left mark
+-- ARGV[1] token   ARGV[2] how long the mark stays, ms (the wait's longest, and a margin)
+-- A waiter gives up mid-wait (cancelled, or its connection failed): its BLPOP may have taken
+-- a wake-up, and its pipelined acquire the lock; or both may still come, on a connection the
+-- server has not yet seen closed. Marks the token as gone (its acquires after a wait then
+-- grant nothing), gives the lease back if it holds it, and wakes the next waiter if the lock
+-- is free (a wake-up it took is passed on; a spare one is a spurious wake-up at worst).
 -- Returns 1.
 """
-    + _HAND_OFF
+    + _WAKE
     + """
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-redis.call('DEL', KEYS[5])
-local passed = false
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
+local holder = redis.call('HGET', KEYS[1], 'token')
+if holder == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  passed = true
+  holder = false
 end
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-  passed = redis.call('EXISTS', KEYS[1]) == 0
-end
-if passed then
-  hand_off(KEYS[2], KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+if not holder then
+  wake(KEYS[2])
 end
 return 1
 """,
@@ -342,7 +282,7 @@ return 1
 """,
 )
 
-ALL_SCRIPTS = (ACQUIRE, RELEASE, EXTEND, INSPECT, BREAK, ANNOUNCE, LEAVE, SET_VALUE)
+ALL_SCRIPTS = (ACQUIRE, RELEASE, EXTEND, INSPECT, BREAK, LEAVE, SET_VALUE)
 
 
 # ---- replies --------------------------------------------------------------------------------

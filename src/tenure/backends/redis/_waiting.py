@@ -27,9 +27,9 @@ BLOCKING_TIMER = 0.2
 """Seconds a blocking command may outlast its timeout: Redis ends timed-out ones on its timer
 (every 1/hz s, 0.1 s by default). A wait plus this must stay within the socket timeout."""
 GRANT_SLACK = 0.02
-"""Seconds added to the lease a waiter's pipelined acquire takes: the lock logic measures
-the lease from its own next call, a moment after the server granted it; the extra keeps the
-server's lease the longer of the two (checked, see ``LockWaiter``)."""
+"""Seconds added to the lease a waiter's pipelined acquire takes, beyond the wait's longest:
+the lock logic measures the lease from its own next call, a moment after the reply came; the
+extra keeps the server's lease the longer of the two (checked, see ``LockWaiter``)."""
 
 
 class WaitBudget:
@@ -59,13 +59,16 @@ class LockWaiter:
     with the same token.
 
     The wait pipelines that next acquire behind its BLPOP and keeps the reply in ``outcome``
-    for the lock logic's call to pick up without another round trip. A grant kept that way is
-    handed over only if provably conservative: the lock logic counts the lease from its own
-    call, a moment after the server granted it, so the server's lease (taken GRANT_SLACK
-    longer) must not end before the lock logic's. The grant happened no earlier, on the
-    client's clock, than ``sent_at`` plus the server time between the announce and the grant;
-    if more than GRANT_SLACK has passed since then, ``acquire`` asks again with the same token
-    instead (which restarts the lease from that request, keeping the fence).
+    for the lock logic's call to pick up without another round trip. The lock logic counts
+    the lease from its own call, a moment after the server granted it, so the server's lease
+    must not end before the lock logic's: the pipelined acquire takes a lease longer by
+    ``outcome_slack``, the wait's longest (the BLPOP's timeout, and the server's timer) plus
+    GRANT_SLACK. The grant came after the wait was sent (``outcome_sent_at``), so a grant
+    picked up within ``outcome_slack`` of that send is conservative whenever the BLPOP
+    returned; one picked up later (a process stalled) is not handed over: ``acquire`` asks
+    again with the same token instead (which restarts the lease from that request, keeping
+    the fence). A holder that dies at once after such a grant keeps the lock at most that
+    slack (well under a second) longer than its ttl.
     """
 
     backend: object
@@ -76,12 +79,14 @@ class LockWaiter:
     holder: Holder
     value: str | None = None
     """The value its grant stores with the lease (an election's campaign), if any."""
-    arrival: Any = None
-    """Its first place in the queue (server microseconds), once it has waited."""
+    waited: bool = False
+    """Whether it has waited (its next acquire is the one pipelined behind a BLPOP)."""
     outcome: Any = None
     """ACQUIRE's reply from the end of the last wait, not yet handed to the lock logic."""
-    sent_at: float = 0.0
-    announced_us: int = 0
+    outcome_sent_at: float = 0.0
+    """When (client clock) the wait that brought ``outcome`` was sent."""
+    outcome_slack: float = 0.0
+    """Seconds the lease of ``outcome``'s grant, if any, outlasts the ttl."""
 
 
 def waiter_of(backend: object, busy: Busy | None, name: str) -> LockWaiter | None:

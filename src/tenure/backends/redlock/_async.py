@@ -61,8 +61,6 @@ from tenure.backends.redlock._scripts import FENCE_FLOOR
 __all__ = ["BACKEND", "AsyncRedlockBackend"]
 
 T = TypeVar("T")
-NO_HANDOFF = 0
-"""Redlock waiters back off by timer: releases reserve nothing for anyone."""
 SPLIT_VOTE_BUDGET = 0.5
 """Seconds one acquire may spend resolving split votes before it reports Busy(None)."""
 SPLIT_VOTE_FIRST_PAUSE = 0.002
@@ -193,7 +191,7 @@ class AsyncRedlockBackend(AsyncBackend):
     ) -> Grant | Busy | None:
         """Grant, Busy, or None for a split vote (see ``acquire``)."""
         keys = lock_keys(self._namespace, name)
-        script_keys = (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token))
+        script_keys = (keys.meta, keys.lease, keys.wake, keys.left(token))
         arguments = (token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread, "0")
         started = self._clock()
         replies = await self._each(lambda node: node.script(ACQUIRE, script_keys, arguments))
@@ -265,9 +263,7 @@ class AsyncRedlockBackend(AsyncBackend):
         """RELEASE on every node; each node's answer, or its error (never raised)."""
         return await self._each(
             lambda node: node.script(
-                RELEASE,
-                (keys.lease, keys.next, keys.queue, keys.lapse),
-                (token, keys.wake_prefix, NO_HANDOFF),
+                RELEASE, (keys.lease, keys.wake), (token,),
             )
         )
 
@@ -366,8 +362,7 @@ class AsyncRedlockBackend(AsyncBackend):
         keys = lock_keys(self._namespace, name)
         replies = await self._each(
             lambda node: node.script(
-                BREAK, (keys.lease, keys.next, keys.queue, keys.lapse),
-                (keys.wake_prefix, NO_HANDOFF),
+                BREAK, (keys.lease, keys.wake), (),
             )
         )
         failures = [reply for reply in replies if isinstance(reply, Exception)]

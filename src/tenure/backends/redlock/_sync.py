@@ -63,8 +63,6 @@ from tenure.backends.redlock._scripts import FENCE_FLOOR
 __all__ = ["BACKEND", "RedlockBackend"]
 
 T = TypeVar("T")
-NO_HANDOFF = 0
-"""Redlock waiters back off by timer: releases reserve nothing for anyone."""
 SPLIT_VOTE_BUDGET = 0.5
 """Seconds one acquire may spend resolving split votes before it reports Busy(None)."""
 SPLIT_VOTE_FIRST_PAUSE = 0.002
@@ -195,7 +193,7 @@ class RedlockBackend(Backend):
     ) -> Grant | Busy | None:
         """Grant, Busy, or None for a split vote (see ``acquire``)."""
         keys = lock_keys(self._namespace, name)
-        script_keys = (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token))
+        script_keys = (keys.meta, keys.lease, keys.wake, keys.left(token))
         arguments = (token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread, "0")
         started = self._clock()
         replies = self._each(lambda node: node.script(ACQUIRE, script_keys, arguments))
@@ -267,9 +265,7 @@ class RedlockBackend(Backend):
         """RELEASE on every node; each node's answer, or its error (never raised)."""
         return self._each(
             lambda node: node.script(
-                RELEASE,
-                (keys.lease, keys.next, keys.queue, keys.lapse),
-                (token, keys.wake_prefix, NO_HANDOFF),
+                RELEASE, (keys.lease, keys.wake), (token,),
             )
         )
 
@@ -368,8 +364,7 @@ class RedlockBackend(Backend):
         keys = lock_keys(self._namespace, name)
         replies = self._each(
             lambda node: node.script(
-                BREAK, (keys.lease, keys.next, keys.queue, keys.lapse),
-                (keys.wake_prefix, NO_HANDOFF),
+                BREAK, (keys.lease, keys.wake), (),
             )
         )
         failures = [reply for reply in replies if isinstance(reply, Exception)]

@@ -16,8 +16,8 @@ class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps, AsyncLeaseValueSupport
     """Options (URL query or keyword): ``socket_timeout``, ``socket_connect_timeout`` (seconds,
     default 3), ``retries`` (redis-py connection retries, default 0), ``namespace`` (key
     prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default
-    64), ``handoff_window`` (seconds a release reserves the lock for the longest waiter,
-    default 0.05; 0 turns fair handoff off), ``gc_after`` (seconds an idle semaphore's record
+    64), ``handoff_window`` (accepted and ignored since a release hands the lock straight to
+    the longest-blocked waiter), ``gc_after`` (seconds an idle semaphore's record
     is kept, default 30 days; ``none``: forever), ``client_name``, ``health_check_interval``;
     keyword only: ``username``, ``password``, ``sentinel_username``, ``sentinel_password``,
     ``ssl_*`` (TLS files, ``ssl_cert_reqs``, ``ssl_check_hostname``, ``ssl_min_version``...)."""

@@ -37,10 +37,13 @@ class RedisBase(Backend):
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
         self._namespace = settings.namespace
-        self._window_ms = round(settings.handoff_window * 1000)
         self._gc_after_ms = settings.gc_after_ms
         self._waits = WaitBudget(settings, self.max_backoff)
         self._transport: Transport = open_transport(settings)
+
+    @property
+    def setup_seconds(self) -> float:
+        return self._transport.setup.seconds
 
     def describe(self) -> str:
         return self.settings.display

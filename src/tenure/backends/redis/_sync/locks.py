@@ -28,7 +28,7 @@ from tenure.backends.redis._scripts import (
     meta_pattern,
     milliseconds,
 )
-from tenure.backends.redis._waiting import GRANT_SLACK, LockWaiter, waiter_of
+from tenure.backends.redis._waiting import BLOCKING_TIMER, GRANT_SLACK, LockWaiter, waiter_of
 
 __all__ = ["LockSteps"]
 
@@ -82,9 +82,9 @@ class LockSteps(RedisBase):
         with self._translated("acquire", name):
             reply = self._transport.script(
                 ACQUIRE,
-                (keys.meta, keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
+                (keys.meta, keys.lease, keys.wake, keys.left(token)),
                 (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
-                 "0" if waiter is None or waiter.arrival is None else "1",
+                 "1" if waiter is not None and waiter.waited else "0",
                  "0" if value is None else "1", value or ""),
             )
         return self._outcome(
@@ -96,11 +96,8 @@ class LockSteps(RedisBase):
         if reply[0] == 0:
             left = int(reply[1])
             return Busy(None if left < 0 else left / 1000, waiter)
-        if reply[0] == 1:
-            waited_on_server = (int(reply[2]) - waiter.announced_us) / 1_000_000
-            since_grant = time.monotonic() - waiter.sent_at - waited_on_server
-            if waited_on_server >= 0 and since_grant <= GRANT_SLACK:
-                return Grant(int(reply[1]))
+        if reply[0] == 1 and time.monotonic() - waiter.outcome_sent_at <= waiter.outcome_slack:
+            return Grant(int(reply[1]))
         return None  # too old to vouch for: acquire again with the same token
 
     def _outcome(
@@ -125,11 +122,7 @@ class LockSteps(RedisBase):
     def release(self, name: str, token: str) -> bool:
         keys = lock_keys(self._namespace, name)
         with self._translated("release", name):
-            released = self._transport.script(
-                RELEASE,
-                (keys.lease, keys.next, keys.queue, keys.lapse),
-                (token, keys.wake_prefix, self._window_ms),
-            )
+            released = self._transport.script(RELEASE, (keys.lease, keys.wake), (token,))
         return bool(released == 1)
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
@@ -189,11 +182,7 @@ class LockSteps(RedisBase):
     def break_lock(self, name: str) -> bool:
         keys = lock_keys(self._namespace, name)
         with self._translated("break", name):
-            broken = self._transport.script(
-                BREAK,
-                (keys.lease, keys.next, keys.queue, keys.lapse),
-                (keys.wake_prefix, self._window_ms),
-            )
+            broken = self._transport.script(BREAK, (keys.lease, keys.wake), ())
         return bool(broken == 1)
 
     # ---- waiting ---------------------------------------------------------------------------
@@ -201,9 +190,10 @@ class LockSteps(RedisBase):
     def wait_for_release(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
-        """Block on this waiter's wake list until a release pops it from the queue, or for
-        ``timeout`` (at most half the socket timeout: the read must not time out first), then
-        try to acquire in the same round trip (see ``LockWaiter``)."""
+        """Block on the lock's wake list until a release pushes to it and this waiter is the
+        one blocked longest, or for ``timeout`` (at most half the socket timeout: the read
+        must not time out first), then try to acquire in the same round trip (see
+        ``LockWaiter``)."""
         waiter = waiter_of(self, busy, name)
         seconds = min(timeout, self._waits.longest)
         if waiter is None or not self._waits.take(seconds):
@@ -212,37 +202,46 @@ class LockSteps(RedisBase):
         keys = lock_keys(self._namespace, name)
         token = waiter.token
         wait_ms = milliseconds(seconds)
-        wake = keys.wake(token)
-        lease_keys = (keys.lease, keys.next, keys.queue, keys.lapse)
-        announce = (*lease_keys, wake, token, wait_ms, waiter.arrival or "")
+        slack = wait_ms / 1000 + BLOCKING_TIMER + GRANT_SLACK
         acquire = (
-            keys.meta, *lease_keys, wake,
-            token, milliseconds(waiter.ttl + GRANT_SLACK), name, waiter.holder.host,
+            token, milliseconds(waiter.ttl + slack), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
             "0" if waiter.value is None else "1", waiter.value or "",
         )
         waiter.outcome = None
+        waiter.waited = True
         try:
-            waiter.sent_at = time.monotonic()
+            sent_at = time.monotonic()
             with self._translated("wait", name):
-                announced, acquired = self._transport.wait(
-                    announce, wake, wait_ms / 1000, acquire
+                acquired = self._transport.wait(
+                    keys.wake, wait_ms / 1000,
+                    (keys.meta, keys.lease, keys.wake, keys.left(token)), acquire,
                 )
         except BaseException:
-            # Cancelled or failed mid-wait: the pipelined acquire may have taken the lock,
-            # or a release may have reserved it for us. Give both, and our place, back.
-            io.run_cleanup(self._leave, keys, token)
+            # Cancelled or failed mid-wait: the BLPOP may have taken a wake-up, and the
+            # pipelined acquire the lock. Give both back.
+            io.run_cleanup(self._leave, keys, token, milliseconds(seconds) + 5000)
             raise
         finally:
             self._waits.give()
-        waiter.arrival = announced[0]
-        waiter.announced_us = int(announced[1])
+        waiter.outcome_sent_at, waiter.outcome_slack = sent_at, slack
         waiter.outcome = acquired
 
-    def _leave(self, keys: LockKeys, token: str) -> None:
+    def abandon_wait(self, name: str, busy: Busy) -> None:
+        """The attempt gave up after waiting (timed out, or cancelled while its wait ran on
+        to its end): the acquire pipelined behind its last BLPOP may have been granted, its
+        reply never to be picked up. LEAVE gives such a lease back (and wakes the next
+        waiter), and keeps a wait still in flight from taking one."""
+        waiter = waiter_of(self, busy, name)
+        if waiter is None or not waiter.waited:
+            return
+        self._leave(
+            lock_keys(self._namespace, name), waiter.token,
+            milliseconds(self._waits.longest) + 5000,
+        )
+
+    def _leave(self, keys: LockKeys, token: str, mark_ms: int) -> None:
         with self._translated("leave the queue"):
             self._transport.script(
-                LEAVE,
-                (keys.lease, keys.next, keys.queue, keys.lapse, keys.wake(token)),
-                (token, keys.wake_prefix, self._window_ms),
+                LEAVE, (keys.lease, keys.wake, keys.left(token)), (token, mark_ms)
             )

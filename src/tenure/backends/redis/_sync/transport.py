@@ -8,8 +8,9 @@ taken from a free list, one at a time per caller: redis-py's own command layer c
 times the network round trip on a fast link, and the lock's hot path is two round trips.
 Blocking waits (BLPOP) take a connection of their own from the same list, so a waiter never
 blocks another caller's command. On a Cluster, redis-py's cluster client routes each script
-to the node owning the lock's hash tag; a semaphore's BLPOP goes to that node on a connection
-of our own (see ``Clustered.block``).
+to the node owning the lock's hash tag; a waiter's BLPOP (and a lock waiter's acquire
+pipelined behind it) goes to that node on a connection of our own (see
+``Clustered.block``).
 
 Scripts go as EVALSHA and are re-sent as EVAL when the server has lost its script cache (a
 restart). Connections open at first use; redis-py's own retries are off unless ``retries`` is
@@ -39,9 +40,10 @@ from tenure._concurrency.cancellation import (
     cancel_requests,
     raise_lost_cancellation,
 )
+from tenure._concurrency.setup_time import SetupTime
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import DRIVER_ERRORS
-from tenure.backends.redis._scripts import ACQUIRE, ANNOUNCE, Script
+from tenure.backends.redis._scripts import ACQUIRE, Script
 
 __all__ = [
     "Clustered",
@@ -100,12 +102,18 @@ class Closable(Protocol):
 class Direct:
     """Commands straight on redis-py connections of one pool (one master)."""
 
-    def __init__(self, pool: Pool, closables: Sequence[Closable] = ()) -> None:
+    def __init__(
+        self, pool: Pool, closables: Sequence[Closable] = (),
+        setup: SetupTime | None = None,
+    ) -> None:
         self._pool = pool
         self._closables = closables
         self._idle: collections.deque[Wire] = collections.deque()
         self._pid = os.getpid()
         self._closed = False
+        self.setup = SetupTime() if setup is None else setup
+        """New connections' set-ups (socket, handshake) the server completed: see SetupTime.
+        A reconnect of an idle connection happens inside a command's send, uncounted."""
 
     def _take(self) -> Wire:
         if self._closed:
@@ -123,7 +131,8 @@ class Direct:
             self._check(wire)
             return wire
         cancels = cancel_requests()
-        wire = cast(Wire, self._pool.get_connection())
+        with self.setup.measure():  # the pool connects a new connection (and handshakes)
+            wire = cast(Wire, self._pool.get_connection())
         try:
             raise_lost_cancellation(cancels)  # lost in the handshake's sends
         except BaseException:
@@ -213,28 +222,22 @@ class Direct:
         return results
 
     def wait(
-        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
-    ) -> tuple[Any, Any]:
-        """ANNOUNCE, BLPOP the wake list, then ACQUIRE, in one round trip: the server runs
-        the acquire the moment the wait ends, in the same turn as the release that woke it.
-        Returns the replies of ANNOUNCE and ACQUIRE (None for the acquire if the server had
-        lost its script: the lock logic's next acquire loads it again).
-
-        ANNOUNCE goes as EVAL with its source, not EVALSHA: if a server without it cached (a
-        fresh or restarted one) refused it, the BLPOP behind it would block the whole wait
-        unannounced, woken by no release. EVAL costs the server a SHA1 of 1.5 KB, and the
-        wait's own latency nothing: it is sent before the waiting starts."""
+        self, wake_key: str, seconds: float, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """BLPOP the wake list, then ACQUIRE, in one round trip: the server runs the acquire
+        the moment the wait ends, in the same turn as the release that woke it. Returns the
+        acquire's reply, or None if the server had lost its script (the lock logic's next
+        acquire loads it again)."""
         results = self.pipeline([
-            ("EVAL", ANNOUNCE.source, 5, *announce),
             ("BLPOP", wake_key, f"{seconds:.3f}"),
-            ("EVALSHA", ACQUIRE.sha, 6, *acquire),
+            ("EVALSHA", ACQUIRE.sha, len(keys), *keys, *args),
         ])
-        if isinstance(results[2], NoScriptError):
-            results[2] = None
+        if isinstance(results[1], NoScriptError):
+            results[1] = None
         for result in results:
             if isinstance(result, ResponseError):
                 raise result
-        return results[0], results[2]
+        return results[1]
 
     def block(self, key: str, seconds: float) -> None:
         """BLPOP ``key`` for at most ``seconds`` (whole milliseconds, at least one)."""
@@ -276,28 +279,56 @@ class Clustered:
         self._mapped = False
         self._mutex = threading.Lock()
         self._closed = False
+        self.setup = SetupTime()
+        """The first contact (slot map, a connection to each master) when it completed, and
+        the set-ups of the blocking connections: see SetupTime."""
 
     def _cluster(self) -> ClusterClient:
-        # Built at first use: building the threads flavour's client already connects.
+        # Built at first use: building the threads flavour's client already connects. Not
+        # under the mutex: closing takes it, and must not wait for a hung first contact.
         with self._mutex:
             if self._closed:
                 raise RedisConnectionError("the tenure client is closed")
+            if self._client is not None:
+                return self._client
+        node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
+        nodes = [node_type(host, port) for host, port in self._settings.addresses]
+        with self.setup.measure():
+            built = cast(
+                ClusterClient,
+                RedisCluster(
+                    startup_nodes=nodes,
+                    retry=self._retry,
+                    **self._settings.connection_kwargs(),
+                ),
+            )
+        with self._mutex:
+            if self._closed:
+                # Closed meanwhile: the client is dropped (its sockets close with it).
+                raise RedisConnectionError("the tenure client is closed")
             if self._client is None:
-                node_type: Any = ClusterNode  # redis-py's threads flavour is untyped here
-                nodes = [node_type(host, port) for host, port in self._settings.addresses]
-                self._client = cast(
-                    ClusterClient,
-                    RedisCluster(
-                        startup_nodes=nodes,
-                        retry=self._retry,
-                        **self._settings.connection_kwargs(),
-                    ),
-                )
+                self._client = built
+            # Another caller's first contact won the race: this one is dropped likewise.
             return self._client
+
+    def _ready(self) -> ClusterClient:
+        """The cluster client, past its first contact: the slot map read, then a connection
+        made to each master (a PING), each step measured on its own, so that a slow but
+        answering cluster earns its time step by step (see SetupTime)."""
+        client = self._cluster()
+        if not self._mapped:
+            with self.setup.measure():
+                client.execute_command("PING")  # the first command loads the slot map
+            for node in client.get_primaries():
+                with self.setup.measure():
+                    client.execute_command("PING", target_nodes=node)
+            self._mapped = True
+        return client
 
     def execute(self, *args: Any) -> Any:
         cancels = cancel_requests()
-        result = self._cluster().execute_command(*args)
+        client = self._ready()
+        result = client.execute_command(*args)
         raise_lost_cancellation(cancels)  # see tenure._concurrency.cancellation
         return result
 
@@ -311,11 +342,31 @@ class Clustered:
         return [self.script(script, keys, args) for script, keys, args in calls]
 
     def wait(
-        self, announce: Sequence[Any], wake_key: str, seconds: float, acquire: Sequence[Any]
-    ) -> tuple[Any, Any]:
-        announced = self.script(ANNOUNCE, announce[:5], announce[5:])
-        self.execute("BLPOP", wake_key, f"{seconds:.3f}")
-        return announced, self.script(ACQUIRE, acquire[:6], acquire[6:])
+        self, wake_key: str, seconds: float, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """As ``Direct.wait``, on the master owning the lock's slot through a connection
+        of our own (see ``block``). A slot that moved meanwhile answers MOVED: the wait ends
+        with no outcome (a spurious wake-up), and the lock logic's next acquire, through the
+        cluster client, refreshes the slot map."""
+        direct = self._direct_for(wake_key)
+        try:
+            return direct.wait(wake_key, seconds, keys, args)
+        except ResponseError as exc:
+            if not str(exc).startswith(("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")):
+                raise
+            return None
+
+    def _direct_for(self, key: str) -> Direct:
+        """Our own connections to the master owning ``key``'s slot."""
+        client = self._ready()
+        node = client.get_node_from_key(key)
+        address = (str(node.host), int(node.port))
+        direct = self._blocking.get(address)
+        if direct is None:
+            direct = self._blocking.setdefault(address, Direct(_pool_for(
+                self._settings, self._retry, address
+            ), setup=self.setup))
+        return direct
 
     def block(self, key: str, seconds: float) -> None:
         """BLPOP ``key`` on the master owning its slot, on a connection of our own to that
@@ -323,17 +374,7 @@ class Clustered:
         connections under many concurrent BLPOPs of one slot. A slot that moved meanwhile
         answers MOVED: that ends the wait early (a spurious wake-up, never a lost one), and
         the cluster client's next command refreshes the slot map."""
-        client = self._cluster()
-        if not self._mapped:
-            client.execute_command("PING")  # the first command loads the slot map
-            self._mapped = True
-        node = client.get_node_from_key(key)
-        address = (str(node.host), int(node.port))
-        direct = self._blocking.get(address)
-        if direct is None:
-            direct = self._blocking.setdefault(address, Direct(_pool_for(
-                self._settings, self._retry, address
-            )))
+        direct = self._direct_for(key)
         try:
             direct.block(key, seconds)
         except ResponseError as exc:
@@ -344,8 +385,7 @@ class Clustered:
         return key_slot(key.encode())
 
     def scan(self, pattern: str) -> list[list[bytes]]:
-        client = self._cluster()
-        client.execute_command("PING")  # the first command loads the slot map
+        client = self._ready()
         pages: list[list[bytes]] = []
         for node in client.get_primaries():
             cursor: Any = 0
