@@ -2,8 +2,9 @@
 # src/tenure/backends/postgresql/_async.py: edit that file, not this one.
 """``postgresql://`` and ``postgres://`` for threads, on psycopg 3's ``Connection``.
 
-Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes
-one short pipelined transaction, see ``_semaphore_sql``) on a connection borrowed from a
+Every operation is one autocommit statement (see ``_sql``; a semaphore's acquire sometimes,
+a read-write or fair lock's acquire always, one short pipelined transaction, see
+``_semaphore_sql`` and ``_rwlock_sql``) on a connection borrowed from a
 small pool of idle connections; a lock never depends on which connection runs the next
 statement, nor on a transaction staying open. Waiters sleep until a ``NOTIFY`` for their
 name arrives on the backend's one listening connection, shared by every waiter of the process
@@ -29,7 +30,7 @@ import psycopg.conninfo
 import psycopg.errors
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
@@ -46,6 +47,8 @@ from tenure.backends._sql_common import (
     sql_options,
 )
 from tenure.backends.postgresql import SCHEMES
+from tenure.backends.postgresql._rwlock_sql import WAKE_PREFIX as RWLOCK_WAKE_PREFIX
+from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._semaphore_sql import WAKE_PREFIX, SemaphoreStatements
 from tenure.backends.postgresql._sql import Statements
 from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
@@ -72,7 +75,7 @@ class _Attempt:
     epoch: int
 
 
-class PostgreSQLBackend(Backend, SemaphoreSupport):
+class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
     seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
@@ -102,6 +105,8 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
         self._semaphores = SemaphoreStatements(options.table)
         self._ready = False
         self._permits_ready = False
+        self._rwlocks = RwlockStatements(options.table)
+        self._rwlocks_ready = False
         self._closed = False
         self._mutex = io.Mutex()
         self._idle: list[Connection] = []
@@ -352,6 +357,126 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
     ) -> None:
         self.wait_for_release(WAKE_PREFIX + name, timeout, busy)
 
+    # ---- read-write and fair locks (SQL in ``_rwlock_sql``) -----------------------------
+
+    def _rwlock_tables(self, *, create: bool) -> bool:
+        """Whether the read-write lock tables exist; with ``create``, make them first (once,
+        even with many processes racing). Made on the first read-write or fair acquire, as
+        the permits table is: a user of locks alone needs no privilege on them."""
+        if self._rwlocks_ready:
+            return True
+        sql, params = self._rwlocks, {"entries": self._rwlocks.quoted_entries}
+
+        def ensure(connection: Connection) -> bool:
+            cursor = connection.execute(sql.exists, params)
+            row = cursor.fetchone()
+            if row is not None and row[0]:
+                return True
+            if not create:
+                return False
+            with connection.transaction():
+                connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                for statement in sql.create:
+                    connection.execute(statement)
+            return True
+
+        self._rwlocks_ready = self._run(ensure)
+        return self._rwlocks_ready
+
+    def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        listener = self._listener
+        # Noted before the statements are sent, handed to wait_for_turn in the Busy answer.
+        attempt = None if listener is None else listener.attempt(RWLOCK_WAKE_PREFIX + name)
+        params = {
+            "name": name, "token": token, "ttl": ttl, "queue_ttl": queue_ttl, "mode": mode,
+            "host": clip(holder.host, 1024), "pid": holder.pid,
+            "thread": clip(holder.thread, 1024), "channel": self._sql.table,
+        }
+        sql = self._rwlocks
+        self._rwlock_tables(create=True)
+
+        def locked_grant(connection: Connection) -> psycopg.Cursor[tuple[Any, ...]]:
+            connection.execute("BEGIN")
+            connection.execute(sql.lock_name, params)
+            cursor = connection.execute(sql.grant, params)
+            connection.execute("COMMIT")
+            return cursor
+
+        def decide(connection: Connection) -> tuple[Any, ...]:
+            # One transaction. In a pipeline its four messages go out together and their
+            # answers come back together (one round trip); the server runs them in order,
+            # and a failed one aborts the rest and the connection is dropped (``_run``), so
+            # that transaction never commits.
+            if PIPELINES:
+                with connection.pipeline():
+                    cursor = locked_grant(connection)
+            else:  # libpq before 14: one round trip per message
+                cursor = locked_grant(connection)
+            row = cursor.fetchone()
+            assert row is not None
+            return row
+
+        renewed, granted, soonest, _ = self._run(decide)
+        if renewed is not None or granted is not None:
+            return Grant(int(renewed if renewed is not None else granted))
+        return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
+
+    def release_queued(self, name: str, token: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        rows = self._execute(self._rwlocks.release, params)
+        return bool(rows and rows[0][0])
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals or not self._rwlock_tables(create=False):
+            return [False] * len(renewals)
+        params = {
+            "names": [r.name for r in renewals],
+            "tokens": [r.token for r in renewals],
+            "ttls": [r.ttl for r in renewals],
+        }
+        rows = self._execute(self._rwlocks.extend_many, params)
+        extended = {tuple(row) for row in rows}
+        return [(r.name, r.token) in extended for r in renewals]
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        rows = self._execute(self._rwlocks.owned, {"name": name, "token": token})
+        return len(rows) == 1
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        if not self._rwlock_tables(create=False):
+            return None
+        rows = self._execute(self._rwlocks.inspect, {"name": name})
+        return _queue_info(rows[0]) if rows else None
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        if not _storable(prefix) or not self._rwlock_tables(create=False):
+            return []
+        rows = self._execute(self._rwlocks.list_queues, {"prefix": prefix})
+        return [_queue_info(row) for row in rows]
+
+    def break_queue(self, name: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        params = {"name": name, "channel": self._sql.table}
+        return len(self._execute(self._rwlocks.break_queue, params)) > 0
+
+    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        self.wait_for_release(RWLOCK_WAKE_PREFIX + name, timeout, busy)
+
     # ---- connections -------------------------------------------------------------------
 
     def _claim(self) -> None:
@@ -439,6 +564,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport):
             if isinstance(exc, psycopg.Error):
                 if isinstance(exc, psycopg.errors.UndefinedTable):
                     self._ready = False  # dropped behind our back: create it again next time
+                    self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
         self._checkin(connection)
@@ -648,6 +774,21 @@ def _semaphore_info(row: tuple[Any, ...]) -> LockInfo:
     return LockInfo(
         name, int(fence), None, None, None, kind="semaphore",
         limit=None if limit is None else int(limit), leases=leases,
+    )
+
+
+def _queue_info(row: tuple[Any, ...]) -> LockInfo:
+    name, fence, queued, leases = row
+    return LockInfo(
+        name, int(fence), None, None, None, kind="rwlock", queued=int(queued),
+        leases=tuple(
+            LeaseInfo(
+                Holder(host, int(pid), thread),
+                datetime.datetime.fromtimestamp(float(acquired_at), datetime.UTC),
+                max(0.0, float(ttl_left)), int(lease_fence), mode,
+            )
+            for mode, host, pid, thread, acquired_at, ttl_left, lease_fence in leases or ()
+        ),
     )
 
 

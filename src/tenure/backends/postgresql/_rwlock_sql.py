@@ -1,0 +1,315 @@
+"""The SQL of PostgreSQL's read-write and fair locks, with each statement's contract above it.
+
+Two tables beside the lock table, made on the first read-write (or fair) lock acquire:
+
+- ``{table}_rwlocks``: one record row per name: ``fence`` (the last fence issued, shared by
+  reads and writes, never going back) and ``arrivals`` (the last arrival position given to a
+  waiting place). Its row lock serialises the acquires of the name.
+- ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
+  ``kind`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a place's
+  arrival position), ``expires_at`` by the server's clock, and the holder's details.
+
+An acquire is one short transaction of two statements, sent together in one round trip
+(pipelined): LOCK_NAME upserts the record row, which takes its row lock until the commit
+(concurrent acquirers of the name queue there), and GRANT, a new statement with a new
+snapshot under READ COMMITTED, which sees every entry committed before that lock was ours,
+decides and writes. One statement could not do both: its snapshot is taken before it waits
+for any row lock, so it would miss the entries a concurrent grant just added. Entries are
+only ever added by GRANT, under the record's lock; the single-statement steps that change
+entries without it (release, renewals, break) touch existing rows only, and GRANT reads the
+name's entries ``FOR UPDATE``, which waits for such a change to commit and then sees the
+row's latest version (a renewal that landed just as the lease was ending is not mistaken
+for an expired lease). Every statement that locks entry rows locks them in (name, token)
+order, so two of them never wait for each other in a cycle.
+
+Time is the server's ``clock_timestamp()``, once per statement. A release, a break and an
+acquire that dropped a lapsed lease or place NOTIFY the lock table's channel with
+``rwlock:`` and the name, so the waiters' one LISTEN connection serves these locks too.
+
+Parameters are psycopg's ``%(name)s``: ``name``/``token`` text, ``ttl``/``queue_ttl`` float
+seconds, ``mode`` 'read' or 'write', ``host``/``thread`` text, ``pid`` integer, ``channel``
+the NOTIFY channel (the lock table's name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["WAKE_PREFIX", "RwlockStatements"]
+
+WAKE_PREFIX = "rwlock:"
+_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+
+
+@dataclasses.dataclass(frozen=True)
+class RwlockStatements:
+    table: str
+    """The lock table's validated name; the two tables are named after it (within
+    PostgreSQL's 63-character identifiers)."""
+
+    @property
+    def records(self) -> str:
+        return f"{self.table[:55]}_rwlocks"
+
+    @property
+    def entries(self) -> str:
+        return f"{self.table[:48]}_rwlock_entries"
+
+    @property
+    def quoted_records(self) -> str:
+        return f'"{self.records}"'
+
+    @property
+    def quoted_entries(self) -> str:
+        return f'"{self.entries}"'
+
+    # Inputs: entries (the entries table's quoted name, as text). Output: one row (exists).
+    # The entries table is made last, so its existence means both are there.
+    @property
+    def exists(self) -> str:
+        return "SELECT to_regclass(%(entries)s) IS NOT NULL"
+
+    # Run in one transaction after the lock table's creation lock (``Statements.create_lock``).
+    # Room left in each page (fillfactor), as in the lock table: every attempt rewrites the
+    # record row and renews rows in place, and none of that changes an indexed column, so
+    # the new versions stay in the same page (HOT updates) and the indexes are not touched.
+    @property
+    def create(self) -> tuple[str, str]:
+        return (
+            f"""
+CREATE TABLE IF NOT EXISTS {self.quoted_records} (
+    name     text COLLATE "C" PRIMARY KEY,
+    fence    bigint NOT NULL,
+    arrivals bigint NOT NULL
+) WITH (fillfactor = 70)
+""",
+            f"""
+CREATE TABLE IF NOT EXISTS {self.quoted_entries} (
+    name        text COLLATE "C" NOT NULL,
+    token       text COLLATE "C" NOT NULL,
+    kind        text NOT NULL CHECK (kind IN ('lease', 'place')),
+    mode        text NOT NULL CHECK (mode IN ('read', 'write')),
+    seq         bigint NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    acquired_at timestamptz,
+    host        text,
+    pid         bigint,
+    thread      text,
+    PRIMARY KEY (name, token)
+) WITH (fillfactor = 70)
+""",
+        )
+
+    # Input: name. Creates the record row if absent and takes its row lock until the
+    # transaction ends. Output: one row.
+    @property
+    def lock_name(self) -> str:
+        return f"""
+INSERT INTO {self.quoted_records} AS rec (name, fence, arrivals) VALUES (%(name)s, 0, 0)
+ON CONFLICT (name) DO UPDATE SET fence = rec.fence
+RETURNING rec.fence
+"""
+
+    # Inputs: name, token, ttl, queue_ttl, mode, host, pid, thread, channel; run holding the
+    # name's record lock (LOCK_NAME, same transaction). In one statement:
+    # 1. Locks the name's entries (token order) and drops the lapsed ones, except the
+    #    caller's own, which is overwritten below instead (one statement must not change a
+    #    row twice).
+    # 2. A live lease of `token` (a retry): its expiry reset to now + ttl, fence kept.
+    # 3. Otherwise grantable when no live lease and no live place ahead blocks it: for
+    #    'write', any lease or place ahead; for 'read', a 'write' lease or a 'write' place
+    #    ahead. "Ahead" = places with an arrival before the caller's own live place (all of
+    #    them when it has none).
+    # 4. Grantable: the record's fence + 1, and the caller's row becomes a lease with it
+    #    (its place, or a lapsed entry of its own, overwritten).
+    # 5. Not grantable: a live place of the caller gets its expiry reset to now + queue_ttl,
+    #    keeping its position; without one, a place at the tail (the record's arrivals + 1).
+    # 6. If a lapsed entry was dropped, NOTIFY (it may have held a waiter back).
+    # Output: one row (renewed fence, granted fence, seconds left of the soonest-ending live
+    # lease, woken); at most one of the fences is not NULL.
+    @property
+    def grant(self) -> str:
+        entries, records = self.quoted_entries, self.quoted_records
+        return f"""
+WITH {_NOW},
+locked AS MATERIALIZED (
+    SELECT e.token, e.kind, e.mode, e.seq, e.expires_at
+    FROM {entries} AS e WHERE e.name = %(name)s
+    ORDER BY e.token FOR UPDATE
+),
+live AS MATERIALIZED (
+    SELECT locked.* FROM locked, now WHERE locked.expires_at > now.t
+),
+dropped AS (
+    DELETE FROM {entries} AS e USING locked, now
+    WHERE e.name = %(name)s AND e.token = locked.token
+      AND locked.expires_at <= now.t AND locked.token <> %(token)s
+    RETURNING e.token
+),
+mine AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM live WHERE token = %(token)s AND kind = 'lease') AS retry,
+           (SELECT seq FROM live WHERE token = %(token)s AND kind = 'place') AS place
+),
+verdict AS MATERIALIZED (
+    SELECT mine.retry, mine.place,
+           NOT mine.retry AND NOT EXISTS (
+               SELECT 1 FROM live AS other
+               WHERE other.token <> %(token)s
+                 AND (%(mode)s = 'write' OR other.mode = 'write')
+                 AND (other.kind = 'lease' OR (other.seq < mine.place) IS NOT FALSE)
+           ) AS grantable
+    FROM mine
+),
+renewed AS (
+    UPDATE {entries} AS e SET expires_at = now.t + %(ttl)s * interval '1 second'
+    FROM now, verdict
+    WHERE verdict.retry AND e.name = %(name)s AND e.token = %(token)s
+    RETURNING e.seq
+),
+counted AS (
+    UPDATE {records} AS rec
+    SET fence = rec.fence + CASE WHEN verdict.grantable THEN 1 ELSE 0 END,
+        arrivals = rec.arrivals + CASE WHEN verdict.grantable THEN 0 ELSE 1 END
+    FROM verdict
+    WHERE rec.name = %(name)s
+      AND (verdict.grantable OR (NOT verdict.retry AND verdict.place IS NULL))
+    RETURNING verdict.grantable, rec.fence, rec.arrivals
+),
+written AS (
+    INSERT INTO {entries} AS e
+        (name, token, kind, mode, seq, expires_at, acquired_at, host, pid, thread)
+    SELECT %(name)s, %(token)s,
+           CASE WHEN counted.grantable THEN 'lease' ELSE 'place' END, %(mode)s,
+           CASE WHEN counted.grantable THEN counted.fence ELSE counted.arrivals END,
+           now.t + CASE WHEN counted.grantable THEN %(ttl)s ELSE %(queue_ttl)s END
+                   * interval '1 second',
+           CASE WHEN counted.grantable THEN now.t END, %(host)s, %(pid)s, %(thread)s
+    FROM counted, now
+    ON CONFLICT (name, token) DO UPDATE SET
+        kind = excluded.kind, mode = excluded.mode, seq = excluded.seq,
+        expires_at = excluded.expires_at, acquired_at = excluded.acquired_at,
+        host = excluded.host, pid = excluded.pid, thread = excluded.thread
+    RETURNING e.kind, e.seq
+),
+refreshed AS (
+    UPDATE {entries} AS e SET expires_at = now.t + %(queue_ttl)s * interval '1 second'
+    FROM now, verdict
+    WHERE NOT verdict.grantable AND verdict.place IS NOT NULL
+      AND e.name = %(name)s AND e.token = %(token)s
+),
+woken AS (
+    SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+    FROM (SELECT 1 FROM dropped LIMIT 1) AS any_dropped
+)
+SELECT (SELECT seq FROM renewed),
+       (SELECT seq FROM written WHERE kind = 'lease'),
+       (SELECT extract(epoch FROM min(live.expires_at) - now.t)::float8
+        FROM live WHERE live.kind = 'lease' AND live.token <> %(token)s),
+       (SELECT count(*) FROM woken)
+FROM now
+"""
+
+    # Inputs: name, token, channel. Removes the token's lease or place; NOTIFYs waiters.
+    # Output: one row (whether it was a live lease) if there was one, none otherwise.
+    @property
+    def release(self) -> str:
+        return f"""
+WITH {_NOW},
+removed AS (
+    DELETE FROM {self.quoted_entries} AS e
+    WHERE e.name = %(name)s AND e.token = %(token)s
+    RETURNING e.kind, e.expires_at
+)
+SELECT removed.kind = 'lease' AND removed.expires_at > now.t,
+       pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+FROM removed, now
+"""
+
+    # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Resets each live
+    # lease's expiry to now + its ttl, locking the rows in (name, token) order first (see
+    # the module's docstring). Output: (name, token) of each lease extended.
+    @property
+    def extend_many(self) -> str:
+        entries = self.quoted_entries
+        return f"""
+WITH {_NOW},
+wanted AS (
+    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
+        AS wanted(name, token, ttl)
+),
+locked AS MATERIALIZED (
+    SELECT e.name, e.token FROM {entries} AS e, wanted
+    WHERE e.name = wanted.name AND e.token = wanted.token AND e.kind = 'lease'
+    ORDER BY e.name, e.token FOR UPDATE OF e
+)
+UPDATE {entries} AS e
+SET expires_at = now.t + wanted.ttl * interval '1 second'
+FROM now, wanted, locked
+WHERE e.name = wanted.name AND e.token = wanted.token
+  AND locked.name = e.name AND locked.token = e.token
+  AND e.kind = 'lease' AND e.expires_at > now.t
+RETURNING e.name, e.token
+"""
+
+    # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
+    @property
+    def owned(self) -> str:
+        return f"""
+WITH {_NOW}
+SELECT 1 FROM {self.quoted_entries} AS e, now
+WHERE e.name = %(name)s AND e.token = %(token)s AND e.kind = 'lease' AND e.expires_at > now.t
+"""
+
+    # Inputs: name, channel. Removes every lease of the name (places stay, the record's
+    # fence stays), locking them in token order; NOTIFYs waiters if one was live. Output:
+    # one row per live lease removed.
+    @property
+    def break_queue(self) -> str:
+        entries = self.quoted_entries
+        return f"""
+WITH {_NOW},
+locked AS MATERIALIZED (
+    SELECT e.token FROM {entries} AS e
+    WHERE e.name = %(name)s AND e.kind = 'lease'
+    ORDER BY e.token FOR UPDATE
+),
+removed AS (
+    DELETE FROM {entries} AS e USING locked
+    WHERE e.name = %(name)s AND e.token = locked.token AND e.kind = 'lease'
+    RETURNING e.expires_at
+)
+SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+FROM removed, now WHERE removed.expires_at > now.t
+"""
+
+    # Input: name (inspect) or prefix (list). Output: one row per record (name, fence,
+    # live places, live leases as a JSON array oldest grant first, each [mode, host, pid,
+    # thread, acquired_at epoch seconds, seconds left, fence] or NULL), by name. One
+    # snapshot; blocks no writer.
+    def _info(self, where: str) -> str:
+        entries = self.quoted_entries
+        return f"""
+WITH {_NOW}
+SELECT rec.name, rec.fence,
+       (SELECT count(*) FROM {entries} AS p
+        WHERE p.name = rec.name AND p.kind = 'place' AND p.expires_at > now.t),
+       (SELECT json_agg(json_build_array(
+                   l.mode, l.host, l.pid, l.thread,
+                   extract(epoch FROM l.acquired_at)::float8,
+                   extract(epoch FROM l.expires_at - now.t)::float8, l.seq)
+               ORDER BY l.seq)
+        FROM {entries} AS l
+        WHERE l.name = rec.name AND l.kind = 'lease' AND l.expires_at > now.t)
+FROM {self.quoted_records} AS rec, now
+WHERE {where}
+ORDER BY rec.name
+"""
+
+    @property
+    def inspect(self) -> str:
+        return self._info("rec.name = %(name)s")
+
+    # starts_with() compares text: a LIKE pattern would read % and _ as wildcards.
+    @property
+    def list_queues(self) -> str:
+        return self._info("starts_with(rec.name, %(prefix)s)")
