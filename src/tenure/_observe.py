@@ -70,6 +70,28 @@ lease_log = logging.getLogger("tenure.lease")
 renewer_log = logging.getLogger("tenure.renewer")
 
 
+SECONDS_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
+)
+"""Bucket bounds advised for the wait and hold histograms, in seconds. OpenTelemetry's default
+bounds (0, 5, 10, 25 ... 10000) are made for milliseconds: a handoff of 0.3 ms and a wait of
+4 s would share the first bucket."""
+
+
+def _seconds_histogram(meter: Any, name: str, description: str) -> Any:
+    """A histogram in seconds with ``SECONDS_BUCKETS`` advised, where the installed API
+    takes the advice (opentelemetry-api 1.23 and later; older ones use their defaults, and a
+    view in the SDK can still set the bounds)."""
+    try:
+        return meter.create_histogram(
+            name, unit="s", description=description,
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+    except TypeError:
+        return meter.create_histogram(name, unit="s", description=description)
+
+
 class _Instruments:
     """The OpenTelemetry instruments, made once; None when the API is not installed."""
 
@@ -85,12 +107,10 @@ class _Instruments:
         self.contention = meter.create_counter(
             "tenure.contention", unit="{answer}", description="'held by another' answers"
         )
-        self.wait = meter.create_histogram(
-            "tenure.wait", unit="s", description="time from acquire to grant or give-up"
+        self.wait = _seconds_histogram(
+            meter, "tenure.wait", "time from acquire to grant or give-up"
         )
-        self.hold = meter.create_histogram(
-            "tenure.hold", unit="s", description="time from grant to release"
-        )
+        self.hold = _seconds_histogram(meter, "tenure.hold", "time from grant to release")
         self.renewals = meter.create_counter(
             "tenure.renewals", unit="{renewal}", description="watchdog renewals"
         )

@@ -3,6 +3,7 @@ in-memory reader and span exporter, and the ``tenure.lease`` log records."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -144,3 +145,17 @@ def test_an_unexpected_loss_is_a_warning(caplog: pytest.LogCaptureFixture) -> No
         r.name == "tenure.lease" and r.levelno == logging.WARNING and "broken:k" in r.getMessage()
         for r in caplog.records
     )
+
+
+def test_time_histograms_have_buckets_for_seconds() -> None:
+    with tenure.connect("memory://buckets") as locks, locks.lock("bucketed:a", ttl=5):
+        pass
+    waits = points("bucketed")["tenure.wait"]
+    advice = inspect.signature(metrics.Meter.create_histogram).parameters
+    if "explicit_bucket_boundaries_advisory" not in advice:
+        # opentelemetry-api < 1.23 (the floors run) takes no advice: its defaults apply.
+        assert waits[0].count == 1
+        return
+    # OpenTelemetry's default bounds start at 5: a sub-millisecond grant would share it
+    # with everything up to 5 s.
+    assert list(waits[0].explicit_bounds)[:3] == [0.0005, 0.001, 0.0025]
