@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -152,6 +153,21 @@ class WorkerProcess:
             raise WorkerFailed(f"{self}: no report within {timeout} s; "
                                f"stderr: {self.stderr_tail()}") from None
         return self._parsed(line)
+
+    def remaining_reports(self, timeout: float) -> list[dict[str, Any]]:
+        """Every report still unread once the worker's output has ended (it was killed or
+        exited), waiting up to ``timeout`` seconds for that end."""
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            found.append(self._parsed(line))
+        return found
 
     def expect_progressing(self, stall: float) -> dict[str, Any]:
         """The worker's next report, waited for as long as its history keeps growing: a slow

@@ -512,8 +512,11 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                 time.sleep(rng.uniform(0.05, ttl))
                 killed = now_ns()
                 holder.kill()
+                # Told of a loss before the kill (a renewal a loaded machine made late)?
+                told = any(report.get("lost") and report["at"] < killed
+                           for report in holder.remaining_reports(5.0))
                 run.recorder.write(Section(holder.worker, 1, name, got["asked"], got["start"],
-                                           killed, got["fence"], release="none"))
+                                           killed, got["fence"], lost=told, release="none"))
                 run.recorder.event("sigkill", holder.worker)
                 answer = waiter.expect(bound + 30)
                 if not answer.get("acquired"):
@@ -544,7 +547,10 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
     if failures:
         raise failures[0]
     figures = check(run.history(), limit or 1)
-    violations += _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    # An overlap here is a holder whose renewal came late (a loaded machine) and whose lease
+    # a waiter then took before the kill: allowed only when that holder was told (reported
+    # as silent overlaps otherwise); the SIGKILLed holders themselves are never told.
+    violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
     late = [r for r in recoveries if r > bound]
     if late:
         violations.append(f"{len(late)} of {len(recoveries)} recoveries over the "

@@ -60,13 +60,15 @@ Held = tenure.Lock | tenure.Semaphore
 
 
 def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl: float,
-           renew: bool = False, timeout: float | None = None) -> Held:
+           renew: bool = False, timeout: float | None = None,
+           on_lost: Callable[[Any], Any] | None = None) -> Held:
     """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore."""
     name = config["name"] if name is None else name
     limit: int | None = config.get("limit")
     if limit is not None:
-        return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout)
-    return locks.lock(name, ttl=ttl, renew=renew, timeout=timeout)
+        return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout,
+                               on_lost=on_lost)
+    return locks.lock(name, ttl=ttl, renew=renew, timeout=timeout, on_lost=on_lost)
 
 
 def _release(lock: Held) -> str:
@@ -239,7 +241,10 @@ def victim(config: Config, recorder: Recorder) -> None:
 
 def holder(config: Config, recorder: Recorder) -> None:
     locks = tenure.connect(config["url"])
-    lock = _lease(locks, config, ttl=config["ttl"], renew=True)
+    # A holder killed later cannot record its own section: it reports a loss the moment it
+    # learns of it, so that the controller's record of its section says it was told.
+    lock = _lease(locks, config, ttl=config["ttl"], renew=True,
+                  on_lost=lambda _: report(lost=True, at=now_ns()))
     report(ready=True)
     command()  # "go": started ahead of its turn, so that start-up costs no trial time
     asked = now_ns()
