@@ -181,7 +181,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder key's creation revision (the "
-        "cluster's revision), across releases, restarts and leader changes",
+        "cluster's revision), across releases, restarts and leader changes; readers (or permits) "
+        "granted together by one release may get theirs in any order among themselves, a "
+        "write's is above every earlier one",
         fences_survive_restart=True,
         leases_survive_restart=True,
         wakeups="notification (a watch on the key ahead)",

@@ -185,7 +185,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
-        "across releases, restarts and leader changes",
+        "across releases, restarts and leader changes; readers (or permits) granted "
+        "together by one release may get theirs in any order among themselves, a "
+        "write's is above every earlier one",
         fences_survive_restart=True,
         leases_survive_restart=True,
         wakeups="notification (a watch on the node ahead)",
