@@ -1,21 +1,29 @@
 """Where tenure's records live in etcd, and how they are written.
 
-    {ns}/{kind}/{N}/{token}     one key per holder or waiter of the name N
+    {ns}/{kind}/{N}/{token}         one key per holder or waiter of the name N
+    {ns}/rwlock/{N}/{mode}.{token}  the same for a read-write (or fair) lock: mode is
+                                    ``read`` or ``write``
+    {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release)
 
-``{kind}`` is ``lock`` or ``semaphore``; ``{N}`` is the name with ``%`` and ``/`` percent-
-escaped, so that one name's keys never fall inside another's range (``a/b`` is ``a%2Fb``) and
-a listing by name prefix is one key range. ``{token}`` is the acquisition's random token. The
-value is JSON: who holds it (host, pid, thread), since when (the holder's clock: etcd has no
-clock to read), the limit it was taken with, an election leader's ``value`` (written in the
-granting transaction, so it lives and dies with the key and its lease), and ``queued`` on a
-waiter's key, which holds nothing even once it is the oldest, until it moves onto its own
-lease in the transaction that grants it.
+``{kind}`` is ``lock``, ``semaphore`` or ``rwlock``; ``{N}`` is the name with ``%`` and ``/``
+percent-escaped, so that one name's keys never fall inside another's range (``a/b`` is
+``a%2Fb``) and a listing by name prefix is one key range. ``{token}`` is the acquisition's
+random token. The value is JSON: who holds it (host, pid, thread), since when (the holder's
+clock: etcd has no clock to read), the limit it was taken with, an election leader's
+``value`` (written in the granting transaction, so it lives and dies with the key and its
+lease), and ``queued`` on a waiter's key, which holds nothing even once it is the oldest,
+until it moves onto its own lease in the transaction that grants it.
 
 Each key is attached to an etcd lease. The name is granted to its ``limit`` oldest keys by
 creation revision; the others are waiting, first in, first out. A key's creation revision is
 the fence: it is the cluster's global revision at the write, so it strictly increases per
 name, never goes back (it survives restarts and leader changes: Raft log), and grant order is
 creation order.
+
+A read-write lock's mode is in its keys' names rather than in their values, so that the write
+keys of a name are one key range (``{N}/write.``): a transaction can then compare "no write
+key at all" (a reader's first try) or "no key at all" (a writer's) in the same atomic step
+that writes the key, which a mode kept in the JSON value would not allow.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 
 from tenure._types import Holder
 
-__all__ = ["Record", "b64", "name_prefix", "prefix_end", "unb64"]
+__all__ = ["Record", "b64", "entry_name", "mode_of", "name_prefix", "prefix_end", "unb64"]
 
 
 def b64(data: str | bytes) -> str:
@@ -66,6 +74,16 @@ def split_key(namespace: str, kind: str, key: str) -> tuple[str, str]:
     """(name, token) of a key under ``kind_prefix``."""
     escaped, _, token = key[len(kind_prefix(namespace, kind)):].rpartition("/")
     return _unescape(escaped), token
+
+
+def entry_name(mode: str, token: str) -> str:
+    """The last segment of a read-write lock's key: its mode, then its token."""
+    return f"{mode}.{token}"
+
+
+def mode_of(entry: str) -> str:
+    """The mode of a read-write lock's key, from its last segment (``entry_name``)."""
+    return entry.partition(".")[0]
 
 
 def prefix_end(prefix: str) -> str:

@@ -2,15 +2,22 @@
 
     /{ns}/{kind}/{N}                 persistent; its data: the name's last fence (decimal)
     /{ns}/{kind}/{N}/t-{token}-{seq} ephemeral sequential, one per holder or waiter
+    /{ns}/rwlock/{N}/r-{token}-{seq} the same for a read-write (or fair) lock's reader,
+    /{ns}/rwlock/{N}/w-{token}-{seq} and for its writer
 
-``{kind}`` is ``lock`` or ``semaphore``; ``{N}`` is the name percent-encoded (every byte but
-letters, digits, ``-``, ``_`` and ``~``), a valid node name whatever the name holds. ``{seq}``
-is ZooKeeper's sequence number under ``{N}``: the order of arrival. A node's data is JSON:
-who holds or waits (host, pid, thread), since when (the holder's clock), the limit, and the
-ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against the server time
-of their own latest write; an election leader's ``value``, written by the create or versioned
-set that grants the node, so it goes with the node; and ``queued`` on a waiter's node, which
-holds nothing even once it is first, until the versioned set that grants it.
+``{kind}`` is ``lock``, ``semaphore`` or ``rwlock``; ``{N}`` is the name percent-encoded
+(every byte but letters, digits, ``-``, ``_`` and ``~``), a valid node name whatever the name
+holds. ``{seq}`` is ZooKeeper's sequence number under ``{N}``: the order of arrival. A node's
+data is JSON: who holds or waits (host, pid, thread), since when (the holder's clock), the
+limit, and the ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against
+the server time of their own latest write; an election leader's ``value``, written by the
+create or versioned set that grants the node, so it goes with the node; and ``queued`` on a
+waiter's node, which holds nothing even once it is first, until the versioned set that
+grants it.
+
+A read-write lock's mode is in its nodes' names (kazoo's ReadLock and WriteLock name their
+nodes apart too): a reader waiting finds the newest write node ahead of it from the list of
+children alone, without reading every node's data.
 """
 
 from __future__ import annotations
@@ -23,7 +30,14 @@ from typing import Any
 
 from tenure._types import Holder
 
-__all__ = ["Record", "decode_name", "encode_name", "sequence_of", "token_of"]
+__all__ = [
+    "Record", "decode_name", "encode_name", "is_entry", "mode_of", "node_prefix", "sequence_of",
+    "token_of",
+]
+
+_MODE_MARKS = {"read": "r", "write": "w"}
+"""The first letter of a read-write lock's node names, by mode ("t" for the other kinds)."""
+_MARKED_MODES = {mark: mode for mode, mark in _MODE_MARKS.items()}
 
 
 def encode_name(name: str) -> str:
@@ -34,9 +48,20 @@ def decode_name(node: str) -> str:
     return urllib.parse.unquote(node)
 
 
-def node_prefix(token: str) -> str:
-    """The name a node is created with; ZooKeeper appends ten digits of sequence."""
-    return f"t-{token}-"
+def node_prefix(token: str, mode: str | None = None) -> str:
+    """The name a node is created with (``mode``: a read-write lock's); ZooKeeper appends
+    ten digits of sequence."""
+    return f"{'t' if mode is None else _MODE_MARKS[mode]}-{token}-"
+
+
+def is_entry(node: str) -> bool:
+    """Whether ``node`` is a holder's or waiter's node (made by ``node_prefix``)."""
+    return node[:2] in ("t-", "r-", "w-")
+
+
+def mode_of(node: str) -> str | None:
+    """A read-write lock node's mode; None for a lock's or a semaphore's."""
+    return _MARKED_MODES.get(node[:1])
 
 
 def sequence_of(node: str) -> int:

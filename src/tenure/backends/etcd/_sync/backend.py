@@ -32,6 +32,33 @@ hold the name, and a waiter watches for a deletion ahead of it. The steps:
 
 Fence: the holder key's creation revision. A ``{kind}.fence`` key per name remembers the last
 fence granted, for ``inspect`` after release.
+
+**Read-write and fair locks** (kind ``rwlock``, ``tenure._sync.ordered_queue`` for the rule
+and the fence argument): the same keys, with the mode in the key's name (``_keys``), so that
+a name's write keys are one key range.
+
+- **Acquire, first try**: two leases (the ttl, and the place's ``queue_ttl``, both rounded up
+  to whole seconds) and ONE transaction: if no key at all (a writer) or no write key (a
+  reader) exists under the name, it writes the key on the ttl lease: granted, fence = its
+  creation revision; otherwise it writes the key marked ``queued`` on the queue lease: a
+  place at the back of the queue, in the same step. The lease the transaction did not use
+  is revoked (the ttl lease) or left to lapse within seconds (the queue lease: revoking it
+  would cost the grant a round trip).
+- **Waiting**: each wait keeps the queue lease alive, then watches for the deletion of the
+  newest key ahead that blocks this one: any key for a writer, the newest write key for a
+  reader. A place whose lease lapsed (a waiter stalled past ``queue_ttl``) is gone for good:
+  its waiter writes its key again, at the back, with a new creation revision.
+- **Granted from the queue**: one read that counts the blocking keys created before ours
+  (none left: our turn), then the same move onto a ttl lease as a lock's waiter, guarded by
+  our key's creation revision; its fence is that creation revision.
+- **Release, renewal, break** as for locks; a waiter that gives up revokes its queue lease,
+  which deletes its place. ``inspect`` reports every key not marked queued as a lease with
+  its mode, and counts the queued ones.
+
+Why the grant from the queue may read, then write, where the first try may not: the keys
+that block a waiter are all older than its own, and no key older than it can appear any more
+(a new key gets a higher revision), so once none is left, none comes back; the move only has
+to find our own key still there, created at the same revision.
 """
 
 from __future__ import annotations
@@ -41,7 +68,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.capabilities import LeaseValueSupport
+from tenure._sync.capabilities import MODES, WRITE, LeaseValueSupport
 from tenure._sync.ordered_queue import OrderedQueueBackend
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
@@ -51,8 +78,10 @@ from tenure.backends.etcd._config import EtcdSettings, parse
 from tenure.backends.etcd._keys import (
     Record,
     b64,
+    entry_name,
     kind_prefix,
     list_prefix,
+    mode_of,
     name_prefix,
     prefix_end,
     split_key,
@@ -75,6 +104,7 @@ def whole_seconds(ttl: float) -> int:
 class _Held:
     """What this process knows of one of its granted keys."""
 
+    key: str
     lease: str
     ttl: int
     revision: int
@@ -98,6 +128,10 @@ class QueuePlace:
     lease: str = ""
     """The short queue lease the key is on."""
     watch_from: int = 0
+    mode: str | None = None
+    """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
+    queue_seconds: int = QUEUE_TTL
+    """The queue lease's length."""
 
 
 def _kvs(response: JSON) -> list[JSON]:
@@ -128,6 +162,17 @@ def _created_at(key: str, revision: int) -> JSON:
             "create_revision": str(revision)}
 
 
+def _empty(prefix: str) -> JSON:
+    """A compare that holds when no key starts with ``prefix``."""
+    return _created_at(prefix, 0) | {"range_end": b64(prefix_end(prefix))}
+
+
+def _blocking(prefix: str, mode: str) -> str:
+    """The keys of a read-write lock name that a ``mode`` key waits behind, as one range:
+    every key for a writer, the write keys for a reader."""
+    return prefix if mode == WRITE else prefix + entry_name(WRITE, "")
+
+
 class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
@@ -136,7 +181,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder key's creation revision (the "
-        "cluster's revision), across releases, restarts and leader changes",
+        "cluster's revision), across releases, restarts and leader changes; readers (or permits) "
+        "granted together by one release may get theirs in any order among themselves, a "
+        "write's is above every earlier one",
         fences_survive_restart=True,
         leases_survive_restart=True,
         wakeups="notification (a watch on the key ahead)",
@@ -171,7 +218,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         if held is None:
             return False
         record = dataclasses.replace(held.record, value=value)
-        key = name_prefix(self.settings.namespace, "lock", name) + token
+        key = held.key
         # The creation revision is the term: the put lands only on the key this lease was
         # granted, still alive (etcd deletes it with its lease), and keeps it on that lease.
         answer = self.gateway.post("/v3/kv/txn", {
@@ -201,19 +248,26 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         limit: int,
         waited: Busy | None,
         value: str | None = None,
+        mode: str | None = None,
+        queue_ttl: float | None = None,
     ) -> Grant | Busy:
         prefix = name_prefix(self.settings.namespace, kind, name)
-        key = prefix + token
+        key = prefix + (token if mode is None else entry_name(mode, token))
         place = waited.waiting if waited is not None else None
         if isinstance(place, QueuePlace) and place.key == key and place.revision:
             return self._settle(place, ttl, holder)
+        if mode is not None:
+            queue_seconds = QUEUE_TTL if queue_ttl is None else whole_seconds(queue_ttl)
+            return self._acquire_in_turn(
+                kind, name, token, ttl, holder, mode=mode, queue_seconds=queue_seconds
+            )
         record = Record.new(holder, limit, value=value)
         lease = self._grant(whole_seconds(ttl))
         oldest = _oldest(prefix, limit)
         txn: JSON = {"success": [_put(key, record.encode(), lease), oldest]}
         if limit == 1:
             # A lock is written only into an empty range: never past a queued waiter.
-            txn["compare"] = [_created_at(prefix, 0) | {"range_end": b64(prefix_end(prefix))}]
+            txn["compare"] = [_empty(prefix)]
             txn["failure"] = [oldest]
         answer = self.gateway.post("/v3/kv/txn", txn)
         ranked = _kvs(answer["responses"][-1])
@@ -226,7 +280,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
                 self._revoke(lease)
                 lease = str(mine.get("lease", "0"))
                 record = Record.decode(mine.get("value", ""))  # and keeps what it stored
-            self._held[(kind, name, token)] = _Held(lease, whole_seconds(ttl), revision, record)
+            self._held[(kind, name, token)] = _Held(
+                key, lease, whole_seconds(ttl), revision, record
+            )
             self._record_fence(kind, name, revision)
             return Grant(revision)
         self._revoke(lease)  # removes our key, if this try wrote one
@@ -235,8 +291,43 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         queued = Record.new(holder, limit, queued=True).encode()
         return Busy(None, QueuePlace(kind, name, key, limit, queued, value))
 
+    def _acquire_in_turn(
+        self, kind: str, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
+        queue_seconds: int,
+    ) -> Grant | Busy:
+        """A read-write lock's first try: granted, or queued, in one transaction."""
+        held = self._held.get((kind, name, token))
+        if held is not None and self._keep_alive(held.lease):
+            return Grant(held.revision)  # a retry of a grant whose answer was lost
+        prefix = name_prefix(self.settings.namespace, kind, name)
+        key = prefix + entry_name(mode, token)
+        seconds = whole_seconds(ttl)
+        lease = self._grant(seconds)
+        queue_lease = self._grant(queue_seconds)
+        record = Record.new(holder, 1)
+        queued = Record.new(holder, 1, queued=True).encode()
+        read_back = {"request_range": {"key": b64(key)}}
+        answer = self.gateway.post("/v3/kv/txn", {
+            "compare": [_empty(_blocking(prefix, mode))],
+            "success": [_put(key, record.encode(), lease), read_back],
+            "failure": [_put(key, queued, queue_lease), read_back],
+        })
+        (mine,) = _kvs(answer["responses"][-1])
+        revision = int(mine["create_revision"])
+        if answer.get("succeeded"):
+            self._held[(kind, name, token)] = _Held(key, lease, seconds, revision, record)
+            self._record_fence(kind, name, revision)
+            return Grant(revision)
+        self._revoke(lease)
+        return Busy(None, QueuePlace(
+            kind, name, key, 1, queued, None, revision, queue_lease, _revision(answer) + 1,
+            mode, queue_seconds,
+        ))
+
     def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
         """A queued waiter's acquire: granted once its key is among the ``limit`` oldest."""
+        if place.mode is not None:
+            return self._settle_in_turn(place, place.mode, ttl, holder)
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         answer = self.gateway.post(
             "/v3/kv/range", _oldest(prefix, place.limit)["request_range"]
@@ -259,6 +350,35 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             self._revoke(place.lease)
             place.revision = 0
             raise limit_mismatch(place.name, conflict, place.limit)
+        return self._take(place, ttl, holder)
+
+    def _settle_in_turn(
+        self, place: QueuePlace, mode: str, ttl: float, holder: Holder
+    ) -> Grant | Busy:
+        """A read-write lock's waiter: granted once no key that blocks it is older."""
+        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
+        blocking = _blocking(prefix, mode)
+        answer = self.gateway.post("/v3/kv/txn", {"success": [
+            {"request_range": {"key": b64(place.key)}},
+            {"request_range": {
+                "key": b64(blocking), "range_end": b64(prefix_end(blocking)),
+                # Not count_only: etcd counts the whole range, before this filter.
+                "max_create_revision": str(place.revision - 1), "keys_only": True,
+                "limit": "1",
+            }},
+        ]})
+        mine, ahead = (response["response_range"] for response in answer["responses"])
+        place.watch_from = _revision(answer) + 1
+        kvs = mine.get("kvs", [])
+        if not kvs or int(kvs[0]["create_revision"]) != place.revision:
+            place.revision = 0  # our place lapsed: join again at the back
+            return Busy(None, place)
+        if ahead.get("kvs"):
+            return Busy(None, place)
+        return self._take(place, ttl, holder)
+
+    def _take(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
+        """Our turn: move our key onto a lease of ``ttl``, if it is still the key we queued."""
         seconds = whole_seconds(ttl)
         lease = self._grant(seconds)
         record = Record.new(holder, place.limit, value=place.value)
@@ -272,9 +392,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             place.revision = 0
             return Busy(None, place)
         self._revoke(place.lease)  # the key left it; nothing else is on it
-        token = place.key.rpartition("/")[2]
+        token = place.key.rpartition("/")[2].rpartition(".")[2]
         self._held[(place.kind, place.name, token)] = _Held(
-            lease, seconds, place.revision, record
+            place.key, lease, seconds, place.revision, record
         )
         self._record_fence(place.kind, place.name, place.revision)
         return Grant(place.revision)
@@ -315,6 +435,8 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
                 b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
             )
             return
+        if place.mode is not None:
+            prefix = _blocking(prefix, place.mode)  # a reader watches the newest write ahead
         ahead = self.gateway.post("/v3/kv/range", {
             "key": b64(prefix), "range_end": b64(prefix_end(prefix)),
             "sort_order": "DESCEND", "sort_target": "CREATE",
@@ -334,7 +456,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _join(self, place: QueuePlace) -> None:
         """Write the waiter's key at the back of the queue, on a short queue lease."""
-        place.lease = self._grant(QUEUE_TTL)
+        place.lease = self._grant(place.queue_seconds)
         answer = self.gateway.post("/v3/kv/txn", {
             "success": [
                 _put(place.key, place.record, place.lease),
@@ -347,8 +469,15 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _release(self, kind: str, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
-        lease = held.lease if held is not None else self._lease_of(kind, name, token)
-        return lease is not None and self._revoke(lease)
+        if held is not None:
+            return self._revoke(held.lease)
+        # An undo, or a waiter leaving its place: whatever key this token wrote goes with its
+        # lease; only a key that held the name counts as released.
+        kv = self._entry_of(kind, name, token)
+        if kv is None:
+            return False
+        revoked = self._revoke(str(kv.get("lease", "0")))
+        return revoked and not Record.decode(kv.get("value", "")).queued
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         results: dict[int, bool] = {}
@@ -370,7 +499,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         """A new ttl: the key moves to a new lease of that many seconds, if it is still ours."""
         seconds = whole_seconds(renewal.ttl)
         lease = self._grant(seconds)
-        key = name_prefix(self.settings.namespace, kind, renewal.name) + renewal.token
+        key = held.key
         moved = self.gateway.post("/v3/kv/txn", {
             "compare": [_created_at(key, held.revision)],
             "success": [{"request_put": {"key": b64(key), "lease": lease, "ignore_value": True}}],
@@ -386,8 +515,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         held = self._held.get((kind, name, token))
         if held is None:
             return False
-        key = name_prefix(self.settings.namespace, kind, name) + token
-        kvs = _kvs(self.gateway.post("/v3/kv/range", {"key": b64(key)}))
+        kvs = _kvs(self.gateway.post("/v3/kv/range", {"key": b64(held.key)}))
         return bool(kvs) and int(kvs[0]["create_revision"]) == held.revision
 
     def _inspect(self, kind: str, name: str) -> LockInfo | None:
@@ -397,9 +525,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             _oldest(prefix, None), {"request_range": {"key": b64(fence_key)}},
         ]})
         keys, fence = (_kvs(response) for response in answer["responses"])
-        if not fence:
+        if not fence and not keys:
             return None
-        return self._info(kind, name, keys, _fence_of(fence[0]))
+        return self._info(kind, name, keys, _fence_of(fence[0]) if fence else 0)
 
     def _list(self, kind: str, prefix: str) -> list[LockInfo]:
         namespace = self.settings.namespace
@@ -429,6 +557,8 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _info(self, kind: str, name: str, keys: list[JSON], fence: int) -> LockInfo:
         """The holders are the ``limit`` oldest keys; the rest are waiting."""
+        if kind == "rwlock":
+            return self._info_in_turn(name, keys, fence)
         records = [Record.decode(kv.get("value", "")) for kv in keys]
         limit = records[0].limit if records else None
         ranked = list(zip(keys, records, strict=True))
@@ -459,6 +589,28 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             value=values[0],
         )
 
+    def _info_in_turn(self, name: str, keys: list[JSON], fence: int) -> LockInfo:
+        """A read-write lock: every key not marked queued holds the name (only a grant
+        writes one), oldest first, with the mode its key names; the queued ones wait."""
+        leases = []
+        queued = 0
+        for kv in keys:
+            record = Record.decode(kv.get("value", ""))
+            if record.queued:
+                queued += 1
+                continue
+            left = self._time_to_live(str(kv.get("lease", "0")))
+            if left >= 0:
+                leases.append(LeaseInfo(
+                    record.holder, _utc(record.since), max(left, 0.5),
+                    int(kv["create_revision"]),
+                    mode=mode_of(unb64(kv["key"]).decode().rpartition("/")[2]),
+                ))
+        # The fence key is written just after a grant: the newest lease may be ahead of it.
+        fence = max([fence, *(lease.fence or 0 for lease in leases)])
+        return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
+                        queued=queued)
+
     def _break(self, kind: str, name: str) -> bool:
         info_keys = _kvs(self.gateway.post(
             "/v3/kv/range",
@@ -466,6 +618,8 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         ))
         records = [Record.decode(kv.get("value", "")) for kv in info_keys]
         count = (records[0].limit or 1) if records and kind == "semaphore" else 1
+        if kind == "rwlock":
+            count = len(records)  # every reader, or the writer; the queued ones are skipped
         broken = False
         for kv, record in list(zip(info_keys, records, strict=True))[:count]:
             if record.queued:
@@ -507,10 +661,18 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         answer = self.gateway.post("/v3/lease/timetolive", {"ID": lease})
         return float(answer.get("TTL", 0))  # -1: expired or revoked
 
-    def _lease_of(self, kind: str, name: str, token: str) -> str | None:
-        key = name_prefix(self.settings.namespace, kind, name) + token
-        kvs = _kvs(self.gateway.post("/v3/kv/range", {"key": b64(key)}))
-        return str(kvs[0].get("lease", "0")) if kvs else None
+    def _entry_of(self, kind: str, name: str, token: str) -> JSON | None:
+        """The key ``token`` wrote under ``name`` (either mode's, for a read-write lock)."""
+        prefix = name_prefix(self.settings.namespace, kind, name)
+        if kind != "rwlock":
+            kvs = _kvs(self.gateway.post("/v3/kv/range", {"key": b64(prefix + token)}))
+            return kvs[0] if kvs else None
+        answer = self.gateway.post("/v3/kv/txn", {"success": [
+            {"request_range": {"key": b64(prefix + entry_name(mode, token))}}
+            for mode in MODES
+        ]})
+        found = [kv for response in answer["responses"] for kv in _kvs(response)]
+        return found[0] if found else None
 
 
 def _fence_of(kv: JSON) -> int:

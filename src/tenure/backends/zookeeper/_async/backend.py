@@ -42,6 +42,31 @@ both (a lock is ``limit = 1``).
   holder, value and term (the node's czxid) from one ``getData`` of the holder's node.
 
 Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+
+**A place that lapsed stays lapsed.** A contender judges a waiter's node expired when its last
+write is older than its queue ttl by the server time of the contender's own write, and then
+passes it (deleting it, guarded by the version it judged). A slow waiter may rewrite its node
+between that judgement and the delete, which then fails: its node lives on, but the
+contender has already gone ahead of it. So every write of a waiter's node (each wait's
+rewrite, and the set that grants it) checks, as a renewal does, that the previous write was
+not older than its ttl by the new write's ``mtime``; if it was, the waiter deletes the node
+and joins again at the back. This is sound on the server's clock: the contender read the old
+``mtime`` after its own write reached its server, so the waiter's next write comes later in
+the log, and its ``mtime`` (the leader's clock at that write, which we take as not stepping
+back) is at least the contender's time, past the old ``mtime`` plus the ttl.
+
+**Read-write and fair locks** (kind ``rwlock``, ``tenure._async.ordered_queue`` for the rule
+and the fence argument): the same nodes, with the mode in the node's name (``_nodes``).
+
+- **Acquire, first try**: create the node with the holder's record, then rank: a writer is
+  granted when no live node is ahead of it, a reader when no live write node is. Refused,
+  the node stays as the waiter's place: rewritten at once, versioned, as a ``queued`` record
+  with the place's ``queue_ttl``.
+- **Waiting**: each wait rewrites the place, then watches the node just ahead (a writer) or
+  the newest write node ahead (a reader, found from the children's names).
+- **Granted from the queue**, **release**, **renewal**, **break** as for locks; a waiter
+  that gives up deletes its node. ``inspect`` reports every live node not marked queued as
+  a lease with its mode, and counts the live queued ones.
 """
 
 from __future__ import annotations
@@ -53,7 +78,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._async.capabilities import READ, WRITE, AsyncLeaseValueSupport
 from tenure._async.ordered_queue import AsyncOrderedQueueBackend
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, limit_mismatch
@@ -65,6 +90,8 @@ from tenure.backends.zookeeper._nodes import (
     Record,
     decode_name,
     encode_name,
+    is_entry,
+    mode_of,
     node_prefix,
     sequence_of,
     token_of,
@@ -117,14 +144,34 @@ class QueuePlace:
     """Our node once queued ("": not queued, or lapsed)."""
     version: int = 0
     czxid: int = 0
+    mtime: int = 0
+    """Server milliseconds of our last write to the node."""
+    written_ttl_ms: int = 0
+    """The ttl that last write gave the node: past ``mtime`` plus this, others may have
+    judged it expired and gone ahead of it."""
+    mode: str | None = None
+    """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
+
+    def wrote(self, stat: Any, ttl_ms: int) -> bool:
+        """Record a write of the node; False if the write before it had already lapsed by the
+        server's clock (module docstring: the node must then go)."""
+        lapsed = self.mtime + self.written_ttl_ms < stat.mtime
+        self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+        return not lapsed
 
 
 @dataclasses.dataclass
 class _Ranked:
     live_ahead: list[Record]
     conflict: int | None
+    writes_ahead: int = 0
+    """How many of the live nodes ahead are a read-write lock's writers."""
 
-    def granted(self, limit: int) -> bool:
+    def granted(self, limit: int, mode: str | None = None) -> bool:
+        if mode == READ:
+            return not self.writes_ahead
+        if mode == WRITE:
+            return not self.live_ahead
         return len(self.live_ahead) < limit
 
 
@@ -136,7 +183,9 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
-        "across releases, restarts and leader changes",
+        "across releases, restarts and leader changes; readers (or permits) granted "
+        "together by one release may get theirs in any order among themselves, a "
+        "write's is above every earlier one",
         fences_survive_restart=True,
         leases_survive_restart=True,
         wakeups="notification (a watch on the node ahead)",
@@ -264,6 +313,8 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         limit: int,
         waited: Busy | None,
         value: str | None = None,
+        mode: str | None = None,
+        queue_ttl: float | None = None,
     ) -> Grant | Busy:
         place = waited.waiting if waited is not None else None
         if isinstance(place, QueuePlace) and place.token == token and place.path:
@@ -272,30 +323,42 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         record = Record.new(holder, limit, ttl, value=value)
         epoch = self.session.epoch
         path, stat = await self.session.call(
-            "create", f"{parent}/{node_prefix(token)}", record.encode(),
+            "create", f"{parent}/{node_prefix(token, mode)}", record.encode(),
             ephemeral=True, sequence=True, makepath=True, include_data=True,
         )
-        ranked = await self._rank(parent, path, stat.mtime, limit)
-        if ranked.conflict is None and ranked.granted(limit):
+        ranked = await self._rank(parent, path, stat.mtime, limit, mode)
+        if ranked.conflict is None and ranked.granted(limit, mode):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = _Held(
                 path, stat.version, stat.mtime, record, epoch
             )
             await self._record_fence(parent, stat.czxid)
             return Grant(stat.czxid)
+        if mode is not None:
+            # A read-write lock's refused node stays, as this waiter's place in the queue.
+            queued = Record.new(holder, limit, queue_ttl or QUEUE_TTL, queued=True)
+            place = QueuePlace(
+                kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
+                mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
+            )
+            await self._rewrite(place)
+            return Busy(None, place)
         await self._delete(path)
         if ranked.conflict is not None:
             raise limit_mismatch(name, ranked.conflict, limit)
         queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
         return Busy(None, QueuePlace(kind, name, token, limit, parent, queued, value))
 
-    async def _rank(self, parent: str, path: str, now_ms: int, limit: int) -> _Ranked:
+    async def _rank(
+        self, parent: str, path: str, now_ms: int, limit: int, mode: str | None = None
+    ) -> _Ranked:
         """The live nodes ahead of ``path`` (deleting those expired at ``now_ms``, the server
         time of our own latest write), and a limit they hold that differs from ours."""
         ours = sequence_of(path)
         ahead = [node for node in await self._children(parent) if sequence_of(node) < ours]
         answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
         live: list[Record] = []
+        writes = 0
         for node, answer in zip(ahead, answers, strict=True):
             if isinstance(answer, Exception):
                 continue  # gone meanwhile
@@ -305,6 +368,9 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 await self._delete(f"{parent}/{node}", stat.version)
                 continue
             live.append(record)
+            writes += mode_of(node) == WRITE
+        if mode is not None:
+            return _Ranked(live, None, writes)  # no limit to disagree on
         conflict = next((r.limit for r in live[:limit] if r.limit != limit), None)
         return _Ranked(live, conflict)
 
@@ -314,11 +380,11 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         stat = await self._rewrite(place)
         if stat is None:
             return Busy(None, place)
-        ranked = await self._rank(place.parent, place.path, stat.mtime, place.limit)
+        ranked = await self._rank(place.parent, place.path, stat.mtime, place.limit, place.mode)
         if ranked.conflict is not None:
             await self.abandon_wait(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
-        if not ranked.granted(place.limit):
+        if not ranked.granted(place.limit, place.mode):
             return Busy(None, place)
         record = Record.new(holder, place.limit, ttl, value=place.value)
         epoch = self.session.epoch
@@ -328,6 +394,9 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             )
         except (NoNodeError, BadVersionError):
             place.path = ""  # judged expired meanwhile: join again at the back
+            return Busy(None, place)
+        if not place.wrote(stat, record.ttl_ms):
+            await self._drop(place)  # lapsed before this grant: others went ahead of it
             return Busy(None, place)
         self._granted_in(epoch, place.path)
         self._held[(place.kind, place.name, place.token)] = _Held(
@@ -346,8 +415,17 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         except (NoNodeError, BadVersionError):
             place.path = ""
             return None
-        place.version = stat.version
+        if not place.wrote(stat, place.record.ttl_ms):
+            await self._drop(place)
+            return None
         return stat
+
+    async def _drop(self, place: QueuePlace) -> None:
+        """Delete a place that lapsed before our latest write revived it: a contender may
+        have judged it expired and gone ahead (module docstring). The next wait joins
+        again at the back."""
+        path, place.path = place.path, ""
+        await self._delete(path, place.version)
 
     async def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None:
         place = busy.waiting if busy is not None else None
@@ -366,16 +444,20 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             await self._rewrite(place)
         if not place.path:
             path, stat = await self.session.call(
-                "create", f"{place.parent}/{node_prefix(place.token)}", place.record.encode(),
+                "create", f"{place.parent}/{node_prefix(place.token, place.mode)}",
+                place.record.encode(),
                 ephemeral=True, sequence=True, makepath=True, include_data=True,
             )
-            place.path, place.version, place.czxid = path, stat.version, stat.czxid
+            place.path, place.czxid, place.version = path, stat.czxid, stat.version
+            place.mtime, place.written_ttl_ms = stat.mtime, place.record.ttl_ms
         signal = io.Signal()
         if place.limit > 1:
             await self.session.call("get_children", place.parent, watch=lambda _: signal.set())
         else:
             ours = sequence_of(place.path)
             ahead = [n for n in await self._children(place.parent) if sequence_of(n) < ours]
+            if place.mode == READ:
+                ahead = [n for n in ahead if mode_of(n) == WRITE]  # the newest write ahead
             if not ahead:
                 return
             watched = f"{place.parent}/{ahead[-1]}"
@@ -460,6 +542,8 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         now = await self._server_now()
         nodes = await self._children(parent)
         answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
+        if kind == "rwlock":
+            return self._info_in_turn(name, fence, now, nodes, answers)
         live = []
         values = []
         for answer in answers:
@@ -493,6 +577,32 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             name, max(fence, first.fence or 0), first.holder, first.acquired_at, first.ttl_left,
             value=values[0],
         )
+
+    def _info_in_turn(
+        self, name: str, fence: int, now: int, nodes: list[str], answers: list[Any]
+    ) -> LockInfo:
+        """A read-write lock: every live node not marked queued holds the name (only a grant
+        writes one), oldest first, with the mode its name says; the live queued ones wait."""
+        leases = []
+        queued = 0
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, Exception):
+                continue  # gone meanwhile
+            data, stat = answer
+            record = Record.decode(data)
+            left = (stat.mtime + record.ttl_ms - now) / 1000
+            if left <= 0:
+                continue
+            if record.queued:
+                queued += 1
+                continue
+            leases.append(LeaseInfo(
+                record.holder, _utc(record.since), left, stat.czxid, mode=mode_of(node)
+            ))
+        # The name's fence is written just after a grant: the newest lease may be ahead of it.
+        fence = max([fence, *(lease.fence or 0 for lease in leases)])
+        return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
+                        queued=queued)
 
     async def _list(self, kind: str, prefix: str) -> list[LockInfo]:
         try:
@@ -530,7 +640,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             nodes: list[str] = await self.session.call("get_children", parent)
         except NoNodeError:
             return []
-        return sorted((n for n in nodes if n.startswith("t-")), key=sequence_of)
+        return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
 
     async def _delete(self, path: str, version: int = -1) -> bool:
         try:
