@@ -1,11 +1,14 @@
 """MySQL/MariaDB read-write and fair locks against what the server stores: the tables made by
 the first read-write acquire only, places in arrival order becoming leases, a renewal that
 commits while an acquire waits for its row lock, lapsed places reclaimed, a retried acquire,
-and a user with rights on DBA-made tables only."""
+a user with rights on DBA-made tables only, and ``tenure ls / show / break`` on them."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -16,6 +19,7 @@ import pytest
 import tenure
 from tenure._types import Busy, Grant, Holder
 from tenure.backends.mysql._store import MySQLStore
+from tests.integration.processes import ROOT
 from tests.integration.sql_support import raw
 
 pytestmark = pytest.mark.mysql
@@ -204,3 +208,42 @@ def test_a_user_with_rights_on_dba_made_tables(mysql_server: Any) -> None:
             reader.release()
         assert locks.lock("app", fair=True, ttl=10).acquire(timeout=5)
         assert locks.break_lock("app", kind="rwlock") is True
+
+
+def test_ls_show_break_from_the_command_line(mysql_url: str) -> None:
+    prefix = f"cli:{uuid.uuid4().hex}:"
+    name = prefix + "catalog"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tenure", *args, "--url", mysql_url], cwd=ROOT,
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+
+    with tenure.connect(mysql_url) as locks:
+        rw = locks.rwlock(name, ttl=60)
+        readers = [rw.read(), rw.read()]
+        for reader in readers:
+            assert reader.acquire()
+        store = store_of(locks)
+        assert isinstance(
+            store.acquire_queued(name, "w" * 32, 60, HOLDER, mode="write", queue_ttl=60), Busy
+        )
+        listed = cli("ls", prefix)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+        assert [row[:3] for row in rows] == [[name, "rwlock", "read"]] * 2, listed.stdout
+        shown = cli("show", name, "--json")
+        assert shown.returncode == 0, shown.stderr
+        entry = json.loads(shown.stdout)
+        assert entry["kind"] == "rwlock" and entry["queued"] == 1 and entry["held"]
+        assert sorted(holder["fence"] for holder in entry["holders"]) == sorted(
+            reader.fence for reader in readers
+        )
+        broken = cli("break", name, "--rwlock")
+        assert broken.returncode == 0, broken.stderr
+        assert not any(reader.owned() for reader in readers)
+        assert cli("break", name, "--rwlock").returncode == 1
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and not info.held and info.queued == 1  # the queue stays
+        store.release_queued(name, "w" * 32)
