@@ -2,10 +2,11 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), a semaphore's acquire one short transaction sent as one text
-(see ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
-connection runs the next statement. A connection that failed is closed, never reused;
-an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
+one statement (see ``_sql``), a semaphore's or a read-write lock's acquire one short
+transaction sent as one text (see ``_semaphore_sql``, ``_rwlock_sql``), so a lock never
+depends on a transaction staying open or on which connection runs the next statement. A
+connection that failed is closed, never reused; an idle one the server closed meanwhile (a
+restart) is noticed and dropped before use.
 
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
 one thing a session can block on and another session can end is a user-level lock
@@ -28,6 +29,9 @@ crash, a lost connection), or its back-off pause passes. Why this shape:
   remaining lease, so an expiry without a release is noticed as before.
 - Waiters hold nothing: they never delay a holder's release, and the holder's ``GET_LOCK``
   waits at most ``HOLD_WAIT`` for a waiter passing through.
+- Locks only: a semaphore's permits and a read-write lock's leases have many holders, and a
+  turn in a queue comes by more than one session's release, so their waiters back off
+  (``FALLBACK_PAUSE``) across processes.
 - Fork-safe: a child abandons the parent's gate connections untouched (closing them would end
   the parent's sessions and open its gates) and takes gates on connections of its own.
 """
