@@ -12,15 +12,17 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncSemaphoreSupport
+from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key, queue_key
 
 __all__ = [
+    "AsyncBlockingQueueBackend",
     "AsyncBlockingSemaphoreBackend",
     "AsyncBlockingStoreBackend",
+    "BlockingQueueStore",
     "BlockingSemaphoreStore",
     "BlockingStore",
 ]
@@ -58,8 +60,24 @@ class BlockingSemaphoreStore(BlockingStore, Protocol):
     def break_semaphore(self, name: str) -> bool: ...
 
 
+class BlockingQueueStore(BlockingSemaphoreStore, Protocol):
+    """A store that also keeps read-write and fair locks (see ``AsyncQueueSupport`` for each
+    step's contract); its releases, breaks and dropped places notify ``queue_key(name)``."""
+
+    def acquire_queued(
+        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
+    ) -> Grant | Busy: ...
+    def release_queued(self, name: str, token: str) -> bool: ...
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]: ...
+    def queued_owned(self, name: str, token: str) -> bool: ...
+    def inspect_queue(self, name: str) -> LockInfo | None: ...
+    def list_queues(self, prefix: str) -> list[LockInfo]: ...
+    def break_queue(self, name: str) -> bool: ...
+
+
 StoreT = TypeVar("StoreT", bound=BlockingStore)
 SemaphoreStoreT = TypeVar("SemaphoreStoreT", bound=BlockingSemaphoreStore)
+QueueStoreT = TypeVar("QueueStoreT", bound=BlockingQueueStore)
 
 
 class AsyncBlockingStoreBackend(AsyncBackend, Generic[StoreT]):
@@ -140,3 +158,43 @@ class AsyncBlockingSemaphoreBackend(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         await wait_for_notice(self.store.waiters, permit_key(name), timeout)
+
+
+class AsyncBlockingQueueBackend(AsyncBlockingSemaphoreBackend[QueueStoreT], AsyncQueueSupport):
+    """The shell for a store that keeps semaphores and read-write (and fair) locks."""
+
+    async def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await io.run_blocking(
+            self.store.acquire_queued, name, token, ttl, holder, mode=mode, queue_ttl=queue_ttl
+        )
+
+    async def release_queued(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release_queued, name, token)
+
+    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_queued, renewals)
+
+    async def queued_owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.queued_owned, name, token)
+
+    async def inspect_queue(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect_queue, name)
+
+    async def list_queues(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_queues, prefix)
+
+    async def break_queue(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_queue, name)
+
+    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await wait_for_notice(self.store.waiters, queue_key(name), timeout)

@@ -14,15 +14,17 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import SemaphoreSupport
+from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
-from tenure._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key, queue_key
 
 __all__ = [
+    "BlockingQueueBackend",
     "BlockingSemaphoreBackend",
     "BlockingStoreBackend",
+    "BlockingQueueStore",
     "BlockingSemaphoreStore",
     "BlockingStore",
 ]
@@ -60,8 +62,24 @@ class BlockingSemaphoreStore(BlockingStore, Protocol):
     def break_semaphore(self, name: str) -> bool: ...
 
 
+class BlockingQueueStore(BlockingSemaphoreStore, Protocol):
+    """A store that also keeps read-write and fair locks (see ``QueueSupport`` for each
+    step's contract); its releases, breaks and dropped places notify ``queue_key(name)``."""
+
+    def acquire_queued(
+        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
+    ) -> Grant | Busy: ...
+    def release_queued(self, name: str, token: str) -> bool: ...
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]: ...
+    def queued_owned(self, name: str, token: str) -> bool: ...
+    def inspect_queue(self, name: str) -> LockInfo | None: ...
+    def list_queues(self, prefix: str) -> list[LockInfo]: ...
+    def break_queue(self, name: str) -> bool: ...
+
+
 StoreT = TypeVar("StoreT", bound=BlockingStore)
 SemaphoreStoreT = TypeVar("SemaphoreStoreT", bound=BlockingSemaphoreStore)
+QueueStoreT = TypeVar("QueueStoreT", bound=BlockingQueueStore)
 
 
 class BlockingStoreBackend(Backend, Generic[StoreT]):
@@ -142,3 +160,43 @@ class BlockingSemaphoreBackend(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
         wait_for_notice(self.store.waiters, permit_key(name), timeout)
+
+
+class BlockingQueueBackend(BlockingSemaphoreBackend[QueueStoreT], QueueSupport):
+    """The shell for a store that keeps semaphores and read-write (and fair) locks."""
+
+    def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return io.run_blocking(
+            self.store.acquire_queued, name, token, ttl, holder, mode=mode, queue_ttl=queue_ttl
+        )
+
+    def release_queued(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.release_queued, name, token)
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return io.run_blocking(self.store.extend_queued, renewals)
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.queued_owned, name, token)
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        return io.run_blocking(self.store.inspect_queue, name)
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        return io.run_blocking(self.store.list_queues, prefix)
+
+    def break_queue(self, name: str) -> bool:
+        return io.run_blocking(self.store.break_queue, name)
+
+    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        wait_for_notice(self.store.waiters, queue_key(name), timeout)

@@ -2,10 +2,11 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), a semaphore's acquire one short transaction sent as one text
-(see ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
-connection runs the next statement. A connection that failed is closed, never reused;
-an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
+one statement (see ``_sql``), a semaphore's or a read-write lock's acquire one short
+transaction sent as one text (see ``_semaphore_sql``, ``_rwlock_sql``), so a lock never
+depends on a transaction staying open or on which connection runs the next statement. A
+connection that failed is closed, never reused; an idle one the server closed meanwhile (a
+restart) is noticed and dropped before use.
 
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
 one thing a session can block on and another session can end is a user-level lock
@@ -28,6 +29,9 @@ crash, a lost connection), or its back-off pause passes. Why this shape:
   remaining lease, so an expiry without a release is noticed as before.
 - Waiters hold nothing: they never delay a holder's release, and the holder's ``GET_LOCK``
   waits at most ``HOLD_WAIT`` for a waiter passing through.
+- Locks only: a semaphore's permits and a read-write lock's leases have many holders, and a
+  turn in a queue comes by more than one session's release, so their waiters back off
+  (``FALLBACK_PAUSE``) across processes.
 - Fork-safe: a child abandons the parent's gate connections untouched (closing them would end
   the parent's sessions and open its gates) and takes gates on connections of its own.
 """
@@ -53,7 +57,7 @@ from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
-from tenure._waiters import Waiters, permit_key
+from tenure._waiters import Waiters, permit_key, queue_key
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
@@ -62,6 +66,7 @@ from tenure.backends._sql_common import (
     has_pending_input,
     parse_schema_mark,
 )
+from tenure.backends.mysql._rwlock_sql import RwlockStatements
 from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
 from tenure.backends.mysql._sql import (
     GATE_RELEASE,
@@ -131,6 +136,7 @@ class MySQLStore:
         }
         self.sql = Statements(options.table)
         self.semaphores = SemaphoreStatements(options.table)
+        self.rwlocks = RwlockStatements(options.table)
         # Waiters on the same table in this process wake at once on a release from here,
         # whichever client (of the same server, database and table) they use.
         server = connect_args.get("unix_socket") or (
@@ -150,6 +156,7 @@ class MySQLStore:
         self._pid = os.getpid()
         self._ready = False
         self._permits_ready = False
+        self._rwlocks_ready = False
         self._closed = False
 
     # ---- connections -------------------------------------------------------------------
@@ -239,7 +246,8 @@ class MySQLStore:
             _close_quietly(connection)
             if isinstance(exc, pymysql.err.MySQLError):
                 if exc.args and exc.args[0] == ER_NO_SUCH_TABLE:
-                    self._ready = False  # dropped behind our back: create it again next time
+                    # Dropped behind our back: look for (and create) the tables again.
+                    self._ready = self._permits_ready = self._rwlocks_ready = False
                 raise BackendError(f"MySQL {self.display}: {exc}") from exc
             raise
         if not keep(result):
@@ -491,22 +499,9 @@ class MySQLStore:
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
 
-        def attempt(cursor: Cursor) -> tuple[Any, ...]:
-            for retry in range(DEADLOCK_RETRIES):
-                try:
-                    return _run_batch(cursor, self.semaphores.acquire, params)
-                except pymysql.err.OperationalError as exc:
-                    # A deadlock victim's whole transaction is rolled back: run it again.
-                    cursor.execute("ROLLBACK")
-                    if exc.args[0] != ER_LOCK_DEADLOCK or retry == DEADLOCK_RETRIES - 1:
-                        raise
-                    time.sleep(0.001 * (retry + 1))
-                except BaseException:
-                    cursor.execute("ROLLBACK")
-                    raise
-            raise AssertionError("unreachable")
-
-        mine, granted, others, soonest_us, stored = self._run(attempt)
+        mine, granted, others, soonest_us, stored = self._run(
+            lambda cursor: _run_transaction(cursor, self.semaphores.acquire, params)
+        )
         if mine is not None:
             return Grant(int(mine))
         if granted is not None:
@@ -596,6 +591,132 @@ class MySQLStore:
         return broken
 
 
+    # ---- read-write and fair locks (SQL in ``_rwlock_sql``) ----------------------------
+
+    def _rwlock_tables(self, *, create: bool) -> bool:
+        """Whether the read-write lock tables exist; with ``create``, make them first. Made
+        on the first read-write (or fair) lock acquire, as the permits table is."""
+        if self._rwlocks_ready:
+            return True
+
+        def ensure(cursor: Cursor) -> bool:
+            cursor.execute(self.sql.schema, {"table": self.rwlocks.entries_name})
+            if cursor.fetchone() is not None:
+                return True
+            if create:
+                for statement in self.rwlocks.create:
+                    cursor.execute(statement)
+            return create
+
+        self._rwlocks_ready = self._run(ensure)
+        return self._rwlocks_ready
+
+    def acquire_queued(
+        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
+    ) -> Grant | Busy:
+        self._rwlock_tables(create=True)
+        params = {
+            "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
+            "queue_us": _micros(queue_ttl), "mode": mode,
+            "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
+        }
+        retried, granted, soonest_us, dropped = self._run(
+            lambda cursor: _run_transaction(cursor, self.rwlocks.acquire, params)
+        )
+        if dropped is not None and int(dropped) > 0:
+            # A lapsed lease or place may have been all that held a waiter here back.
+            self.waiters.notify(queue_key(name))
+        if retried is not None:
+            return Grant(int(retried))
+        if granted is not None:
+            return Grant(int(granted))
+        return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
+
+    def release_queued(self, name: str, token: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        params = {"name": _hex(name), "token": token}
+        (released,) = self._run(lambda cursor: _run_batch(cursor, self.rwlocks.release, params))
+        # A place that left may have been all that held a waiter back, as a lease may.
+        self.waiters.notify(queue_key(name))
+        return released is not None and int(released) == 1
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals:
+            return []
+        if not self._rwlock_tables(create=False):
+            return [False] * len(renewals)
+
+        # One connection, one autocommit statement per lease (each atomic on its own).
+        def extend_all(cursor: Cursor) -> list[bool]:
+            return [
+                _execute(cursor, self.rwlocks.extend, {
+                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
+                }) == 1
+                for r in renewals
+            ]
+
+        return self._run(extend_all)
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        params = {"name": _hex(name), "token": token}
+        return self._run(lambda cursor: int(cursor.execute(self.rwlocks.owned, params)) == 1)
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        if not self._rwlock_tables(create=False):
+            return None
+
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(self.rwlocks.inspect, {"name": _hex(name)})
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        found = _queue_infos(self._run(read))
+        return found[0] if found else None
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        if not self._rwlock_tables(create=False):
+            return []
+        try:
+            raw = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            return []
+
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(self.rwlocks.list_queues, {"prefix": raw.hex(), "length": len(raw)})
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        return _queue_infos(self._run(read))
+
+    def break_queue(self, name: str) -> bool:
+        if not self._rwlock_tables(create=False):
+            return False
+        params = {"name": _hex(name)}
+        broken = self._run(lambda cursor: _execute(cursor, self.rwlocks.break_queue, params) > 0)
+        if broken:
+            self.waiters.notify(queue_key(name))
+        return broken
+
+
+def _queue_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
+    by_name: dict[bytes, tuple[int, int, list[LeaseInfo]]] = {}
+    for name, fence, queued, mode, host, pid, thread, acquired_at, left_us, seq in rows:
+        entry = by_name.setdefault(bytes(name), (int(fence), int(queued), []))
+        if seq is not None:
+            entry[2].append(LeaseInfo(
+                Holder(host, int(pid), thread), acquired_at.replace(tzinfo=datetime.UTC),
+                max(0.0, int(left_us) / 1e6), int(seq), str(mode),
+            ))
+    return [
+        LockInfo(name.decode("utf-8"), fence, None, None, None, kind="rwlock",
+                 leases=tuple(leases), queued=queued)
+        for name, (fence, queued, leases) in by_name.items()
+    ]
+
+
 def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
     by_name: dict[bytes, tuple[int, int | None, list[LeaseInfo]]] = {}
     for name, fence, limit, host, pid, thread, acquired_at, left_us, permit_fence in rows:
@@ -612,6 +733,25 @@ def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
                  limit=limit, leases=tuple(leases))
         for name, (fence, limit, leases) in by_name.items()
     ]
+
+
+def _run_transaction(cursor: Cursor, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """Run a multi-statement text that is one transaction (``START TRANSACTION`` ...
+    ``COMMIT``, then a ``SELECT`` of its outcome); the one row of its one result set. The
+    server stops at a failed statement, so the transaction is rolled back here; a deadlock
+    victim (InnoDB rolled it back whole) runs again."""
+    for retry in range(DEADLOCK_RETRIES):
+        try:
+            return _run_batch(cursor, sql, params)
+        except pymysql.err.OperationalError as exc:
+            cursor.execute("ROLLBACK")
+            if exc.args[0] != ER_LOCK_DEADLOCK or retry == DEADLOCK_RETRIES - 1:
+                raise
+            time.sleep(0.001 * (retry + 1))
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+    raise AssertionError("unreachable")
 
 
 def _run_batch(cursor: Cursor, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:

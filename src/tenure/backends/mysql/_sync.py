@@ -19,7 +19,7 @@ import random
 import urllib.parse
 from typing import Any
 
-from tenure._sync.blocking_store import BlockingSemaphoreBackend
+from tenure._sync.blocking_store import BlockingQueueBackend
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
@@ -38,7 +38,7 @@ KEYWORD_OPTIONS = ("ssl",)
 """Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
 
 
-class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
+class MySQLBackend(BlockingQueueBackend[MySQLStore]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,
@@ -58,7 +58,7 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
     notifies = True
     """Lock waiters block on the holder's release gate (see ``_store``); this only bounds a
     wait whose wake-up was missed. A waiter whose holder holds no gate, and a semaphore
-    waiter, pause at most ``FALLBACK_PAUSE`` instead."""
+    waiter, a read-write or fair lock waiter pause at most ``FALLBACK_PAUSE`` instead."""
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MySQLBackend:
@@ -118,6 +118,15 @@ class MySQLBackend(BlockingSemaphoreBackend[MySQLStore]):
         # No gate for semaphores (a permit has many holders, a GET_LOCK waits for one):
         # in-process wake-ups, short back-off pauses across processes.
         super().wait_for_permit(
+            name, min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE)), busy
+        )
+
+    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        # No gate for read-write and fair locks either: a turn comes when any of many
+        # holders leaves, a place ahead lapses or a reader ahead is granted, and a GET_LOCK
+        # follows one session's lease (docs/backends/sql.md). In-process wake-ups, short
+        # back-off pauses across processes.
+        super().wait_for_turn(
             name, min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE)), busy
         )
 

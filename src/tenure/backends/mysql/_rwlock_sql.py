@@ -1,0 +1,228 @@
+"""The SQL of MySQL/MariaDB read-write and fair locks, with each statement's contract above it.
+
+Two tables beside the lock table, made on the first read-write (or fair) lock acquire, so a
+user of plain locks alone needs no privilege on them:
+
+- ``{table}_rwlocks``: one record row per name: ``fence`` (the last fence issued, shared by
+  reads and writes, never going back) and ``arrivals`` (the last arrival position given to a
+  waiting place). Its row lock serialises the acquires of the name. Never deleted.
+- ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
+  ``entry`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a
+  place's arrival position), ``expires_at`` by the server's clock, the holder's details.
+
+An acquire is ACQUIRE: one short transaction whose statements travel as one text (the
+connections allow multi-statement texts), so the whole decision costs one round trip, like a
+semaphore's. It first upserts the name's record row, which takes its row lock until the
+commit (concurrent acquirers of the name queue there); under READ COMMITTED every later
+statement reads a fresh snapshot, so it sees every entry committed before that lock was
+ours. It then reads the server's clock ONCE (``@tenure_now``): dropping lapsed entries,
+judging liveness and writing expiries all use that one instant. Statements hand their
+outcomes on through session variables (``@tenure_*``), every one of them set afresh by every
+acquire before it is read. The server runs the statements in order and stops at the first
+error; the client then rolls back.
+
+Entries are only ever added by ACQUIRE, under the record's lock. The single statements that
+change entries without it (release, renewals, break) only delete rows or push a live lease's
+expiry later, so they can make a decision ACQUIRE took on a read stale only in the safe
+direction (it queued where it could have been granted, and tries again). Its DELETE of lapsed
+entries is a locking read of the latest versions: a renewal committed while it waited for a
+row lock is seen, and that lease is not taken for lapsed. Every statement locks the
+entries it touches in primary-key order; should InnoDB still find a cycle (racing inserts of
+a new record row), it rolls one transaction back whole and the client runs it again.
+
+Parameters (PyMySQL's ``%(name)s``): ``name`` hex of the name's UTF-8 bytes, ``token`` text,
+``ttl_us``/``queue_us`` integer microseconds, ``mode`` 'read' or 'write', ``host``/``thread``
+text, ``pid`` integer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tenure.backends.mysql._sql import NOW
+
+__all__ = ["RwlockStatements"]
+
+_NAME = "name = UNHEX(%(name)s)"
+_MINE = f"{_NAME} AND token = %(token)s"
+_AT = "CAST(@tenure_now AS DATETIME(6))"
+"""The acquire's one instant. A user variable keeps a DATETIME as text: cast back, so every
+comparison and sum is a DATETIME one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RwlockStatements:
+    table: str
+    """The lock table's validated name; the two tables are named after it (within MySQL's
+    64-character identifiers)."""
+
+    @property
+    def records(self) -> str:
+        return f"`{self.table[:56]}_rwlocks`"
+
+    @property
+    def entries_name(self) -> str:
+        return f"{self.table[:49]}_rwlock_entries"
+
+    @property
+    def entries(self) -> str:
+        return f"`{self.entries_name}`"
+
+    # No parameters. Run in this order: the entries table is made last, so its existence
+    # (``Statements.schema`` on ``entries_name``) means both are there. Safe from many
+    # processes at once (InnoDB's metadata lock serialises them; the losers see the table).
+    @property
+    def create(self) -> tuple[str, str]:
+        return (
+            f"""
+CREATE TABLE IF NOT EXISTS {self.records} (
+    name     VARBINARY(1024) NOT NULL,
+    fence    BIGINT NOT NULL,
+    arrivals BIGINT NOT NULL,
+    PRIMARY KEY (name)
+) ENGINE = InnoDB
+""",
+            f"""
+CREATE TABLE IF NOT EXISTS {self.entries} (
+    name        VARBINARY(1024) NOT NULL,
+    token       VARBINARY(255) NOT NULL,
+    entry       ENUM('lease', 'place') NOT NULL,
+    mode        ENUM('read', 'write') NOT NULL,
+    seq         BIGINT NOT NULL,
+    expires_at  DATETIME(6) NOT NULL,
+    acquired_at DATETIME(6) NULL,
+    host        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    pid         BIGINT NULL,
+    thread      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    PRIMARY KEY (name, token)
+) ENGINE = InnoDB
+""",
+        )
+
+    # Inputs: name, token, ttl_us, queue_us, mode, host, pid, thread. The whole acquire, one
+    # transaction (see the module docstring):
+    # 1. Takes the name's record lock (creating the record), reads the clock once.
+    # 2. Drops the name's lapsed leases and places (how many: @tenure_dropped).
+    # 3. The token's own live lease (@tenure_mine, its fence: a retry) or place
+    #    (@tenure_place, its arrival position).
+    # 4. Counts the live entries of others that block it (@tenure_blockers): for 'write'
+    #    any lease or any place ahead; for 'read' a 'write' lease or a 'write' place ahead.
+    #    "Ahead": arrived before the token's own place (all places when it has none). Also
+    #    the microseconds left of the soonest-ending live lease of others (@tenure_soonest).
+    # 5. A retry: the lease's expiry reset to now + ttl, fence kept. Else grantable: the
+    #    record's fence + 1 (@tenure_granted), the token's place removed and its lease added.
+    #    Else: its place's expiry reset to now + queue_ttl keeping its position, or a place
+    #    at the tail (the record's arrivals + 1).
+    # Output: its one result set, one row (retried fence, granted fence, soonest
+    # microseconds, entries dropped); at most one of the fences is not NULL.
+    @property
+    def acquire(self) -> str:
+        records, entries = self.records, self.entries
+        return f"""
+START TRANSACTION;
+INSERT INTO {records} (name, fence, arrivals) VALUES (UNHEX(%(name)s), 0, 0)
+ON DUPLICATE KEY UPDATE fence = fence;
+SET @tenure_now = {NOW};
+DELETE FROM {entries} WHERE {_NAME} AND expires_at <= {_AT};
+SET @tenure_dropped = ROW_COUNT();
+SELECT MAX(IF(entry = 'lease', seq, NULL)), MAX(IF(entry = 'place', seq, NULL))
+FROM {entries} WHERE {_MINE} AND expires_at > {_AT}
+INTO @tenure_mine, @tenure_place;
+SELECT COALESCE(SUM(token <> %(token)s AND (%(mode)s = 'write' OR mode = 'write')
+                    AND (entry = 'lease' OR @tenure_place IS NULL OR seq < @tenure_place)), 0),
+       TIMESTAMPDIFF(MICROSECOND, {_AT},
+                     MIN(IF(entry = 'lease' AND token <> %(token)s, expires_at, NULL)))
+FROM {entries} WHERE {_NAME} AND expires_at > {_AT}
+INTO @tenure_blockers, @tenure_soonest;
+SELECT IF(@tenure_mine IS NULL AND @tenure_blockers = 0, fence + 1, NULL),
+       IF(@tenure_mine IS NULL AND @tenure_blockers > 0 AND @tenure_place IS NULL,
+          arrivals + 1, NULL)
+FROM {records} WHERE {_NAME}
+INTO @tenure_granted, @tenure_arrival;
+UPDATE {entries} SET expires_at = {_AT} + INTERVAL %(ttl_us)s MICROSECOND
+WHERE {_MINE} AND @tenure_mine IS NOT NULL;
+UPDATE {entries} SET expires_at = {_AT} + INTERVAL %(queue_us)s MICROSECOND
+WHERE {_MINE} AND @tenure_mine IS NULL AND @tenure_granted IS NULL
+  AND @tenure_place IS NOT NULL;
+UPDATE {records}
+SET fence = COALESCE(@tenure_granted, fence), arrivals = COALESCE(@tenure_arrival, arrivals)
+WHERE {_NAME} AND COALESCE(@tenure_granted, @tenure_arrival) IS NOT NULL;
+DELETE FROM {entries} WHERE {_MINE} AND @tenure_granted IS NOT NULL;
+INSERT INTO {entries}
+    (name, token, entry, mode, seq, expires_at, acquired_at, host, pid, thread)
+SELECT UNHEX(%(name)s), %(token)s, IF(@tenure_granted IS NULL, 'place', 'lease'), %(mode)s,
+       COALESCE(@tenure_granted, @tenure_arrival),
+       {_AT} + INTERVAL IF(@tenure_granted IS NULL, %(queue_us)s, %(ttl_us)s) MICROSECOND,
+       IF(@tenure_granted IS NULL, NULL, {_AT}), %(host)s, %(pid)s, %(thread)s
+FROM DUAL WHERE COALESCE(@tenure_granted, @tenure_arrival) IS NOT NULL;
+COMMIT;
+SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped
+"""
+
+    # Inputs: name, token. Removes the token's lease or place, each statement on its own
+    # (autocommit). Output: one result set, one row: 1 if it removed a live lease, else 0.
+    # The first DELETE alone decides the answer; the second clears a place or a lapsed lease.
+    @property
+    def release(self) -> str:
+        return f"""
+DELETE FROM {self.entries} WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW};
+SET @tenure_released = ROW_COUNT();
+DELETE FROM {self.entries} WHERE {_MINE};
+SELECT @tenure_released
+"""
+
+    # Inputs: name, token, ttl_us. Resets the expiry of the token's live lease to now + ttl.
+    # Affected rows (rows matched): 1 = extended. A place is never extended here.
+    @property
+    def extend(self) -> str:
+        return (
+            f"UPDATE {self.entries} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
+            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW}"
+        )
+
+    # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
+    @property
+    def owned(self) -> str:
+        return (
+            f"SELECT 1 FROM {self.entries} "
+            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW}"
+        )
+
+    # Input: name. Removes every live lease of the name (places and the record's fence stay;
+    # lapsed leases are left to the next acquire). Affected rows: the live leases freed.
+    @property
+    def break_queue(self) -> str:
+        return (
+            f"DELETE FROM {self.entries} "
+            f"WHERE {_NAME} AND entry = 'lease' AND expires_at > {NOW}"
+        )
+
+    # One row per live lease, oldest grant first (or one row of NULL lease columns for a
+    # record with none), each with the record's name, fence and live places; one consistent
+    # read, blocking no writer. Columns: name, fence, queued, mode, host, pid, thread,
+    # acquired_at, microseconds left, lease fence.
+    def _info(self, where: str) -> str:
+        records, entries = self.records, self.entries
+        return f"""
+SELECT r.name, r.fence,
+       (SELECT COUNT(*) FROM {entries} AS p
+        WHERE p.name = r.name AND p.entry = 'place' AND p.expires_at > {NOW}),
+       l.mode, l.host, l.pid, l.thread, l.acquired_at,
+       TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq
+FROM {records} AS r
+LEFT JOIN {entries} AS l ON l.name = r.name AND l.entry = 'lease' AND l.expires_at > {NOW}
+WHERE {where}
+ORDER BY r.name, l.seq
+"""
+
+    @property
+    def inspect(self) -> str:
+        return self._info("r.name = UNHEX(%(name)s)")
+
+    # Inputs: prefix (hex of its UTF-8 bytes), length (its byte count); no LIKE, so % and _
+    # are plain bytes.
+    @property
+    def list_queues(self) -> str:
+        return self._info(
+            "r.name >= UNHEX(%(prefix)s) AND LEFT(r.name, %(length)s) = UNHEX(%(prefix)s)"
+        )

@@ -1,0 +1,249 @@
+"""MySQL/MariaDB read-write and fair locks against what the server stores: the tables made by
+the first read-write acquire only, places in arrival order becoming leases, a renewal that
+commits while an acquire waits for its row lock, lapsed places reclaimed, a retried acquire,
+a user with rights on DBA-made tables only, and ``tenure ls / show / break`` on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure._types import Busy, Grant, Holder
+from tenure.backends.mysql._store import MySQLStore
+from tests.integration.processes import ROOT
+from tests.integration.sql_support import raw
+
+pytestmark = pytest.mark.mysql
+
+HOLDER = Holder("test", os.getpid(), "main")
+
+
+def store_of(locks: tenure.Locks) -> MySQLStore:
+    store: MySQLStore = locks.backend.store  # type: ignore[attr-defined]
+    return store
+
+
+def tables(url: str, table: str) -> list[str]:
+    rows = raw(
+        url,
+        "SELECT TABLE_NAME FROM information_schema.TABLES "
+        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE %s ORDER BY TABLE_NAME",
+        (table + "%",),
+    )
+    return [str(row[0]) for row in rows]
+
+
+def entries(url: str, table: str, name: str) -> list[tuple[Any, ...]]:
+    """(token, entry, mode, seq) of each stored entry of ``name``, by seq."""
+    return raw(
+        url,
+        f"SELECT CAST(token AS CHAR), entry, mode, seq FROM `{table}_rwlock_entries` "
+        f"WHERE name = %s ORDER BY entry, seq",
+        (name.encode(),),
+    )
+
+
+def test_tables_are_made_by_the_first_rwlock_acquire_only(mysql_url: str) -> None:
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    with tenure.connect(mysql_url, table=table) as locks:
+        lock = locks.lock("plain", ttl=10)
+        assert lock.acquire()
+        lock.release()
+        assert locks.inspect("plain", kind="rwlock") is None
+        assert [info.kind for info in locks.list_locks("")] == ["lock"]
+        assert locks.break_lock("plain", kind="rwlock") is False
+        assert tables(mysql_url, table) == [table]  # reading made nothing
+        writer = locks.rwlock("rw", ttl=10).write()
+        assert writer.acquire()
+        assert sorted(tables(mysql_url, table)) == sorted(
+            [table, f"{table}_rwlock_entries", f"{table}_rwlocks"]
+        )
+        writer.release()
+
+
+def test_places_in_arrival_order_become_leases(mysql_url: str) -> None:
+    name = f"rw:{uuid.uuid4().hex}"
+    with tenure.connect(mysql_url) as locks:
+        store = store_of(locks)
+        first = store.acquire_queued(name, "a" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        assert first == Grant(1)
+        for token, mode in (("b" * 32, "read"), ("c" * 32, "write"), ("d" * 32, "read")):
+            assert isinstance(
+                store.acquire_queued(name, token, 10, HOLDER, mode=mode, queue_ttl=3), Busy
+            )
+        assert entries(mysql_url, "tenure_locks", name) == [
+            ("a" * 32, "lease", "write", 1),
+            ("b" * 32, "place", "read", 1),
+            ("c" * 32, "place", "write", 2),
+            ("d" * 32, "place", "read", 3),
+        ]
+        # A refreshed place keeps its position.
+        assert isinstance(
+            store.acquire_queued(name, "d" * 32, 10, HOLDER, mode="read", queue_ttl=3), Busy
+        )
+        assert store.release_queued(name, "a" * 32) is True
+        # The reader ahead of the writer goes; the reader behind it waits for it.
+        assert isinstance(
+            store.acquire_queued(name, "d" * 32, 10, HOLDER, mode="read", queue_ttl=3), Busy
+        )
+        assert store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="read", queue_ttl=3) \
+            == Grant(2)
+        assert isinstance(
+            store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3), Busy
+        )
+        assert store.release_queued(name, "b" * 32) is True
+        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
+            == Grant(3)
+        # A retried acquire (its reply lost) gets its own lease back, fence kept.
+        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
+            == Grant(3)
+        assert entries(mysql_url, "tenure_locks", name) == [
+            ("c" * 32, "lease", "write", 3),
+            ("d" * 32, "place", "read", 3),
+        ]
+        assert store.release_queued(name, "d" * 32) is False  # a place, not a lease
+        assert store.release_queued(name, "c" * 32) is True
+        assert entries(mysql_url, "tenure_locks", name) == []
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and info.fence == 3 and not info.held and info.queued == 0
+
+
+def test_lapsed_places_and_leases_are_dropped(mysql_url: str) -> None:
+    name = f"rw:{uuid.uuid4().hex}"
+    with tenure.connect(mysql_url) as locks:
+        store = store_of(locks)
+        assert store.acquire_queued(name, "a" * 32, 0.2, HOLDER, mode="read", queue_ttl=3) \
+            == Grant(1)
+        assert isinstance(
+            store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="write", queue_ttl=0.2), Busy
+        )
+        time.sleep(0.5)
+        assert len(entries(mysql_url, "tenure_locks", name)) == 2  # stored until an acquire
+        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
+            == Grant(2)
+        assert entries(mysql_url, "tenure_locks", name) == [("c" * 32, "lease", "write", 2)]
+        assert store.extend_queued([]) == []
+        store.release_queued(name, "c" * 32)
+
+
+def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> None:
+    """An acquire that waits for a lease's row lock judges the renewed row, not the lapsed
+    one it would have read without a locking read: no second writer."""
+    name = f"rw:{uuid.uuid4().hex}"
+    import pymysql
+
+    with tenure.connect(mysql_url) as locks:
+        store = store_of(locks)
+        assert store.acquire_queued(name, "a" * 32, 0.3, HOLDER, mode="write", queue_ttl=3) \
+            == Grant(1)
+        args = store._connect_args
+        renewer = pymysql.connect(
+            host=args["host"], port=args["port"], user=args["user"],
+            password=args["password"], database=args["database"], autocommit=False,
+        )
+        try:
+            with renewer.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE tenure_locks_rwlock_entries "
+                    "SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 60 SECOND "
+                    "WHERE name = %s AND token = %s", (name.encode(), "a" * 32),
+                )
+            time.sleep(0.5)  # the stored lease has lapsed; its renewal is not committed yet
+            outcome: list[Grant | Busy] = []
+            contender = threading.Thread(target=lambda: outcome.append(store.acquire_queued(
+                name, "b" * 32, 10, HOLDER, mode="write", queue_ttl=3
+            )))
+            contender.start()
+            time.sleep(0.5)
+            assert outcome == []  # it waits for the renewal's row lock
+            renewer.commit()
+            contender.join(10)
+        finally:
+            renewer.close()
+        assert len(outcome) == 1 and isinstance(outcome[0], Busy), outcome
+        assert locks.inspect(name, kind="rwlock") is not None
+        assert store.queued_owned(name, "a" * 32)
+        store.release_queued(name, "a" * 32)
+        store.release_queued(name, "b" * 32)
+
+
+def test_a_user_with_rights_on_dba_made_tables(mysql_server: Any) -> None:
+    import pymysql
+
+    table = f"dba_{uuid.uuid4().hex[:12]}"
+    user = f"app_{uuid.uuid4().hex[:12]}"
+    with tenure.connect(mysql_server.url, table=table) as admin:  # the DBA's set-up
+        assert admin.rwlock("setup", ttl=1).write().acquire(blocking=False)
+    root = pymysql.connect(unix_socket=str(mysql_server.socket), user="root", autocommit=True)
+    try:
+        with root.cursor() as cursor:
+            cursor.execute(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY 'pw'")
+            cursor.execute(f"GRANT SELECT, INSERT, UPDATE ON tenure_test.{table} "
+                           f"TO '{user}'@'127.0.0.1'")
+            for suffix in ("_rwlocks", "_rwlock_entries"):
+                cursor.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON "
+                               f"tenure_test.{table}{suffix} TO '{user}'@'127.0.0.1'")
+    finally:
+        root.close()
+    app_url = f"mysql://{user}:pw@127.0.0.1:{mysql_server.port}/tenure_test"
+    with tenure.connect(app_url, table=table) as locks:
+        rw = locks.rwlock("app", ttl=10, renew=True)
+        readers = [rw.read(), rw.read()]
+        for reader in readers:
+            assert reader.acquire(timeout=5)
+            reader.extend()
+        assert rw.write().acquire(timeout=0.2) is False
+        listed = [info for info in locks.list_locks("app") if info.kind == "rwlock"]
+        assert [len(info.leases) for info in listed] == [2]
+        for reader in readers:
+            reader.release()
+        assert locks.lock("app", fair=True, ttl=10).acquire(timeout=5)
+        assert locks.break_lock("app", kind="rwlock") is True
+
+
+def test_ls_show_break_from_the_command_line(mysql_url: str) -> None:
+    prefix = f"cli:{uuid.uuid4().hex}:"
+    name = prefix + "catalog"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tenure", *args, "--url", mysql_url], cwd=ROOT,
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+
+    with tenure.connect(mysql_url) as locks:
+        rw = locks.rwlock(name, ttl=60)
+        readers = [rw.read(), rw.read()]
+        for reader in readers:
+            assert reader.acquire()
+        store = store_of(locks)
+        assert isinstance(
+            store.acquire_queued(name, "w" * 32, 60, HOLDER, mode="write", queue_ttl=60), Busy
+        )
+        listed = cli("ls", prefix)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+        assert [row[:3] for row in rows] == [[name, "rwlock", "read"]] * 2, listed.stdout
+        shown = cli("show", name, "--json")
+        assert shown.returncode == 0, shown.stderr
+        entry = json.loads(shown.stdout)
+        assert entry["kind"] == "rwlock" and entry["queued"] == 1 and entry["held"]
+        assert sorted(holder["fence"] for holder in entry["holders"]) == sorted(
+            reader.fence for reader in readers
+        )
+        broken = cli("break", name, "--rwlock")
+        assert broken.returncode == 0, broken.stderr
+        assert not any(reader.owned() for reader in readers)
+        assert cli("break", name, "--rwlock").returncode == 1
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and not info.held and info.queued == 1  # the queue stays
+        store.release_queued(name, "w" * 32)
