@@ -14,6 +14,12 @@
         just after acquire returned and just before release (one clock for the host).
     python -m tests.integration.workers hold-permit URL NAME LIMIT TTL
         take a permit (renewed), print "acquired <fence>", then sleep until killed.
+    python -m tests.integration.workers queued URL NAME SIDE ROUNDS HOLD START OUT
+        connect, print "ready", wait until the file START exists, then ROUNDS times: take
+        the SIDE of NAME ("read" or "write" of the read-write lock, "fair" for the fair
+        lock), hold it HOLD seconds, release it. Writes one line per lease to OUT as it goes:
+        "<asked ns> <entered ns> <left ns> <fence>", time.monotonic_ns() just before acquire
+        was called, just after it returned and just before release.
 """
 
 from __future__ import annotations
@@ -88,6 +94,31 @@ def hold_permit(url: str, name: str, limit: int, ttl: float) -> None:
         time.sleep(3600)
 
 
+def queued(url: str, name: str, side: str, rounds: int, hold: float, start: str,
+           out: str) -> None:
+    with tenure.connect(url) as locks, open(out, "w") as lines:
+        locks.inspect(name, kind="rwlock")  # connect before the start line
+        print("ready", flush=True)
+        while not pathlib.Path(start).exists():
+            time.sleep(0.001)
+        for _ in range(rounds):
+            if side == "fair":
+                handle = locks.lock(name, ttl=30, fair=True)
+            else:
+                rwlock = locks.rwlock(name, ttl=30)
+                handle = rwlock.read() if side == "read" else rwlock.write()
+            asked = time.monotonic_ns()
+            if not handle.acquire(timeout=120):
+                raise SystemExit(f"no {side} lease of {name!r} within 120 s")
+            entered = time.monotonic_ns()
+            time.sleep(hold)
+            left = time.monotonic_ns()
+            # Written line by line: a test reads a waiter's grant while others still run.
+            lines.write(f"{asked} {entered} {left} {handle.fence}\n")
+            lines.flush()
+            handle.release()
+
+
 def main(argv: list[str]) -> None:
     command, url, name, *rest = argv
     if command == "counter":
@@ -101,6 +132,9 @@ def main(argv: list[str]) -> None:
         permits(url, name, int(limit), int(rounds), float(seconds), start, out)
     elif command == "hold-permit":
         hold_permit(url, name, int(rest[0]), float(rest[1]))
+    elif command == "queued":
+        side, rounds, seconds, start, out = rest
+        queued(url, name, side, int(rounds), float(seconds), start, out)
     else:
         raise SystemExit(f"unknown worker command {command!r}")
 

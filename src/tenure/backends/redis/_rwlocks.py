@@ -183,7 +183,7 @@ local function wake_turn()
 end
 
 -- Each key lives as long as what it holds, and a second more; the first hash gc_ms past the
--- end of the last lease or place (0: forever), never shortened here.
+-- end of the last lease or place (0: forever).
 local function keep(gc_ms)
   local until_ms = now
   local last = redis.call('ZRANGE', expiries, -1, -1, 'WITHSCORES')
@@ -203,8 +203,6 @@ local function keep(gc_ms)
     redis.call('PERSIST', meta)
     return
   end
-  local left = redis.call('PTTL', meta)
-  if left >= 0 and now + left >= until_ms + gc_ms then return end
   redis.call('PEXPIREAT', meta, whole(until_ms + gc_ms))
 end
 
