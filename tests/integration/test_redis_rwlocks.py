@@ -1,10 +1,11 @@
 """Redis read-write and fair locks where the conformance suite cannot look: a release wakes
 exactly the waiters whose turn it made (and no other), a blocked waiter is woken by a release
 in another client (not by its timer), every key of a name in one Cluster slot, idle records
-collected while fences still never go back."""
+collected while fences still never go back, cancelled waiters leaving nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import threading
@@ -80,6 +81,48 @@ def fair_wake_latency(url: str, ports: list[int], name: str) -> float:
         thread.join(10)
         assert entered, "the waiter never got the lock"
         return entered[0] - released
+
+
+async def cancelled_waiters_leave_nothing(url: str, name: str) -> None:
+    """Acquires cancelled at varied points (before, during and after a round trip, blocked on
+    their wake list) leave no lease and no place; a waiter cancelled while blocked leaves
+    the queue at once, so the next in line is woken by the release."""
+    async with tenure.connect_async(url) as locks:
+        holder = locks.lock(name, fair=True, ttl=30)
+        assert await holder.acquire()
+        for attempt in range(12):
+            side = locks.lock(name, fair=True, ttl=30) if attempt % 2 else (
+                locks.rwlock(name, ttl=30).read())
+            task = asyncio.create_task(side.acquire(timeout=10))
+            await asyncio.sleep(attempt * 0.002)
+            task.cancel()
+            try:
+                took = await task
+            except asyncio.CancelledError:
+                took = False
+            assert not took
+            info = await locks.inspect(name, kind="rwlock")
+            assert info is not None and info.queued == 0 and len(info.leases) == 1, info
+        # Cancelled while blocked: first in line, then gone; the one behind it is next.
+        first = asyncio.create_task(locks.lock(name, fair=True, ttl=30).acquire(timeout=10))
+        while (info := await locks.inspect(name, kind="rwlock")) is None or info.queued < 1:
+            await asyncio.sleep(0.005)
+        second_lock = locks.lock(name, fair=True, ttl=30)
+        second = asyncio.create_task(second_lock.acquire(timeout=10))
+        while (info := await locks.inspect(name, kind="rwlock")) is None or info.queued < 2:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.1)  # both blocked on their wake lists
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        info = await locks.inspect(name, kind="rwlock")
+        assert info is not None and info.queued == 1
+        released = time.monotonic()
+        await holder.release()
+        assert await second
+        # Woken by the release, not by a timer (a lost wake-up would cost 0.05 s or more).
+        assert time.monotonic() - released < WAKE_BOUND
+        await second_lock.release()
 
 
 # ---- one master -----------------------------------------------------------------------------
@@ -195,6 +238,11 @@ def test_idle_records_are_collected_and_fences_never_go_back(redis_url: str, nam
     client.close()
 
 
+@pytest.mark.redis
+async def test_cancelled_waiters_leave_nothing(redis_url: str, name: str) -> None:
+    await cancelled_waiters_leave_nothing(redis_url, name)
+
+
 # ---- Redis Cluster --------------------------------------------------------------------------
 
 
@@ -243,3 +291,10 @@ def test_a_cluster_waiter_is_woken_not_polling(
 ) -> None:
     ports = [node.port for node in redis_cluster.nodes]
     assert fair_wake_latency(redis_cluster_url, ports, name) < WAKE_BOUND
+
+
+@pytest.mark.redis_cluster
+async def test_cancelled_cluster_waiters_leave_nothing(
+    redis_cluster: RedisCluster, redis_cluster_url: str, name: str
+) -> None:
+    await cancelled_waiters_leave_nothing(redis_cluster_url, name)
