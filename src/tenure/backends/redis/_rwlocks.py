@@ -171,14 +171,21 @@ end
 local function wake_turn()
   local held = redis.call('ZCARD', expiries)
   if held > 0 and write_held() then return end
-  for index, token in ipairs(redis.call('ZRANGE', queue, 0, {WAKE_AT_MOST - 1})) do
-    local writer = redis.call('ZSCORE', writes, token)
-    if writer and (index > 1 or held > 0) then return end
-    local list = wake_prefix .. token
-    redis.call('RPUSH', list, '1')
-    redis.call('LTRIM', list, -1, -1)
-    redis.call('PEXPIRE', list, {WAKE_KEEP_MS})
-    if writer then return end
+  -- In batches of 16 from the head: a fair lock's release reads one batch, not the queue.
+  local index = 0
+  while index < {WAKE_AT_MOST} do
+    local batch = redis.call('ZRANGE', queue, index, index + 15)
+    if #batch == 0 then return end
+    for _, token in ipairs(batch) do
+      index = index + 1
+      local writer = redis.call('ZSCORE', writes, token)
+      if writer and (index > 1 or held > 0) then return end
+      local list = wake_prefix .. token
+      redis.call('RPUSH', list, '1')
+      redis.call('LTRIM', list, -1, -1)
+      redis.call('PEXPIRE', list, {WAKE_KEEP_MS})
+      if writer then return end
+    end
   end
 end
 
