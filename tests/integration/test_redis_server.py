@@ -695,5 +695,14 @@ def test_sentinel(dedicated_redis: RedisServer) -> None:
                 direct = redis.Redis.from_url(dedicated_redis.url)
                 assert direct.exists(lock_keys("tenure", "via-sentinel").lease) == 1
                 direct.close()
+            # Read-write and fair locks reach the master the same way (the same scripts).
+            with tenure.connect(url) as locks:
+                rw = locks.rwlock("via-sentinel", ttl=5)
+                with rw.read(timeout=5), rw.read(timeout=5):
+                    assert locks.lock("via-sentinel", fair=True).acquire(blocking=False) is False
+                with locks.lock("via-sentinel", fair=True, ttl=5, timeout=5) as fair:
+                    info = locks.inspect("via-sentinel", kind="rwlock")
+                    assert info is not None and [lease.mode for lease in info.leases] == ["write"]
+                    assert fair.fence == info.fence
         finally:
             sentinel.stop()

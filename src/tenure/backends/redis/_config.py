@@ -16,9 +16,10 @@ retries a failed connection several times with back-off). The lock logic above d
 to retry: the watchdog retries renewals until the lease's end, an acquire fails.
 
 ``gc_after`` (seconds, default 30 days; ``none`` keeps records forever): how long the record
-of an idle semaphore (its fence and limit) outlives its last permit. Fences never go back
-when it is removed (see ``_semaphores``). A lock's record, which holds its fence counter, is
-kept forever.
+of an idle semaphore (its fence and limit) outlives its last permit, and that of an idle
+read-write or fair lock (its fence) its last lease or waiting place. Fences never go back
+when it is removed (see ``_semaphores`` and ``_rwlocks``). A lock's record, which holds its
+fence counter, is kept forever.
 """
 
 from __future__ import annotations
