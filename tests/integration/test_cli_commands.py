@@ -8,8 +8,8 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
