@@ -77,6 +77,10 @@ def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
     with tenure.connect(url) as locks:
         with locks.lock(name, ttl=10):
             pass
+        # Looking for read-write locks (as `tenure ls` does) finds none and makes nothing.
+        assert locks.inspect(name, kind="rwlock") is None
+        assert [info.kind for info in locks.list_locks("")] == ["lock"]
+        assert locks.break_lock(name, kind="rwlock") is False
         assert "tenure_rwlocks" not in tables(path)
         assert "mode" not in waiter_columns(path)
         with locks.rwlock(name, ttl=10).read():

@@ -7,15 +7,15 @@ is ``''``: the name's fence counter, shared by reads and writes, never deleted b
 or a break, so it only grows. A name's rows sit side by side in one B-tree page.
 
 Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
-and a ``mode`` column (added in place on first use): a place is exactly what a lock's waiter
-is (token, arrival position ``seq``, an expiry by SQLite's clock, the waiting process's
-doorbell address), plus its mode. Refreshing it changes its expiry only, so it keeps its
-position.
+and a ``mode`` column (added in place with the lease table, by the first acquire): a place
+is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by SQLite's
+clock, the waiting process's doorbell address), plus its mode. Refreshing it changes its
+expiry only, so it keeps its position.
 
-Every step runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's write lock is
-taken before anything is read). ``:now`` is SQLite's clock (``NOW``), read once by the first
-statement of the transaction, so that every statement of one step judges expiry at the same
-instant.
+Every step that writes runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's
+write lock is taken before anything is read); inspecting reads one snapshot. ``:now`` is
+SQLite's clock (``NOW``), read once by the first statement of the transaction, so that every
+statement of one step judges expiry at the same instant.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = [
     "RELEASE",
     "RENEW_OWN",
     "SOONEST",
+    "TABLE_EXISTS",
     "TO_RING",
 ]
 
@@ -67,6 +68,9 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
 # A place's mode, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an
 # older tenure, which names its columns when it inserts, keeps working on the file).
 MODE_COLUMN = ("mode", "TEXT")
+
+# A row once the first read-write lock acquire made the tables.
+TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_rwlocks'"
 
 CLOCK = f"SELECT {NOW}"
 

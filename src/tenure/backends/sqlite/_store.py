@@ -243,7 +243,7 @@ class SQLiteStore:
         self._all_mutex = threading.Lock()
         self._writes = 0
         self._rwlocks_ready = False
-        """Whether this store made sure of the read-write lock schema (``_rwlock_schema``)."""
+        """Whether the file has the read-write lock tables (``_make_rwlock_tables``)."""
         _stores.add(self)
         self._initialise()
 
@@ -649,14 +649,14 @@ class SQLiteStore:
 
     # ---- read-write and fair locks: leases with modes (SQL in ``_rwlock_sql``) -------------
 
-    def _rwlock_schema(self, connection: sqlite3.Connection) -> None:
-        """Made on this store's first read-write (or fair) lock step, not at open: a file used
-        for plain locks only never gets the lease table nor the waiters' mode column. Both
-        are additions (IF NOT EXISTS, a nullable column), so the schema version stays and an
-        older tenure keeps using the file."""
+    def _make_rwlock_tables(self) -> None:
+        """Made by the first read-write (or fair) lock acquire, not at open: a file used for
+        plain locks only (even listed by ``tenure ls``) never gets the lease table nor the
+        waiters' mode column. Both are additions (IF NOT EXISTS, a nullable column), so the
+        schema version stays and an older tenure keeps using the file."""
         if self._rwlocks_ready:
             return
-        with self._transaction(connection):
+        with self._errors() as connection, self._transaction(connection):
             connection.execute(rwlock_sql.CREATE_TABLE)
             present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}
             column, kind = rwlock_sql.MODE_COLUMN
@@ -664,15 +664,26 @@ class SQLiteStore:
                 connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
         self._rwlocks_ready = True
 
+    def _has_rwlocks(self) -> bool:
+        """Whether the file has the read-write lock tables: without them, no read-write lock
+        was ever acquired, and the other steps answer so without making them. (The table and
+        the column are made in one transaction: finding the table means both are there.)"""
+        if not self._rwlocks_ready:
+            with self._errors() as connection:
+                found = self._execute(connection, rwlock_sql.TABLE_EXISTS).fetchone()
+            self._rwlocks_ready = found is not None
+        return self._rwlocks_ready
+
     @contextlib.contextmanager
     def _rwlock_step(self, *, write: bool = True) -> Iterator[tuple[sqlite3.Connection, float]]:
         """One step: a write transaction (or, ``write=False``, a read snapshot) and SQLite's
         clock, read once in it so that all its statements judge expiry at one instant."""
-        with self._errors() as connection:
-            self._rwlock_schema(connection)
-            with self._transaction(connection) if write else self._snapshot(connection):
-                (now,) = connection.execute(rwlock_sql.CLOCK).fetchone()
-                yield connection, float(now)
+        with (
+            self._errors() as connection,
+            self._transaction(connection) if write else self._snapshot(connection),
+        ):
+            (now,) = connection.execute(rwlock_sql.CLOCK).fetchone()
+            yield connection, float(now)
 
     def acquire_queued(
         self, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
@@ -687,6 +698,7 @@ class SQLiteStore:
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
         }
         to_ring: list[tuple[str, str | None]] = []
+        self._make_rwlock_tables()
         with self._rwlock_step() as (connection, now):
             params["now"] = now
             dropped = connection.execute(sql.DROP_EXPIRED, params).rowcount
@@ -747,6 +759,8 @@ class SQLiteStore:
                 ).fetchall()
 
     def release_queued(self, name: str, token: str) -> bool:
+        if not self._has_rwlocks():
+            return False
         sql = rwlock_sql
         to_ring: list[tuple[str, str | None]] = []
         with self._rwlock_step() as (connection, now):
@@ -762,34 +776,41 @@ class SQLiteStore:
         return lease is not None and bool(lease[0])
 
     def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        with self._errors() as connection:
-            self._rwlock_schema(connection)
-            with self._transaction(connection):
-                return [
-                    connection.execute(
-                        rwlock_sql.EXTEND, {"name": r.name, "token": r.token, "ttl": r.ttl}
-                    ).rowcount == 1
-                    for r in renewals
-                ]
+        if not self._has_rwlocks():
+            return [False] * len(renewals)
+        with self._errors() as connection, self._transaction(connection):
+            return [
+                connection.execute(
+                    rwlock_sql.EXTEND, {"name": r.name, "token": r.token, "ttl": r.ttl}
+                ).rowcount == 1
+                for r in renewals
+            ]
 
     def queued_owned(self, name: str, token: str) -> bool:
+        if not self._has_rwlocks():
+            return False
         with self._errors() as connection:
-            self._rwlock_schema(connection)
             params = {"name": name, "token": token}
             return self._execute(connection, rwlock_sql.OWNED, params).fetchone() is not None
 
     def inspect_queue(self, name: str) -> LockInfo | None:
+        if not self._has_rwlocks():
+            return None
         with self._rwlock_step(write=False) as (connection, now):
             params = {"name": name, "now": now}
             row = connection.execute(rwlock_sql.RECORD, params).fetchone()
             return None if row is None else _queue_info(connection, row, now)
 
     def list_queues(self, prefix: str) -> list[LockInfo]:
+        if not self._has_rwlocks():
+            return []
         with self._rwlock_step(write=False) as (connection, now):
             rows = connection.execute(rwlock_sql.LIST, {"prefix": prefix, "now": now}).fetchall()
             return [_queue_info(connection, row, now) for row in rows]
 
     def break_queue(self, name: str) -> bool:
+        if not self._has_rwlocks():
+            return False
         to_ring: list[tuple[str, str | None]] = []
         with self._rwlock_step() as (connection, now):
             params = {"name": name, "now": now}
