@@ -1,4 +1,5 @@
-"""`tenure ls / show / break / demo` on real data in a SQLite file, and the default URL."""
+"""`tenure ls / show / break / demo` on real data in a SQLite file, and the default URL;
+read-write locks held and awaited by other processes."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
 
 import tenure
+from tests.integration.processes import worker
 
 pytestmark = pytest.mark.sqlite
 
@@ -213,3 +217,60 @@ def test_ls_show_break_show_semaphore_permits(
     assert not any(permit.owned() for permit in permits)
     again = tenure_command("break", "exports", "--semaphore", "--url", url, env=env)
     assert again.returncode == 1
+
+
+def test_ls_show_break_a_read_write_lock_held_and_awaited_by_other_processes(
+    url: str, locks: tenure.Locks, env: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    name = "reports"
+    readers = worker("hold-reads", url, name, "2", "60")
+    start = tmp_path / "start"
+    writer = worker("queued", url, name, "write", "1", "60", str(start),
+                    str(tmp_path / "writer.txt"))
+    try:
+        assert readers.stdout is not None and writer.stdout is not None
+        line = readers.stdout.readline()
+        assert line.startswith("acquired"), line + (readers.stderr.read() if readers.stderr
+                                                    else "")
+        fences = [int(fence) for fence in line.split()[1:]]
+        assert writer.stdout.readline().strip() == "ready"
+        start.touch()
+        deadline = time.monotonic() + 30  # a bound on a hang, not a timing assertion
+        while (info := locks.inspect(name, kind="rwlock")) is None or info.queued < 1:
+            assert time.monotonic() < deadline, "the writer never queued"
+            time.sleep(0.01)
+
+        table = tenure_command("ls", "--url", url, env=env)
+        assert table.returncode == 0, table.stderr
+        rows = [line.split() for line in table.stdout.splitlines()[1:]]
+        assert [row[:5] for row in rows] == [[name, "rwlock", "read", "+1", "queued"]] * 2
+        assert {row[5] for row in rows} == {f"{_host()}:{readers.pid}"}
+        shown = json.loads(tenure_command("show", name, "--json", "--url", url, env=env).stdout)
+        assert shown["kind"] == "rwlock" and shown["queued"] == 1 and shown["held"] is True
+        assert [holder["mode"] for holder in shown["holders"]] == ["read", "read"]
+        assert [holder["pid"] for holder in shown["holders"]] == [readers.pid] * 2
+        assert sorted(holder["fence"] for holder in shown["holders"]) == sorted(fences)
+        assert shown["fence"] == max(fences)
+
+        broken = tenure_command("break", name, "--rwlock", "--url", url, env=env)
+        assert broken.returncode == 0 and "broke read-write lock" in broken.stdout, (
+            broken.stdout + broken.stderr
+        )
+        # The break rang the queued writer in its own process: it holds the lock now, with
+        # the next fence of the name.
+        deadline = time.monotonic() + 30
+        while not (info := locks.inspect(name, kind="rwlock")) or not info.held:
+            assert time.monotonic() < deadline, "the writer was never granted"
+            time.sleep(0.01)
+        after = json.loads(tenure_command("show", name, "--json", "--url", url, env=env).stdout)
+        assert [(h["mode"], h["pid"]) for h in after["holders"]] == [("write", writer.pid)]
+        assert after["queued"] == 0 and after["fence"] == max(fences) + 1
+        again = tenure_command("break", name, "--rwlock", "--url", url, env=env)
+        assert again.returncode == 0  # the writer's lease was live
+        assert tenure_command("break", name, "--rwlock", "--url", url,
+                              env=env).returncode == 1
+    finally:
+        for process in (readers, writer):
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+            process.communicate()

@@ -14,6 +14,9 @@
         just after acquire returned and just before release (one clock for the host).
     python -m tests.integration.workers hold-permit URL NAME LIMIT TTL
         take a permit (renewed), print "acquired <fence>", then sleep until killed.
+    python -m tests.integration.workers hold-reads URL NAME COUNT TTL
+        take COUNT read leases of the read-write lock NAME (renewed), print "acquired" and
+        their fences, then sleep until killed.
     python -m tests.integration.workers queued URL NAME SIDE ROUNDS HOLD START OUT
         connect, print "ready", wait until the file START exists, then ROUNDS times: take
         the SIDE of NAME ("read" or "write" of the read-write lock, "fair" for the fair
@@ -94,6 +97,17 @@ def hold_permit(url: str, name: str, limit: int, ttl: float) -> None:
         time.sleep(3600)
 
 
+def hold_reads(url: str, name: str, count: int, ttl: float) -> None:
+    locks = tenure.connect(url)
+    rwlock = locks.rwlock(name, ttl=ttl, renew=True)
+    readers = [rwlock.read() for _ in range(count)]
+    for reader in readers:
+        reader.acquire()
+    print("acquired", *(reader.fence for reader in readers), flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def queued(url: str, name: str, side: str, rounds: int, hold: float, start: str,
            out: str) -> None:
     with tenure.connect(url) as locks, open(out, "w") as lines:
@@ -132,6 +146,8 @@ def main(argv: list[str]) -> None:
         permits(url, name, int(limit), int(rounds), float(seconds), start, out)
     elif command == "hold-permit":
         hold_permit(url, name, int(rest[0]), float(rest[1]))
+    elif command == "hold-reads":
+        hold_reads(url, name, int(rest[0]), float(rest[1]))
     elif command == "queued":
         side, rounds, seconds, start, out = rest
         queued(url, name, side, int(rounds), float(seconds), start, out)

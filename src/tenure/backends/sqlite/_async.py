@@ -3,20 +3,22 @@ sqlite3 calls of ``_store`` run in worker threads.
 
 Waiting is queued and woken (see ``_store`` and ``_doorbell``): a refused attempt takes a
 place in the name's queue, a release rings the longest waiter, and a free lock goes to that
-waiter rather than to whoever asks first."""
+waiter rather than to whoever asks first. Read-write and fair locks queue in the same table
+and are woken the same way: a release rings every waiter the grant rule now admits."""
 
 from __future__ import annotations
 
 import pathlib
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingSemaphoreBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncQueueSupport
 from tenure._concurrency import async_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
-from tenure._types import Busy, Capabilities, Grant, Holder
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._doorbell import Ticket
@@ -27,7 +29,9 @@ __all__ = ["BACKEND", "AsyncSQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseValueSupport):
+class AsyncSQLiteBackend(
+    AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseValueSupport, AsyncQueueSupport
+):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -96,17 +100,7 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
     async def wait_for_release(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
-        ticket = _ticket(busy)
-        if ticket is None or not ticket.placed:
-            await io.sleep(timeout)
-            return
-        signal = io.Signal()
-        if not ticket.attach(signal):
-            return  # rung between two attempts
-        try:
-            await signal.wait(timeout)
-        finally:
-            ticket.detach()
+        await _wait_for_ring(busy, timeout)
 
     async def abandon_wait(self, name: str, busy: Busy) -> None:
         ticket = _ticket(busy)
@@ -129,6 +123,61 @@ class AsyncSQLiteBackend(AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseV
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         return await io.run_blocking(self.store.set_value, name, token, value)
+
+
+    # ---- read-write and fair locks ----------------------------------------------------------
+
+    async def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await io.run_blocking(
+            self.store.acquire_queued, name, token, ttl, holder, mode=mode,
+            queue_ttl=queue_ttl, ticket=_ticket(waited),
+        )
+
+    async def release_queued(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release_queued, name, token)
+
+    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await io.run_blocking(self.store.extend_queued, renewals)
+
+    async def queued_owned(self, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.queued_owned, name, token)
+
+    async def inspect_queue(self, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect_queue, name)
+
+    async def list_queues(self, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_queues, prefix)
+
+    async def break_queue(self, name: str) -> bool:
+        return await io.run_blocking(self.store.break_queue, name)
+
+    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        await _wait_for_ring(busy, timeout)
+
+
+async def _wait_for_ring(busy: Busy | None, timeout: float) -> None:
+    """Until the waiter's doorbell rings (a release or break admitted it), or ``timeout``."""
+    ticket = _ticket(busy)
+    if ticket is None or not ticket.placed:
+        await io.sleep(timeout)
+        return
+    signal = io.Signal()
+    if not ticket.attach(signal):
+        return  # rung between two attempts
+    try:
+        await signal.wait(timeout)
+    finally:
+        ticket.detach()
 
 
 def _ticket(busy: Busy | None) -> Ticket | None:

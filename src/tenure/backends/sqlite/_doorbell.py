@@ -117,6 +117,11 @@ class Doorbell:
             if self._tickets.get(ticket.token) is ticket:
                 del self._tickets[ticket.token]
 
+    def forget(self, token: str) -> None:
+        """The waiter ``token`` left its queue (its place removed by token, not ticket)."""
+        with self._mutex:
+            self._tickets.pop(token, None)
+
     def _bind(self) -> None:
         directory = _socket_directory()
         if directory is None:

@@ -31,6 +31,7 @@ from typing import Any
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._waiters import Waiters, permit_key
+from tenure.backends.sqlite import _rwlock_sql as rwlock_sql
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import NOW
 from tenure.backends.sqlite._doorbell import Ticket, doorbell
@@ -241,6 +242,8 @@ class SQLiteStore:
         self._all: list[sqlite3.Connection] = []
         self._all_mutex = threading.Lock()
         self._writes = 0
+        self._rwlocks_ready = False
+        """Whether the file has the read-write lock tables (``_make_rwlock_tables``)."""
         _stores.add(self)
         self._initialise()
 
@@ -642,6 +645,200 @@ class SQLiteStore:
         return LockInfo(
             name, int(fence), None, None, None, kind="semaphore", limit=int(limit), leases=leases
         )
+
+
+    # ---- read-write and fair locks: leases with modes (SQL in ``_rwlock_sql``) -------------
+
+    def _make_rwlock_tables(self) -> None:
+        """Made by the first read-write (or fair) lock acquire, not at open: a file used for
+        plain locks only (even listed by ``tenure ls``) never gets the lease table nor the
+        waiters' mode column. Both are additions (IF NOT EXISTS, a nullable column), so the
+        schema version stays and an older tenure keeps using the file."""
+        if self._rwlocks_ready:
+            return
+        with self._errors() as connection, self._transaction(connection):
+            connection.execute(rwlock_sql.CREATE_TABLE)
+            present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}
+            column, kind = rwlock_sql.MODE_COLUMN
+            if column not in present:
+                connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
+        self._rwlocks_ready = True
+
+    def _has_rwlocks(self) -> bool:
+        """Whether the file has the read-write lock tables: without them, no read-write lock
+        was ever acquired, and the other steps answer so without making them. (The table and
+        the column are made in one transaction: finding the table means both are there.)"""
+        if not self._rwlocks_ready:
+            with self._errors() as connection:
+                found = self._execute(connection, rwlock_sql.TABLE_EXISTS).fetchone()
+            self._rwlocks_ready = found is not None
+        return self._rwlocks_ready
+
+    @contextlib.contextmanager
+    def _rwlock_step(self, *, write: bool = True) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """One step: a write transaction (or, ``write=False``, a read snapshot) and SQLite's
+        clock, read once in it so that all its statements judge expiry at one instant."""
+        with (
+            self._errors() as connection,
+            self._transaction(connection) if write else self._snapshot(connection),
+        ):
+            (now,) = connection.execute(rwlock_sql.CLOCK).fetchone()
+            yield connection, float(now)
+
+    def acquire_queued(
+        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
+        queue_ttl: float, ticket: Ticket | None = None,
+    ) -> Grant | Busy:
+        """``ticket``: the attempt's waiting state, from the Busy it waited on. A refused
+        attempt takes (or refreshes) its place in the same transaction, so a release can
+        never fall between its refusal and its queueing."""
+        sql = rwlock_sql
+        params: dict[str, Any] = {
+            "name": name, "token": token, "ttl": ttl, "mode": mode, "place": queue_ttl,
+            "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+        }
+        to_ring: list[tuple[str, str | None]] = []
+        self._make_rwlock_tables()
+        with self._rwlock_step() as (connection, now):
+            params["now"] = now
+            dropped = connection.execute(sql.DROP_EXPIRED, params).rowcount
+            dropped += connection.execute(sql.DROP_LAPSED, params).rowcount
+            mine = connection.execute(sql.RENEW_OWN, params).fetchone()
+            answer: Grant | Busy
+            if mine is not None:
+                answer = Grant(int(mine[0]))
+            else:
+                place = connection.execute(sql.PLACE, params).fetchone()
+                params["seq"] = NOT_QUEUED if place is None else int(place[0])
+                if connection.execute(sql.GRANTABLE, params).fetchone()[0]:
+                    (fence,) = connection.execute(sql.NEXT_FENCE, params).fetchone()
+                    connection.execute(sql.INSERT_LEASE, {**params, "fence": fence})
+                    if place is not None:
+                        connection.execute(sql.LEAVE, params)
+                    answer = Grant(int(fence))
+                else:
+                    if ticket is None:
+                        ticket = Ticket("rwlock", name, token)
+                    # Ringable before any releaser can read the place: bound before commit.
+                    params["wake"] = doorbell().register(ticket)
+                    connection.execute(sql.NEW_PLACE if place is None else sql.KEEP_PLACE,
+                                       params).fetchall()
+                    (left,) = connection.execute(sql.SOONEST, params).fetchone()
+                    answer = Busy(None if left is None else float(left), ticket)
+            if dropped:
+                # A lapsed lease or place may have been all that held a waiter back.
+                to_ring = connection.execute(sql.TO_RING, params).fetchall()
+        if ticket is not None:
+            ticket.placed = isinstance(answer, Busy)
+            if not ticket.placed:
+                doorbell().unregister(ticket)
+        if to_ring:
+            self._ring_queued(name, to_ring)
+        return answer
+
+    def _ring_queued(self, name: str, rows: list[tuple[str, str | None]]) -> None:
+        """Wake the waiters the grant rule admits now (``TO_RING``: after a write, every
+        reader before the first queued writer). One whose process is gone loses its place,
+        and the admitted set is read again: a dead writer at the head held readers back."""
+        bell = doorbell()
+        rung: set[str] = set()
+        for _ in range(8):
+            dead = []
+            for token, wake in rows:
+                if token not in rung:
+                    rung.add(token)
+                    if not bell.ring(token, wake):
+                        dead.append(token)
+            if not dead:
+                return
+            with self._rwlock_step() as (connection, now):
+                for token in dead:
+                    connection.execute(rwlock_sql.LEAVE, {"name": name, "token": token})
+                rows = connection.execute(
+                    rwlock_sql.TO_RING, {"name": name, "now": now}
+                ).fetchall()
+
+    def release_queued(self, name: str, token: str) -> bool:
+        if not self._has_rwlocks():
+            return False
+        sql = rwlock_sql
+        to_ring: list[tuple[str, str | None]] = []
+        with self._rwlock_step() as (connection, now):
+            params = {"name": name, "token": token, "now": now}
+            lease = connection.execute(sql.RELEASE, params).fetchone()
+            left = connection.execute(sql.LEAVE, params).rowcount
+            if lease is not None or left:
+                to_ring = connection.execute(sql.TO_RING, params).fetchall()
+        if left:
+            doorbell().forget(token)
+        if to_ring:
+            self._ring_queued(name, to_ring)
+        return lease is not None and bool(lease[0])
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        if not self._has_rwlocks():
+            return [False] * len(renewals)
+        with self._errors() as connection, self._transaction(connection):
+            return [
+                connection.execute(
+                    rwlock_sql.EXTEND, {"name": r.name, "token": r.token, "ttl": r.ttl}
+                ).rowcount == 1
+                for r in renewals
+            ]
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        if not self._has_rwlocks():
+            return False
+        with self._errors() as connection:
+            params = {"name": name, "token": token}
+            return self._execute(connection, rwlock_sql.OWNED, params).fetchone() is not None
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        if not self._has_rwlocks():
+            return None
+        with self._rwlock_step(write=False) as (connection, now):
+            params = {"name": name, "now": now}
+            row = connection.execute(rwlock_sql.RECORD, params).fetchone()
+            return None if row is None else _queue_info(connection, row, now)
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        if not self._has_rwlocks():
+            return []
+        with self._rwlock_step(write=False) as (connection, now):
+            rows = connection.execute(rwlock_sql.LIST, {"prefix": prefix, "now": now}).fetchall()
+            return [_queue_info(connection, row, now) for row in rows]
+
+    def break_queue(self, name: str) -> bool:
+        if not self._has_rwlocks():
+            return False
+        to_ring: list[tuple[str, str | None]] = []
+        with self._rwlock_step() as (connection, now):
+            params = {"name": name, "now": now}
+            broken = connection.execute(rwlock_sql.BREAK, params).fetchall()
+            if broken:
+                to_ring = connection.execute(rwlock_sql.TO_RING, params).fetchall()
+        if to_ring:
+            self._ring_queued(name, to_ring)
+        return any(live for (live,) in broken)
+
+
+def _queue_info(connection: sqlite3.Connection, row: tuple[Any, ...], now: float) -> LockInfo:
+    name, fence, queued = row
+    leases = tuple(
+        LeaseInfo(
+            Holder(host, int(pid), thread),
+            datetime.datetime.fromtimestamp(acquired_at, datetime.UTC),
+            float(ttl_left),
+            int(lease_fence),
+            mode,
+        )
+        for mode, host, pid, thread, acquired_at, ttl_left, lease_fence in connection.execute(
+            rwlock_sql.LEASES, {"name": name, "now": now}
+        )
+    )
+    return LockInfo(
+        name, int(fence), None, None, None, kind="rwlock", leases=leases, queued=int(queued)
+    )
 
 
 def _busy(error: sqlite3.OperationalError) -> bool:

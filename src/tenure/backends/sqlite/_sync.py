@@ -5,20 +5,22 @@ sqlite3 calls of ``_store`` run in worker threads.
 
 Waiting is queued and woken (see ``_store`` and ``_doorbell``): a refused attempt takes a
 place in the name's queue, a release rings the longest waiter, and a free lock goes to that
-waiter rather than to whoever asks first."""
+waiter rather than to whoever asks first. Read-write and fair locks queue in the same table
+and are woken the same way: a release rings every waiter the grant rule now admits."""
 
 from __future__ import annotations
 
 import pathlib
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingSemaphoreBackend
-from tenure._sync.capabilities import LeaseValueSupport
+from tenure._sync.capabilities import LeaseValueSupport, QueueSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import number_option
-from tenure._types import Busy, Capabilities, Grant, Holder
+from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._doorbell import Ticket
@@ -29,7 +31,9 @@ __all__ = ["BACKEND", "SQLiteBackend"]
 SYNCHRONOUS = ("normal", "full", "extra")
 
 
-class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
+class SQLiteBackend(
+    BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport, QueueSupport
+):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation)."""
@@ -98,17 +102,7 @@ class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
     def wait_for_release(
         self, name: str, timeout: float, busy: Busy | None = None
     ) -> None:
-        ticket = _ticket(busy)
-        if ticket is None or not ticket.placed:
-            io.sleep(timeout)
-            return
-        signal = io.Signal()
-        if not ticket.attach(signal):
-            return  # rung between two attempts
-        try:
-            signal.wait(timeout)
-        finally:
-            ticket.detach()
+        _wait_for_ring(busy, timeout)
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
         ticket = _ticket(busy)
@@ -131,6 +125,61 @@ class SQLiteBackend(BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport):
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         return io.run_blocking(self.store.set_value, name, token, value)
+
+
+    # ---- read-write and fair locks ----------------------------------------------------------
+
+    def acquire_queued(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        mode: str,
+        queue_ttl: float,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return io.run_blocking(
+            self.store.acquire_queued, name, token, ttl, holder, mode=mode,
+            queue_ttl=queue_ttl, ticket=_ticket(waited),
+        )
+
+    def release_queued(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.release_queued, name, token)
+
+    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return io.run_blocking(self.store.extend_queued, renewals)
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        return io.run_blocking(self.store.queued_owned, name, token)
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        return io.run_blocking(self.store.inspect_queue, name)
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        return io.run_blocking(self.store.list_queues, prefix)
+
+    def break_queue(self, name: str) -> bool:
+        return io.run_blocking(self.store.break_queue, name)
+
+    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+        _wait_for_ring(busy, timeout)
+
+
+def _wait_for_ring(busy: Busy | None, timeout: float) -> None:
+    """Until the waiter's doorbell rings (a release or break admitted it), or ``timeout``."""
+    ticket = _ticket(busy)
+    if ticket is None or not ticket.placed:
+        io.sleep(timeout)
+        return
+    signal = io.Signal()
+    if not ticket.attach(signal):
+        return  # rung between two attempts
+    try:
+        signal.wait(timeout)
+    finally:
+        ticket.detach()
 
 
 def _ticket(busy: Busy | None) -> Ticket | None:

@@ -1,0 +1,203 @@
+"""The SQL of SQLite's read-write and fair locks, each statement with its contract; run by
+``_store``.
+
+Holder leases live in ``tenure_rwlocks``, keyed (name, token), one row per lease (``mode``
+'read' or 'write', its fence, expiry and holder), beside the name's record row, whose token
+is ``''``: the name's fence counter, shared by reads and writes, never deleted by a release
+or a break, so it only grows. A name's rows sit side by side in one B-tree page.
+
+Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
+and a ``mode`` column (added in place with the lease table, by the first acquire): a place
+is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by SQLite's
+clock, the waiting process's doorbell address), plus its mode. Refreshing it changes its
+expiry only, so it keeps its position.
+
+Every step that writes runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's
+write lock is taken before anything is read); inspecting reads one snapshot. ``:now`` is
+SQLite's clock (``NOW``), read once by the first statement of the transaction, so that every
+statement of one step judges expiry at the same instant.
+"""
+
+from __future__ import annotations
+
+from tenure.backends.sqlite._clock import NOW
+
+__all__ = [
+    "BREAK",
+    "CLOCK",
+    "CREATE_TABLE",
+    "DROP_EXPIRED",
+    "DROP_LAPSED",
+    "EXTEND",
+    "GRANTABLE",
+    "INSERT_LEASE",
+    "KEEP_PLACE",
+    "LEAVE",
+    "LEASES",
+    "LIST",
+    "MODE_COLUMN",
+    "NEW_PLACE",
+    "NEXT_FENCE",
+    "OWNED",
+    "PLACE",
+    "RECORD",
+    "RELEASE",
+    "RENEW_OWN",
+    "SOONEST",
+    "TABLE_EXISTS",
+    "TO_RING",
+]
+
+CREATE_TABLE = """
+CREATE TABLE IF NOT EXISTS tenure_rwlocks (
+    name        TEXT NOT NULL,
+    token       TEXT NOT NULL,
+    mode        TEXT,
+    fence       INTEGER NOT NULL,
+    expires_at  REAL,
+    acquired_at REAL,
+    host        TEXT,
+    pid         INTEGER,
+    thread      TEXT,
+    PRIMARY KEY (name, token)
+) WITHOUT ROWID
+"""
+# The record row (token '') has no mode and no expiry: ``expires_at > :now`` is never true of
+# it, nor ``expires_at <= :now``.
+
+# A place's mode, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an
+# older tenure, which names its columns when it inserts, keeps working on the file).
+MODE_COLUMN = ("mode", "TEXT")
+
+# A row once the first read-write lock acquire made the tables.
+TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_rwlocks'"
+
+CLOCK = f"SELECT {NOW}"
+
+_PLACES = "tenure_waiters WHERE kind = 'rwlock' AND name = :name"
+
+# Inputs :name :now. Leases that ended; rowcount = how many.
+DROP_EXPIRED = """
+DELETE FROM tenure_rwlocks WHERE name = :name AND token != '' AND expires_at <= :now
+"""
+
+# Inputs :name :now. Places that lapsed (their waiter died or stalled); rowcount = how many.
+DROP_LAPSED = f"DELETE FROM {_PLACES} AND expires_at <= :now"
+
+# Inputs :name :token :ttl :now. A retry of a live lease's acquire (a lost reply): its expiry
+# restarts, its fence stays. No row: the token holds no lease.
+RENEW_OWN = """
+UPDATE tenure_rwlocks SET expires_at = :now + :ttl
+WHERE name = :name AND token = :token AND token != ''
+RETURNING fence
+"""
+
+# Inputs :name :token. The caller's place: its arrival position, or no row.
+PLACE = f"SELECT seq FROM {_PLACES} AND token = :token"
+
+# Inputs :name :mode :seq (the caller's place, or a number above every place when it has
+# none), after the expired rows were dropped. 1 = the grant rule admits the caller: a write
+# when no lease and no place ahead; a read when no write lease and no write place ahead.
+GRANTABLE = f"""
+SELECT NOT EXISTS (SELECT 1 FROM tenure_rwlocks
+                   WHERE name = :name AND token != '' AND (:mode = 'write' OR mode = 'write'))
+   AND NOT EXISTS (SELECT 1 FROM {_PLACES}
+                   AND seq < :seq AND (:mode = 'write' OR mode = 'write'))
+"""
+
+# Inputs :name. The name's next fence (the record row made on first use). One row.
+NEXT_FENCE = """
+INSERT INTO tenure_rwlocks (name, token, fence) VALUES (:name, '', 1)
+ON CONFLICT (name, token) DO UPDATE SET fence = fence + 1
+RETURNING fence
+"""
+
+# Inputs :name :token :mode :fence :ttl :now :host :pid :thread.
+INSERT_LEASE = """
+INSERT INTO tenure_rwlocks (name, token, mode, fence, expires_at, acquired_at, host, pid, thread)
+VALUES (:name, :token, :mode, :fence, :now + :ttl, :now, :host, :pid, :thread)
+"""
+
+# Inputs :name :token. Removes the caller's place, if any.
+LEAVE = f"DELETE FROM {_PLACES} AND token = :token"
+
+# Inputs :name :token :mode :place (seconds) :now :wake. Refreshes the caller's place keeping
+# its position (and records where its waiter now listens). No row: it has none.
+KEEP_PLACE = """
+UPDATE tenure_waiters SET expires_at = :now + :place, mode = :mode, wake = :wake
+WHERE kind = 'rwlock' AND name = :name AND token = :token
+RETURNING seq
+"""
+
+# Inputs :name :token :mode :place :now :wake. A place at the back of the queue.
+NEW_PLACE = f"""
+INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake, mode)
+SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode
+FROM {_PLACES}
+"""
+
+# Inputs :name :token :now. The soonest-ending live lease of another token: its seconds
+# left (NULL when none: only places ahead hold the caller back).
+SOONEST = """
+SELECT min(expires_at) - :now FROM tenure_rwlocks
+WHERE name = :name AND token != '' AND token != :token AND expires_at > :now
+"""
+
+# Inputs :name :now. The places the grant rule would admit now, in arrival order, with their
+# doorbells: the waiters a release, a break or a dropped entry must wake. After a write
+# release that is every reader queued before the first writer; after the last reader's, the
+# writer at the head.
+TO_RING = """
+SELECT w.token, w.wake FROM tenure_waiters AS w
+WHERE w.kind = 'rwlock' AND w.name = :name AND w.expires_at > :now
+  AND NOT EXISTS (SELECT 1 FROM tenure_rwlocks AS l
+                  WHERE l.name = :name AND l.token != '' AND l.expires_at > :now
+                    AND (w.mode = 'write' OR l.mode = 'write'))
+  AND NOT EXISTS (SELECT 1 FROM tenure_waiters AS a
+                  WHERE a.kind = 'rwlock' AND a.name = :name AND a.expires_at > :now
+                    AND a.seq < w.seq AND (w.mode = 'write' OR a.mode = 'write'))
+ORDER BY w.seq
+"""
+
+# Inputs :name :token :now. Removes the token's lease; a row (it was live) if it had one.
+RELEASE = """
+DELETE FROM tenure_rwlocks WHERE name = :name AND token = :token AND token != ''
+RETURNING expires_at > :now
+"""
+
+# Inputs :name :token :ttl. One row changed = our live lease was extended.
+EXTEND = f"""
+UPDATE tenure_rwlocks SET expires_at = {NOW} + :ttl
+WHERE name = :name AND token = :token AND token != '' AND expires_at > {NOW}
+"""
+
+OWNED = f"""
+SELECT 1 FROM tenure_rwlocks
+WHERE name = :name AND token = :token AND token != '' AND expires_at > {NOW}
+"""
+
+# Inputs :name :now. Removes every lease of the name (the record row, its fence and the
+# places stay); one row per lease removed, 1 if it was live.
+BREAK = """
+DELETE FROM tenure_rwlocks WHERE name = :name AND token != ''
+RETURNING expires_at > :now
+"""
+
+# Inputs :name :now. The record: name, fence, live places.
+_RECORD = """
+SELECT r.name, r.fence,
+       (SELECT count(*) FROM tenure_waiters AS w
+        WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > :now)
+FROM tenure_rwlocks AS r
+"""
+RECORD = _RECORD + " WHERE r.name = :name AND r.token = ''"
+# substr() compares the prefix as text: LIKE/GLOB would read % _ * ? in it as patterns.
+LIST = _RECORD + """
+WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.name
+"""
+
+# Inputs :name :now. The live leases, oldest grant first.
+LEASES = """
+SELECT mode, host, pid, thread, acquired_at, expires_at - :now, fence FROM tenure_rwlocks
+WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
+"""

@@ -1,0 +1,159 @@
+"""SQLite's read-write and fair locks where the conformance suite cannot look: the tables made
+on first use only (a file used for plain locks never gets them, and keeps working for an
+older tenure), the waiters a release or a break rings (exactly those the grant rule admits
+now), places kept in arrival order in the lock's waiter table, and lapsed entries dropped
+with a ring. Counts and rows, not timings."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+import threading
+
+import pytest
+
+import tenure
+from tenure._types import Busy, Grant, Holder
+from tenure.backends.sqlite._doorbell import Ticket
+from tenure.backends.sqlite._store import SQLiteStore
+
+pytestmark = pytest.mark.sqlite
+
+HOLDER = Holder("test-host", 1, "main")
+
+
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "locks.db"
+
+
+@pytest.fixture
+def store(path: pathlib.Path) -> SQLiteStore:
+    return SQLiteStore(path, busy_timeout=10, synchronous="normal")
+
+
+def tables(path: pathlib.Path) -> set[str]:
+    with sqlite3.connect(path) as raw:
+        return {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def waiter_columns(path: pathlib.Path) -> list[str]:
+    with sqlite3.connect(path) as raw:
+        return [row[1] for row in raw.execute("PRAGMA table_info(tenure_waiters)")]
+
+
+def places(path: pathlib.Path, name: str) -> list[tuple[str, str, int]]:
+    with sqlite3.connect(path) as raw:
+        return raw.execute(
+            "SELECT token, mode, seq FROM tenure_waiters WHERE kind = 'rwlock' AND name = ? "
+            "ORDER BY seq", (name,)
+        ).fetchall()
+
+
+def take(store: SQLiteStore, name: str, token: str, mode: str, ticket: Ticket | None = None,
+         queue_ttl: float = 60) -> Grant | Busy:
+    return store.acquire_queued(name, token, 60, HOLDER, mode=mode, queue_ttl=queue_ttl,
+                                ticket=ticket)
+
+
+def ticket_of(answer: Grant | Busy) -> Ticket:
+    assert isinstance(answer, Busy) and isinstance(answer.waiting, Ticket)
+    return answer.waiting
+
+
+def rung(ticket: Ticket) -> bool:
+    """Whether a ring reached ``ticket`` since its last wait (and consume it)."""
+    event = threading.Event()
+    if not ticket.attach(event):
+        return True
+    ticket.detach()
+    return False
+
+
+def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
+    path: pathlib.Path, name: str
+) -> None:
+    url = f"sqlite:///{path}"
+    with tenure.connect(url) as locks:
+        with locks.lock(name, ttl=10):
+            pass
+        # Looking for read-write locks (as `tenure ls` does) finds none and makes nothing.
+        assert locks.inspect(name, kind="rwlock") is None
+        assert [info.kind for info in locks.list_locks("")] == ["lock"]
+        assert locks.break_lock(name, kind="rwlock") is False
+        assert "tenure_rwlocks" not in tables(path)
+        assert "mode" not in waiter_columns(path)
+        with locks.rwlock(name, ttl=10).read():
+            pass
+    assert "tenure_rwlocks" in tables(path)
+    assert waiter_columns(path)[-1] == "mode"
+    with sqlite3.connect(path) as raw:
+        # The schema version is unchanged: an older tenure still opens the file.
+        assert raw.execute("PRAGMA user_version").fetchone() == (1,)
+        # An older tenure's lock waiter names its columns: its place has no mode.
+        raw.execute(
+            "INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake) "
+            "VALUES ('lock', 'old', 1, 'old-token', 0, NULL)"
+        )
+    with tenure.connect(url) as locks, locks.lock("old", ttl=10) as lock:
+        assert lock.fence == 1  # its lapsed place holds nobody back
+
+
+def test_a_write_release_rings_every_reader_before_the_next_writer(
+    store: SQLiteStore, path: pathlib.Path, name: str
+) -> None:
+    assert take(store, name, "writer", "write") == Grant(1)
+    first, second = ticket_of(take(store, name, "r1", "read")), ticket_of(
+        take(store, name, "r2", "read"))
+    next_writer = ticket_of(take(store, name, "w2", "write"))
+    late = ticket_of(take(store, name, "r3", "read"))
+    assert [(token, mode) for token, mode, _ in places(path, name)] == [
+        ("r1", "read"), ("r2", "read"), ("w2", "write"), ("r3", "read"),
+    ]
+    assert store.release_queued(name, "writer") is True
+    assert [rung(t) for t in (first, second, next_writer, late)] == [True, True, False, False]
+    assert take(store, name, "r1", "read", first) == Grant(2)
+    assert take(store, name, "r2", "read", second) == Grant(3)
+    assert store.release_queued(name, "r1") is True
+    assert [rung(t) for t in (next_writer, late)] == [False, False]  # r2 still reads
+    assert store.release_queued(name, "r2") is True
+    assert [rung(t) for t in (next_writer, late)] == [True, False]
+    # Refreshing its place keeps the late reader's position, behind w2.
+    assert isinstance(take(store, name, "r3", "read", late), Busy)
+    assert [token for token, _, _ in places(path, name)] == ["w2", "r3"]
+    assert take(store, name, "w2", "write", next_writer) == Grant(4)
+    info = store.inspect_queue(name)
+    assert info is not None and info.queued == 1 and info.fence == 4
+    assert [(lease.mode, lease.fence) for lease in info.leases] == [("write", 4)]
+
+
+def test_a_break_and_a_leaving_writer_ring_the_readers_it_held_back(
+    store: SQLiteStore, name: str
+) -> None:
+    assert take(store, name, "reader", "read") == Grant(1)
+    writer = ticket_of(take(store, name, "writer", "write"))
+    reader = ticket_of(take(store, name, "late", "read"))
+    assert store.break_queue(name) is True
+    assert [rung(writer), rung(reader)] == [True, False]  # the writer is at the head
+    assert store.release_queued(name, "writer") is False  # it gives up: only a place
+    assert rung(reader)
+    assert take(store, name, "late", "read", reader) == Grant(2)
+    assert store.break_queue(name) is True
+    assert store.break_queue(name) is False
+    info = store.inspect_queue(name)
+    assert info is not None and info.fence == 2 and not info.leases and info.queued == 0
+
+
+def test_a_lapsed_place_is_dropped_and_the_waiter_behind_it_rung(
+    store: SQLiteStore, path: pathlib.Path, name: str
+) -> None:
+    assert take(store, name, "reader", "read") == Grant(1)
+    ticket_of(take(store, name, "stalled", "write", queue_ttl=0.05))
+    behind = ticket_of(take(store, name, "behind", "read"))
+    with sqlite3.connect(path) as raw:  # the stalled writer's place lapses
+        raw.execute("UPDATE tenure_waiters SET expires_at = 0 WHERE token = 'stalled'")
+    # Any attempt on the name drops it, and rings the reader it held back.
+    assert isinstance(take(store, name, "other", "write"), Busy)
+    assert rung(behind)
+    assert [token for token, _, _ in places(path, name)] == ["behind", "other"]
+    assert take(store, name, "behind", "read", behind) == Grant(2)
