@@ -1107,16 +1107,18 @@ class FailoverControl(Protocol):
 
 def sentinel_failover(run: Run, profile: Profile) -> list[Result]:
     """Processes contend on one lock with renewal around a fence-checking resource (scenario
-    2's read, sleep, write). For each failover one more process takes the lock and holds
-    it; while it does, the primary is SIGKILLed; once the sentinels have promoted the
-    replica it releases (its release meets the new primary: it is told there whether its
-    lease survived), and the killed server comes back as a replica of the new primary (so
-    that the next failover has one to promote). Replication is asynchronous: what the
-    primary had not yet sent its replica (a lease, the last fence increments) is gone after
-    the promotion. Overlaps are therefore possible and reported, not judged; what is judged:
-    every holder in an overlap was told (no silent overlap), the resource accepted no stale
-    write, no update was lost, fences never repeated or went back, and locks were granted
-    again after every failover."""
+    2's read, sleep, write). For each failover one more process takes the lock, reads and
+    writes the resource under its fence, and holds on; while it does, the primary is
+    SIGKILLed; once the sentinels have promoted the replica it releases (its release meets
+    the new primary: it is told there whether its lease survived), and the killed server
+    comes back as a replica of the new primary (so that the next failover has one to
+    promote). Replication is asynchronous: what the primary had not yet sent its replica (a
+    lease, the last fence increments) is gone after the promotion. Overlaps are therefore
+    possible and reported, not judged; what is judged: every holder in an overlap was told
+    (no silent overlap), the resource accepted no stale write (a fence given again after
+    the promotion, meeting the holder's write under the same fence, counts as one), no
+    update was lost, fences never repeated or went back, and locks were granted again after
+    every failover."""
     control = run.target.server
     if not isinstance(control, FailoverControl):
         raise RuntimeError(f"the harness cannot fail over {run.target.backend}")
@@ -1135,7 +1137,8 @@ def sentinel_failover(run: Run, profile: Profile) -> list[Result]:
             _ready(*workers)
             for trial in range(profile.failover_trials):
                 time.sleep(ttl * 1.5)
-                spanner = run.spawn("holder", name=name, ttl=ttl, worker=f"spanner{trial + 1}")
+                spanner = run.spawn("holder", name=name, ttl=ttl, worker=f"spanner{trial + 1}",
+                                    resource=str(resource.path))
                 with run.stopping(spanner):
                     _ready(spanner)
                     spanner.send("go")
