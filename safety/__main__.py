@@ -222,6 +222,16 @@ def _one(key: str, backend: str, target: Target, servers: Servers, *, profile: P
                                     None, None, None, None,
                                     violations=[f"the variant could not be set up (its "
                                                 f"server, or the clock shim): {exc!r}"]))
+    elif key == "failover":
+        # A replicated set-up of its own: its primary is killed.
+        try:
+            with servers.failover(backend) as own:
+                found = run_scenario(key, own, profile, directory, seed)
+        except Exception as exc:
+            scenario = SCENARIOS[key]
+            found = [Result(scenario.number, scenario.title, "", backend, 0, 0, None, None,
+                            None, None, violations=[f"the set-up could not be started: "
+                                                    f"{exc!r}"])]
     else:
         found = run_scenario(key, target, profile, directory, seed)
     for result in found:

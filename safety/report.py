@@ -183,6 +183,9 @@ NOTE_KEYS: dict[int, list[str]] = {
          "lost_updates", "fence_regressions"],
     12: ["processes", "most_at_once", "victims_told_of_loss", "silent_overlaps",
          "fence_regressions", "median_recovery"],
+    13: ["processes", "ttl", "promotion_seconds", "sections_spanning_a_failover",
+         "of_which_told_of_loss", "silent_overlaps", "fence_regressions",
+         "fence_before_and_after", "lost_updates", "backend_errors_seen"],
 }
 
 
@@ -377,6 +380,7 @@ def limits(backend: str, capabilities: tenure.Capabilities | None,
             f"{races.details.get('rounds_with_several_winners', 0)} with more than one."
         )
     statements.extend(_clock_limits(results))
+    statements.extend(_failover_limits(results))
     statements.extend(KNOWN_LIMITS.get(backend, []))
     return statements
 
@@ -411,6 +415,25 @@ def _clock_limits(results: Sequence[Result]) -> list[str]:
     return statements
 
 
+def _failover_limits(results: Sequence[Result]) -> list[str]:
+    failovers = [r for r in results if r.scenario == 13 and r.runs]
+    if not failovers:
+        return []
+    measured = "; ".join(
+        f"{r.runs} failovers ({r.details.get('processes')} processes, ttl "
+        f"{_format(r.details.get('ttl'))} s): {r.overlaps} overlapping sections, "
+        f"{r.details.get('silent_overlaps', 0)} of them silent, "
+        f"{r.details.get('fence_regressions', 0)} fence regressions, "
+        f"{r.stale_writes_accepted} stale writes accepted with the fence check"
+        for r in failovers
+    )
+    return [
+        "Replication to a Sentinel-managed replica is asynchronous: a failover can lose what "
+        "the primary had not yet sent (a lease, the last fence increments). Measured with "
+        f"the primary SIGKILLed under contention: {measured}."
+    ]
+
+
 KNOWN_LIMITS: dict[str, list[str]] = {
     "memory": ["One process only: it is a test double, not a lock between processes. "
                "Nothing survives the process."],
@@ -419,7 +442,8 @@ KNOWN_LIMITS: dict[str, list[str]] = {
                "No fault tolerance beyond the file's: a lost or corrupted file loses every "
                "lease and fence."],
     "redis": ["Replication is asynchronous: after a failover to a replica, a lease (and the "
-              "fence counter) may be lost. Not measured here: no replica was run."],
+              "fence counter) may be lost. Sentinel failover: scenario 13; a Cluster's "
+              "failover is not measured (no replicas)."],
     "redis_cluster": ["Replication is asynchronous, as for a single Redis: a failover may "
                       "lose a lease. Not measured here."],
     "redlock": ["Safety assumes the nodes' clocks run at about the same rate (bounded "

@@ -1,4 +1,4 @@
-"""The twelve scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The thirteen scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -81,6 +81,10 @@ class Profile:
     semaphore_sections: int
     semaphore_pause_trials: int
     semaphore_kill_trials: int
+    failover_trials: int
+    """Sentinel failovers, one after another on one set-up."""
+    failover_ttl: float
+    failover_processes: int
 
 
 PROFILES = {
@@ -99,6 +103,7 @@ PROFILES = {
         node_processes=4, node_sections=120,
         semaphore_processes=4, semaphore_sections=200, semaphore_pause_trials=1,
         semaphore_kill_trials=6,
+        failover_trials=1, failover_ttl=3.0, failover_processes=4,
     ),
     "full": Profile(
         name="full",
@@ -115,6 +120,7 @@ PROFILES = {
         node_processes=8, node_sections=4000,
         semaphore_processes=16, semaphore_sections=4000, semaphore_pause_trials=20,
         semaphore_kill_trials=100,
+        failover_trials=5, failover_ttl=5.0, failover_processes=8,
     ),
 }
 
@@ -175,9 +181,14 @@ class Traits:
     stop while the others keep a quorum."""
     semaphore: str | None = None
     """It offers semaphores (the refusal of those that do not is their own reason)."""
+    failover: str | None = ("one server, no replica: the harness runs no failover of it (a "
+                            "stop is scenario 5)")
+    """Its server has a replica that an outside watcher (Redis Sentinel) promotes when the
+    primary dies, and clients follow the promotion."""
 
 
 TRAITS: dict[str, Traits] = {
+    "redis": Traits(failover=None),
     "memory": Traits(
         shared="one store per process: separate worker processes cannot share a lock",
         restart="no server: the store lives and dies with its process",
@@ -191,16 +202,20 @@ TRAITS: dict[str, Traits] = {
         "restarts)",
         proxy="no network connection to cut: processes open the file directly",
         nodes="one database file, no replicas",
+        failover="one database file, no replicas",
     ),
     "redis_cluster": Traits(
         nodes="each slot lives on one primary without a replica here: stopping it is the "
         "restart of scenario 5 (replica failover is not run)",
+        failover="its test cluster has no replicas: a Cluster's own failover is not run",
         proxy="cluster clients follow MOVED redirects to each node's announced address, "
         "around a single proxy",
     ),
     "redlock": Traits(
         nodes="independent nodes without a leader: a minority of them restarted is a variant "
         "of scenario 5, cut from the client one of scenario 6",
+        failover="independent nodes without replicas: losing one is scenario 5's minority "
+        "restart",
         semaphore="Redlock refuses semaphores: counting permits on each independent node and "
         "taking a majority could grant more permits than the limit",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
@@ -213,6 +228,7 @@ TRAITS: dict[str, Traits] = {
 for _ensemble in ("etcd", "zookeeper"):
     TRAITS[_ensemble] = Traits(
         nodes=None,
+        failover="a quorum elects the leader itself: its loss is scenario 11",
         clock="not run yet: moving one node's wall clock under a JVM or Go runtime is not "
         "verified to take",
     )
@@ -1080,6 +1096,124 @@ def semaphores(run: Run, profile: Profile) -> list[Result]:
     return [contended, paused_result, killed_result]
 
 
+# ---- 13. a Sentinel failover -------------------------------------------------------------
+
+
+@runtime_checkable
+class FailoverControl(Protocol):
+    """What scenario 13 needs of a replicated set-up: kill its primary, wait until the
+    watchers promote a replica, bring the killed server back as a replica."""
+
+    def kill_primary(self) -> str: ...
+
+    def wait_promoted(self) -> str: ...
+
+    def rejoin(self) -> None: ...
+
+
+def sentinel_failover(run: Run, profile: Profile) -> list[Result]:
+    """Processes contend on one lock with renewal around a fence-checking resource (scenario
+    2's read, sleep, write). For each failover one more process takes the lock, reads and
+    writes the resource under its fence, and holds on; while it does, the primary is
+    SIGKILLed; once the sentinels have promoted the replica it releases (its release meets
+    the new primary: it is told there whether its lease survived), and the killed server
+    comes back as a replica of the new primary (so that the next failover has one to
+    promote). Replication is asynchronous: what the primary had not yet sent its replica (a
+    lease, the last fence increments) is gone after the promotion. Overlaps are therefore
+    possible and reported, not judged; what is judged: every holder in an overlap was told
+    (no silent overlap), the resource accepted no stale write (a fence given again after
+    the promotion, meeting the holder's write under the same fence, counts as one), no
+    update was lost, fences never repeated or went back, and locks were granted again after
+    every failover."""
+    control = run.target.server
+    if not isinstance(control, FailoverControl):
+        raise RuntimeError(f"the harness cannot fail over {run.target.backend}")
+    ttl, processes = profile.failover_ttl, profile.failover_processes
+    name = run.name("failover")
+    resource = Resource(run.workdir, fenced=True).start()
+    windows: list[tuple[int, int]] = []
+    killed: list[str] = []
+    rejoin_seconds: list[float] = []
+    try:
+        workers = [run.spawn("sections", name=name, ttl=ttl, renew=True,
+                             acquire_timeout=ttl * 3, tolerate_errors=True,
+                             resource=str(resource.path), hold=[0, 0.005], think=[0, 0.005])
+                   for _ in range(processes - 1)]
+        with run.stopping(*workers):
+            _ready(*workers)
+            for trial in range(profile.failover_trials):
+                time.sleep(ttl * 1.5)
+                spanner = run.spawn("holder", name=name, ttl=ttl, worker=f"spanner{trial + 1}",
+                                    resource=str(resource.path))
+                with run.stopping(spanner):
+                    _ready(spanner)
+                    spanner.send("go")
+                    took = spanner.expect(60)
+                    if not took.get("acquired"):
+                        raise RuntimeError(f"{spanner}: no lease to hold across the failover "
+                                           f"within 30 s: {took}")
+                    began = now_ns()
+                    killed.append(control.kill_primary())
+                    run.recorder.event("primary-killed", killed[-1])
+                    promoted = control.wait_promoted()
+                    ready = now_ns()
+                    run.recorder.event("replica-promoted", promoted,
+                                       seconds=(ready - began) / 1e9)
+                    windows.append((began, ready))
+                    spanner.send("release")
+                    spanner.expect(60)
+                control.rejoin()
+                rejoined = now_ns()
+                run.recorder.event("old-primary-rejoined", killed[-1])
+                rejoin_seconds.append(round((rejoined - ready) / 1e9, 3))
+                time.sleep(ttl)
+    finally:
+        resource.stop()
+    history = run.history()
+    figures = check(history)
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=True)
+    if figures.stale_writes_accepted:
+        violations.append(f"{figures.stale_writes_accepted} stale writes accepted by the "
+                          "fence-checking resource")
+    if figures.lost_updates:
+        violations.append(f"{figures.lost_updates} updates lost: the counter reads "
+                          f"{figures.final_value} after {figures.writes_accepted} increments")
+    recoveries = []
+    spanning = told = 0
+    fences: list[list[int | None]] = []
+    for began, ready in windows:
+        after = [s for s in history.sections if s.start >= began]
+        if not after:
+            violations.append("no acquisition after a failover")
+            continue
+        recoveries.append((min(s.start for s in after) - began) / 1e9)
+        before = [s.fence for s in history.sections if s.start < began and s.fence is not None]
+        first = min((s for s in after if s.fence is not None), key=lambda s: s.start,
+                    default=None)
+        fences.append([max(before) if before else None, first.fence if first else None])
+        for section in history.sections:
+            if section.start < began and section.end > ready:
+                spanning += 1
+                told += section.learned_loss
+    errors = len(history.events_named("backend-error"))
+    details = {"ttl": ttl, "processes": processes, "failovers": len(windows),
+               "primaries_killed": killed,
+               "promotion_seconds": [round((r - b) / 1e9, 3) for b, r in windows],
+               "rejoin_seconds": rejoin_seconds,
+               "recovery_seconds": [round(r, 3) for r in recoveries],
+               "fence_before_and_after": fences,
+               "sections_spanning_a_failover": spanning, "of_which_told_of_loss": told,
+               "leases_that_survived": spanning - told,
+               "sections_told_of_loss": sum(s.learned_loss for s in history.sections),
+               "backend_errors_seen": errors, **_figures_details(figures)}
+    return [Result(13, "Sentinel failover", "primary SIGKILLed, replica promoted, the killed "
+                   "server back as a replica", run.target.backend, len(windows),
+                   figures.sections, figures.overlaps, figures.stale_writes_accepted,
+                   max(recoveries) if recoveries else None, None,
+                   "primary SIGKILLed to the next acquisition",
+                   details=details, violations=violations)]
+
+
 # ---- the table -------------------------------------------------------------------------------
 
 
@@ -1141,6 +1275,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(12, "semaphore", "Semaphore, limit 2", ("shared", "semaphore"), semaphores,
                  "scenarios 1, 3 and 4 with two permits instead of one lock: never more than "
                  "two holders, a paused holder is told, a killed holder's permit comes back"),
+        Scenario(13, "failover", "Sentinel failover", ("shared", "failover"),
+                 sentinel_failover,
+                 "the primary is SIGKILLed while processes contend through redis+sentinel://: "
+                 "the replica is promoted, every holder whose lease did not survive is told, "
+                 "the fence check rejects every stale write and fences never go back"),
     ]
 }
 

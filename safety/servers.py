@@ -3,7 +3,9 @@
 probes, stopped by PID at the end. SQLite and memory need none.
 
 ``Servers.target(backend)`` is the backend's shared server for the run; ``restartable``
-starts one of its own for the restart scenario, which must not disturb the others.
+starts one of its own for the restart scenario, which must not disturb the others;
+``failover`` a replicated set-up of its own (Redis: a primary, a replica and three
+sentinels) for the failover scenario.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ class Servers:
     def restartable(self, backend: str, variant: str = "") -> Iterator[Target]:
         """A server of its own, which the restart scenario may stop and start."""
         with self._start(backend, True, variant) as target:
+            yield target
+
+    @contextlib.contextmanager
+    def failover(self, backend: str) -> Iterator[Target]:
+        """A set-up of its own whose primary scenario 13 kills and whose replica it lets the
+        watchers promote: Redis with three sentinels, reached through redis+sentinel://."""
+        reason = landed(backend)
+        if reason is not None:
+            raise NotReady(reason)
+        if backend != "redis":
+            raise NotReady(f"the harness has no failover set-up for {backend}")
+        with redis_sentinel(self._directory(backend)) as target:
             yield target
 
     @contextlib.contextmanager
@@ -212,6 +226,48 @@ def redis_server(workdir: pathlib.Path, variant: str,
                      durable=True if persistence else None)
     finally:
         server.stop()
+
+
+class _Sentinel:
+    """Fail a Sentinel set-up over: kill its primary, wait for the promotion, bring the killed
+    server back as a replica of the new primary (empty: it copies the new primary's data)."""
+
+    def __init__(self, setup: Any) -> None:
+        self.setup = setup
+        self._killed: Any = None
+
+    def kill_primary(self) -> str:
+        self._killed = self.setup.kill_primary()
+        return f"127.0.0.1:{self._killed.port}"
+
+    def wait_promoted(self) -> str:
+        promoted = self.setup.wait_promoted(self._killed)
+        return f"127.0.0.1:{promoted.port}"
+
+    def rejoin(self) -> None:
+        if self._killed is not None:
+            self.setup.rejoin(self._killed)
+            self._killed = None
+
+    def restart(self) -> None:
+        """A whole failover: the restart of a set-up whose primary moves."""
+        self.kill_primary()
+        self.wait_promoted()
+        self.rejoin()
+
+
+@contextlib.contextmanager
+def redis_sentinel(workdir: pathlib.Path) -> Iterator[Target]:
+    """A primary, one replica and three sentinels (tests/servers/redis.py), without
+    persistence, failing over within a few seconds of the primary's death."""
+    from tests.servers.redis import start_redis_sentinel
+
+    setup = start_redis_sentinel(_fresh(workdir, "sentinel-"))
+    try:
+        yield Target("redis", setup.url, _Sentinel(setup),
+                     "1 primary, 1 replica, 3 sentinels, no persistence")
+    finally:
+        setup.stop()
 
 
 class _WholeCluster:

@@ -252,16 +252,27 @@ def holder(config: Config, recorder: Recorder) -> None:
         report(acquired=False)
         return
     start = now_ns()
+    read = wrote = accepted = None
+    if config.get("resource"):
+        # Scenario 13's holder across a failover: it writes under its fence before the
+        # primary dies, so that a fence given again after the promotion meets its write.
+        resource = ResourceClient(config["resource"])
+        ok, read = resource.read(f"{config['worker']}:1", lock.fence)
+        accepted = False
+        if ok:
+            wrote = read + 1
+            accepted = resource.write(f"{config['worker']}:1", lock.fence, wrote)
     report(acquired=True, asked=asked, start=start, fence=lock.fence)
-    # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, which records
-    # its own section: the controller cannot know whether it was told of a loss).
+    # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, or scenario
+    # 13's holder, which records its own section: the controller cannot know whether it was
+    # told of a loss).
     if command()[:1] == ["release"]:
         fence = lock.fence
         lost = lock.lost.is_set()
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(config["worker"], 1, lock.name, asked, start, end, fence,
-                               lost=lost, release=outcome))
+                               read, wrote, accepted, lost=lost, release=outcome))
         report(done=True)
     locks.close()
 

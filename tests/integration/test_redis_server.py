@@ -26,7 +26,7 @@ from tenure.backends.redis._scripts import ACQUIRE, ALL_SCRIPTS, lock_keys
 from tenure.backends.redis._sync import RedisBackend
 from tests.integration.waking import WAKE_BOUND, asyncio_wake_latency, until, wake_latency
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
-from tests.servers.redis import RedisServer, _ping, _workdir, start_redis
+from tests.servers.redis import RedisSentinel, RedisServer, _ping, _workdir, start_redis
 
 pytestmark = pytest.mark.redis
 
@@ -706,3 +706,42 @@ def test_sentinel(dedicated_redis: RedisServer) -> None:
                     assert fair.fence == info.fence
         finally:
             sentinel.stop()
+
+
+def test_sentinel_failover_reaches_the_promoted_master(redis_sentinel: RedisSentinel) -> None:
+    """Idle connections of a client that outlived a failover reach the promoted master, also
+    once the killed one is back at its old address as a replica: reconnecting at the old
+    address (redis-py's send does, for a Sentinel-managed connection) would meet a replica
+    that refuses every write, for as long as the client lives."""
+    name = f"failover-{secrets.token_hex(4)}"
+
+    async def take(locks: tenure.AsyncLocks) -> int:
+        async with locks.lock(name, ttl=30, timeout=5) as lock:
+            return lock.fence
+
+    with tenure.connect(redis_sentinel.url) as locks:
+        runner = asyncio.Runner()
+        flavours = runner.run(_connected_async(redis_sentinel.url))
+        try:
+            with locks.lock(name, ttl=30, timeout=5) as lock:
+                fence = lock.fence
+            fence = runner.run(take(flavours))
+            old = redis_sentinel.primary()
+            direct = redis.Redis(port=old.port)
+            assert direct.wait(1, 5000) == 1  # the replica has every fence before the kill
+            direct.close()
+            redis_sentinel.kill_primary()
+            promoted = redis_sentinel.wait_promoted(old)
+            redis_sentinel.rejoin(old)
+            with locks.lock(name, ttl=30, timeout=5) as lock:
+                assert lock.fence > fence
+                fence = lock.fence
+            assert runner.run(take(flavours)) > fence
+            assert redis_sentinel.primary() is promoted
+        finally:
+            runner.run(flavours.aclose())
+            runner.close()
+
+
+async def _connected_async(url: str) -> tenure.AsyncLocks:
+    return tenure.connect_async(url)

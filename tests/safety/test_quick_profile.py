@@ -222,3 +222,19 @@ def test_a_semaphore_never_exceeds_its_limit_paused_or_killed(
     assert killed.overlaps == 0
     assert killed.worst_recovery is not None and killed.recovery_bound is not None
     assert killed.worst_recovery <= killed.recovery_bound
+
+
+@scenario("failover")
+def test_a_sentinel_failover_tells_every_holder_and_keeps_fences(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    # A Sentinel set-up of its own (a primary, a replica, three sentinels): its primary dies.
+    with servers.Servers(tmp_path) as started, started.failover(backend_name) as target:
+        [result] = run("failover", target, tmp_path / "failover")
+    assert result.runs == QUICK.failover_trials
+    assert result.details["silent_overlaps"] == 0
+    assert result.details["fence_regressions"] == 0
+    assert result.stale_writes_accepted == 0
+    assert result.details["lost_updates"] == 0
+    assert result.details["sections_spanning_a_failover"] == QUICK.failover_trials
+    assert result.worst_recovery is not None

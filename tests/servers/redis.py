@@ -1,16 +1,20 @@
 """Real ``redis-server`` processes for the tests: one per session (TCP and a unix socket), a
-3-master Redis Cluster (``redis-cli --cluster create``, no replicas), and dedicated servers a
-test may stop, pause, kill or restart.
+3-master Redis Cluster (``redis-cli --cluster create``, no replicas), a Sentinel set-up (a
+primary, a replica and three ``redis-server --sentinel`` processes that fail over in a few
+seconds), and dedicated servers a test may stop, pause, kill or restart.
 
 Every server runs in its own temp dir on free loopback ports, without persistence
 (``--save "" --appendonly no``) unless a test asks for it, and is probed with a real PING
-(the cluster: ``CLUSTER INFO`` saying ``cluster_state:ok`` on every node).
+(the cluster: ``CLUSTER INFO`` saying ``cluster_state:ok`` on every node; the Sentinel set-up:
+every replica in sync and every sentinel knowing the primary, the replicas and the other
+sentinels).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import pathlib
 import shutil
 import socket
@@ -18,7 +22,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -26,15 +30,18 @@ from tests.servers._process import ManagedServer, ServerFailed, free_port, requi
 
 __all__ = [
     "RedisCluster",
+    "RedisSentinel",
     "RedisServer",
     "dedicated_redis",
     "redis_cluster",
     "redis_cluster_url",
+    "redis_sentinel",
     "redis_server",
     "redis_unix_url",
     "redis_url",
     "start_redis",
     "start_redis_cluster",
+    "start_redis_sentinel",
 ]
 
 
@@ -210,6 +217,202 @@ def start_redis_cluster(workdir: pathlib.Path, masters: int = 3,
         raise
 
 
+SENTINEL_SERVICE = "tenure-master"
+"""The service name the sentinels monitor: a ``redis+sentinel://.../tenure-master`` URL."""
+
+SENTINEL_DOWN_AFTER_MS = 1000
+"""How long the primary must stay silent before a sentinel deems it down (the default, 30 s,
+would make every failover test wait half a minute)."""
+
+SENTINEL_FAILOVER_TIMEOUT_MS = 3000
+"""A failover's time limit, and half the pause before the same sentinel tries again."""
+
+
+def _redis_client(port: int, timeout: float = 1.0) -> Any:
+    import redis
+
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
+                       socket_connect_timeout=timeout)
+
+
+def _replication(port: int) -> dict[str, Any]:
+    client = _redis_client(port)
+    try:
+        info: dict[str, Any] = client.info("replication")
+        return info
+    finally:
+        client.close()
+
+
+@dataclasses.dataclass
+class RedisSentinel:
+    """A primary and its replicas watched by three sentinels. Roles move with failovers:
+    ``primary()`` asks the sentinels which server it is now."""
+
+    servers: list[RedisServer]
+    sentinels: list[ManagedServer]
+    sentinel_ports: list[int]
+    workdir: pathlib.Path
+    service: str = SENTINEL_SERVICE
+
+    @property
+    def url(self) -> str:
+        sentinels = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{sentinels}/{self.service}/0"
+
+    def master_ports(self) -> list[int | None]:
+        """The primary's port as each sentinel names it (None: that sentinel did not answer)."""
+        found: list[int | None] = []
+        for port in self.sentinel_ports:
+            client = _redis_client(port)
+            try:
+                address = client.sentinel_get_master_addr_by_name(self.service)
+                found.append(int(address[1]) if address else None)
+            except Exception:
+                found.append(None)
+            finally:
+                client.close()
+        return found
+
+    def primary(self) -> RedisServer:
+        ports = {port for port in self.master_ports() if port is not None}
+        if len(ports) != 1:
+            raise ServerFailed(f"the sentinels disagree on the primary: {sorted(ports)}")
+        (port,) = ports
+        return next(server for server in self.servers if server.port == port)
+
+    def _check_ready(self) -> None:
+        """Raise ServerFailed unless every replica is in sync with the primary and every
+        sentinel knows the primary, each replica (up, its link up) and the other sentinels:
+        then a failover can start at once and has a replica to promote."""
+        primary = self.primary()
+        if _replication(primary.port).get("role") != "master":
+            raise ServerFailed(f"the sentinels' primary {primary.port} is not a master")
+        replicas = [server for server in self.servers if server is not primary]
+        for replica in replicas:
+            info = _replication(replica.port)
+            if info.get("master_port") != primary.port or \
+                    info.get("master_link_status") != "up":
+                raise ServerFailed(f"replica {replica.port} not in sync: {info}")
+        wanted = {replica.port for replica in replicas}
+        for port in self.sentinel_ports:
+            client = _redis_client(port)
+            try:
+                master = client.sentinel_master(self.service)
+                known = client.sentinel_slaves(self.service)
+            finally:
+                client.close()
+            if master["flags"] != "master" or master["port"] != primary.port:
+                raise ServerFailed(f"sentinel {port} sees the master as {master}")
+            if master["num-other-sentinels"] != len(self.sentinel_ports) - 1:
+                raise ServerFailed(f"sentinel {port} knows {master['num-other-sentinels']} "
+                                   "other sentinels")
+            healthy = {replica["port"] for replica in known
+                       if replica["flags"] == "slave" and replica["master-link-status"] == "ok"}
+            if not wanted <= healthy:
+                raise ServerFailed(f"sentinel {port} sees the replicas as {known}")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._check_ready()
+                return
+            except Exception as exc:  # not yet (a sentinel learns of replicas every 10 s)
+                if time.monotonic() > deadline:
+                    raise ServerFailed(f"the Sentinel set-up not ready after {timeout} s: "
+                                       f"{exc}") from exc
+            time.sleep(0.1)
+
+    def kill_primary(self) -> RedisServer:
+        """SIGKILL the current primary (no clean shutdown); the server killed."""
+        primary = self.primary()
+        primary.kill()
+        return primary
+
+    def wait_promoted(self, old: RedisServer, timeout: float = 30.0) -> RedisServer:
+        """Wait until every sentinel names another server as the primary and that server
+        says it is a master; the new primary."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ports = self.master_ports()
+            if len(set(ports)) == 1 and ports[0] not in (None, old.port):
+                promoted = next(s for s in self.servers if s.port == ports[0])
+                with contextlib.suppress(Exception):
+                    if _replication(promoted.port).get("role") == "master":
+                        return promoted
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"no failover within {timeout} s: the sentinels name {ports}")
+            time.sleep(0.02)
+
+    def rejoin(self, server: RedisServer, timeout: float = 60.0) -> None:
+        """Start a killed server again, as a replica of the current primary (empty, without
+        persistence: it copies the primary's data), and wait until the set-up is ready."""
+        primary = self.primary()
+        process = server.process
+        replica_of = ["--replicaof", "127.0.0.1", str(primary.port)]
+        base = process.argv
+        if "--replicaof" in base:
+            at = base.index("--replicaof")
+            base = base[:at] + base[at + 3:]
+        process.argv = base + replica_of
+        process.start()
+        self.wait_ready(timeout)
+
+    def stop(self) -> None:
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        for server in self.servers:
+            server.stop()
+
+
+def start_redis_sentinel(workdir: pathlib.Path, replicas: int = 1, sentinels: int = 3,
+                         env: dict[str, str] | None = None) -> RedisSentinel:
+    """A primary, ``replicas`` replicas and ``sentinels`` sentinels (quorum: a majority),
+    each in a directory of its own under ``workdir``; returns once ready (see
+    ``RedisSentinel.wait_ready``)."""
+    binary = require_binary("redis-server")
+    servers: list[RedisServer] = []
+    started: list[ManagedServer] = []
+    ports: list[int] = []
+    try:
+        for index in range(replicas + 1):
+            node_dir = workdir / f"redis{index}"
+            node_dir.mkdir()
+            extra = [] if index == 0 else ["--replicaof", "127.0.0.1", str(servers[0].port)]
+            servers.append(start_redis(node_dir, unix_socket=False, extra_args=extra,
+                                       name=f"redis-sentinel-node{index}", env=env))
+        for index in range(sentinels):
+            sentinel_dir = workdir / f"sentinel{index}"
+            sentinel_dir.mkdir()
+            port = free_port()
+            config = sentinel_dir / "sentinel.conf"  # a sentinel rewrites its config file
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {sentinel_dir}\n"
+                f"sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {servers[0].port} "
+                f"{sentinels // 2 + 1}\n"
+                f"sentinel down-after-milliseconds {SENTINEL_SERVICE} {SENTINEL_DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {SENTINEL_SERVICE} {SENTINEL_FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel parallel-syncs {SENTINEL_SERVICE} 1\n"
+            )
+            sentinel = ManagedServer(
+                f"sentinel-{port}", [binary, str(config), "--sentinel"], sentinel_dir,
+                functools.partial(_ping, port), env=env,
+            )
+            sentinel.start()
+            started.append(sentinel)
+            ports.append(port)
+        setup = RedisSentinel(servers, started, ports, workdir)
+        setup.wait_ready()
+        return setup
+    except BaseException:
+        for sentinel in started:
+            sentinel.stop()
+        for server in servers:
+            server.stop()
+        raise
+
+
 @contextlib.contextmanager
 def _workdir(prefix: str) -> Iterator[pathlib.Path]:
     path = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
@@ -272,3 +475,11 @@ def dedicated_redis() -> Iterator[RedisServer]:
     socket paths are limited to about 100 bytes)."""
     with _running("tenure-redis-", start_redis) as server:
         yield server
+
+
+@pytest.fixture
+def redis_sentinel() -> Iterator[RedisSentinel]:
+    """A Sentinel set-up of this test's own (a primary, a replica, three sentinels), to fail
+    over."""
+    with _running("tenure-sentinel-", start_redis_sentinel) as setup:
+        yield setup

@@ -74,6 +74,7 @@ class AsyncWire(Protocol):
     def pack_commands(self, commands: Any) -> Any: ...
     async def disconnect(self, nowait: bool = False) -> None: ...
     async def can_read(self) -> bool: ...
+    async def connect(self) -> None: ...
     @property
     def is_connected(self) -> bool: ...
 
@@ -111,7 +112,7 @@ class AsyncDirect:
         self._closed = False
         self.setup = SetupTime() if setup is None else setup
         """New connections' set-ups (socket, handshake) the server completed: see SetupTime.
-        A reconnect of an idle connection happens inside a command's send, uncounted."""
+        Reconnects of idle connections (see _reconnect) are counted too."""
 
     async def _take(self) -> AsyncWire:
         if self._closed:
@@ -127,6 +128,8 @@ class AsyncDirect:
             pass
         else:
             await self._check(wire)
+            if not wire.is_connected:
+                await self._reconnect(wire)
             return wire
         cancels = async_cancel_requests()
         with self.setup.measure():  # the pool connects a new connection (and handshakes)
@@ -138,12 +141,34 @@ class AsyncDirect:
             raise
         return wire
 
+    async def _reconnect(self, wire: AsyncWire) -> None:
+        """Connect a disconnected idle connection with its own ``connect()``, before the
+        send would. redis-py's send reconnects through ``connect_check_health``, which a
+        Sentinel-managed connection does not override: it would dial the address it had
+        before a failover (the killed master, or the demoted one now refusing writes) for as
+        long as it lives, instead of asking the sentinels for the current master (redis-py
+        issue #3874). Its ``connect()`` asks them first."""
+        cancels = async_cancel_requests()
+        try:
+            with self.setup.measure():
+                await wire.connect()
+        except BaseException:
+            # Cut short, it may hold a socket without its handshake: it starts over next time.
+            await wire.disconnect(nowait=True)
+            self._idle.append(wire)
+            raise
+        try:
+            async_raise_lost_cancellation(cancels)  # lost in the handshake's sends
+        except BaseException:
+            self._idle.append(wire)  # connected and idle: fine for the next caller
+            raise
+
     async def _check(self, wire: AsyncWire) -> None:
         """Disconnect an idle connection the server has closed (a restart, an idle timeout),
         as redis-py's pool does on checkout: it then reconnects before sending, instead of
         failing the command. Costs one non-blocking read (about 2 us)."""
         if not wire.is_connected:
-            return  # it connects when it sends (checking it would connect it here)
+            return  # _take connects it
         try:
             stale = await wire.can_read()
         except DRIVER_ERRORS:
