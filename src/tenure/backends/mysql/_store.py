@@ -2,8 +2,7 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), a semaphore's acquire one short transaction sent as one text
-(see ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
+one statement (see ``_sql`` and ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
 connection runs the next statement. A connection that failed is closed, never reused;
 an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
 
@@ -62,7 +61,12 @@ from tenure.backends._sql_common import (
     has_pending_input,
     parse_schema_mark,
 )
-from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
+from tenure.backends.mysql._semaphore_sql import (
+    GRANTED,
+    MINE,
+    MISMATCH,
+    SemaphoreStatements,
+)
 from tenure.backends.mysql._sql import (
     GATE_RELEASE,
     GATE_WAIT,
@@ -490,45 +494,53 @@ class MySQLStore:
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl), "limit": limit,
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
+        statement = self.semaphores.acquire(limit)
 
-        def attempt(cursor: Cursor) -> tuple[Any, ...]:
-            for retry in range(DEADLOCK_RETRIES):
-                try:
-                    return _run_batch(cursor, self.semaphores.acquire, params)
-                except pymysql.err.OperationalError as exc:
-                    # A deadlock victim's whole transaction is rolled back: run it again.
-                    cursor.execute("ROLLBACK")
-                    if exc.args[0] != ER_LOCK_DEADLOCK or retry == DEADLOCK_RETRIES - 1:
-                        raise
-                    time.sleep(0.001 * (retry + 1))
-                except BaseException:
-                    cursor.execute("ROLLBACK")
-                    raise
-            raise AssertionError("unreachable")
+        def attempt(cursor: Cursor) -> int:
+            _execute(cursor, statement, params)
+            return int(cursor.lastrowid)
 
-        mine, granted, others, soonest_us, stored = self._run(attempt)
-        if mine is not None:
-            return Grant(int(mine))
-        if granted is not None:
-            return Grant(int(granted))
-        if others and stored is not None and int(stored) != limit:
-            # The transaction wrote nothing on a mismatch (only expired permits went, as any
-            # acquire drops them), so refusing after its commit leaves no trace.
-            raise limit_mismatch(name, int(stored), limit)
-        return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
+        state = self._run(attempt)
+        if state % 8 == MISMATCH:
+            changed = self._run(lambda cursor: self._change_limit(cursor, name, params))
+            if changed is not None:
+                return changed
+            state = self._run(attempt)  # the limit is ours now (or was changed back)
+        if state % 8 in (GRANTED, MINE):
+            return Grant(state // 8)
+        return Busy(None)
+
+    def _change_limit(
+        self, cursor: Cursor, name: str, params: dict[str, Any]
+    ) -> Grant | None:
+        """A stored limit other than ours: refuse if permits of other tokens are live, else
+        store ours (the record's row lock keeps acquirers out meanwhile). Our own live
+        permit (a retry) is granted again as it is. None: try the acquire again."""
+        cursor.execute("START TRANSACTION")
+        try:
+            cursor.execute(self.semaphores.limit_lock, params)
+            row = cursor.fetchone()
+            cursor.execute(self.semaphores.limit_count, params)
+            others, mine = cursor.fetchone()
+            stored = None if row is None or row[0] is None else int(row[0])
+            if mine is not None:
+                cursor.execute("COMMIT")
+                return Grant(int(mine))
+            if int(others) > 0 and stored is not None and stored != params["limit"]:
+                cursor.execute("COMMIT")
+                raise limit_mismatch(name, stored, params["limit"])
+            cursor.execute(self.semaphores.limit_store, params)
+            cursor.execute("COMMIT")
+        except pymysql.err.MySQLError:
+            cursor.execute("ROLLBACK")
+            raise
+        return None
 
     def release_permit(self, name: str, token: str) -> bool:
         if not self._permits(create=False):
             return False
         params = {"name": _hex(name), "token": token}
-
-        def release(cursor: Cursor) -> bool:
-            if _execute(cursor, self.semaphores.release, params) == 1:
-                return True
-            _execute(cursor, self.semaphores.discard, params)
-            return False
-
-        released = self._run(release)
+        released = self._run(lambda cursor: _execute(cursor, self.semaphores.release, params) == 1)
         self.waiters.notify(permit_key(name))
         return released
 
@@ -583,14 +595,9 @@ class MySQLStore:
         if not self._permits(create=False):
             return False
         params = {"name": _hex(name)}
-
-        def break_all(cursor: Cursor) -> bool:
-            cursor.execute(self.semaphores.count_live, params)
-            (live,) = cursor.fetchone()
-            _execute(cursor, self.semaphores.break_semaphore, params)
-            return int(live) > 0
-
-        broken = self._run(break_all)
+        broken = self._run(
+            lambda cursor: _execute(cursor, self.semaphores.break_semaphore, params) > 0
+        )
         if broken:
             self.waiters.notify(permit_key(name))
         return broken
@@ -612,21 +619,6 @@ def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
                  limit=limit, leases=tuple(leases))
         for name, (fence, limit, leases) in by_name.items()
     ]
-
-
-def _run_batch(cursor: Cursor, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
-    """Run a multi-statement text; the one row of its one result set. Every statement's
-    answer is read (an error in any of them is raised here), so the connection is left
-    ready for the next command."""
-    cursor.execute(sql, params)
-    row: tuple[Any, ...] | None = None
-    while True:
-        if cursor.description is not None:
-            row = cursor.fetchone()
-        if not cursor.nextset():
-            break
-    assert row is not None
-    return row
 
 
 def _execute(cursor: Cursor, sql: str, params: dict[str, Any]) -> int:
