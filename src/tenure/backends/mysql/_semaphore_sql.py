@@ -51,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tenure.backends.mysql._sql import NOW
+from tenure.backends.mysql._sql import FREE, NOW
 
 __all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
@@ -65,7 +65,6 @@ _OURS = "token <=> %(token)s"
 _LIVE_ROW = f"token IS NOT NULL AND expires_at > {NOW}"
 _THIS = "name = UNHEX(%(name)s) AND slot > 0"
 _LIVE = f"{_THIS} AND {_LIVE_ROW}"
-_FREE = "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +133,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # matched): 1 = released.
     @property
     def release(self) -> str:
-        return f"UPDATE {self.quoted} SET {_FREE} WHERE {_LIVE} AND {_OURS}"
+        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE} AND {_OURS}"
 
     # Inputs: name, token, ttl_us. Affected rows (rows matched): 1 = extended.
     @property
@@ -152,7 +151,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # Affected rows (rows matched): the live permits freed.
     @property
     def break_semaphore(self) -> str:
-        return f"UPDATE {self.quoted} SET {_FREE} WHERE {_LIVE}"
+        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE}"
 
     # One row per live permit (or one row of NULLs for a semaphore with none), each with its
     # semaphore's name, fence and limit; one consistent read.

@@ -2,9 +2,10 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql`` and ``_semaphore_sql``), so a lock never depends on a transaction staying open or on which
-connection runs the next statement. A connection that failed is closed, never reused;
-an idle one the server closed meanwhile (a restart) is noticed and dropped before use.
+one statement (see ``_sql`` and ``_semaphore_sql``), so a lock never depends on a transaction
+staying open or on which connection runs the next statement. A connection that failed is
+closed, never reused; an idle one the server closed meanwhile (a restart) is noticed and
+dropped before use.
 
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
 one thing a session can block on and another session can end is a user-level lock
