@@ -70,6 +70,7 @@ from tenure.backends.mysql._semaphore_sql import (
 )
 from tenure.backends.mysql._sql import (
     GATE_RELEASE,
+    GATE_TAKE,
     GATE_WAIT,
     SESSION_SETUP,
     SQL_MODE,
@@ -298,16 +299,24 @@ class MySQLStore:
         params = {
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
-            "gate": gate, "take_gate": int(take_gate), "hold_wait": HOLD_WAIT,
+            "gate": gate, "hold_wait": HOLD_WAIT,
         }
-        statement = f"{self.sql.acquire}; {self.sql.acquire_outcome}"
+        statement = self.sql.acquire_gated if take_gate else self.sql.acquire
 
         def attempt(cursor: Cursor) -> tuple[Grant | Busy, bool]:
-            _execute(cursor, statement, params)
-            cursor.nextset()
-            fence, gated, left_us, gate_held = cursor.fetchone()
+            affected = _execute(cursor, statement, params)
+            fence = int(cursor.lastrowid)
             if fence:
-                return Grant(int(fence)), gated == 1
+                if not take_gate or affected == 2:
+                    # 2: granted on an existing row, whose update ran GET_LOCK (``_sql``).
+                    return Grant(fence), take_gate
+                # A new row (the name's first lease here): its gate in a second round trip.
+                cursor.execute(GATE_TAKE, params)
+                (taken,) = cursor.fetchone()
+                return Grant(fence), taken == 1
+            # Refused: a second round trip, on the contended path only, for the wait.
+            cursor.execute(self.sql.refusal, params)
+            left_us, gate_held = cursor.fetchone()
             left = None if left_us is None else max(0.0, int(left_us) / 1e6)
             return Busy(left, GateWait(gate if gate_held else None)), False
 
@@ -398,11 +407,16 @@ class MySQLStore:
         if connection is None:
             released = self._run(lambda cursor: _execute(cursor, self.sql.release, params) == 1)
         else:
-            # The row first, then the gate, in one round trip on the session holding the gate.
+            # The row and the gate in one statement on the session holding the gate.
             gated = {**params, "gate": self._gate(name)}
-            released = self._run(
-                lambda cursor: _execute(cursor, self.sql.release_gated, gated) == 1, connection
-            )
+
+            def release_gated(cursor: Cursor) -> bool:
+                if _execute(cursor, self.sql.release_gated, gated) == 1:
+                    return True  # the statement gave the gate back
+                cursor.execute(GATE_RELEASE, gated)
+                return False
+
+            released = self._run(release_gated, connection)
         if released:
             self.waiters.notify(name)
         return released
