@@ -10,12 +10,13 @@ dropped before use.
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
 one thing a session can block on and another session can end is a user-level lock
 (``GET_LOCK``), and only the session holding it can give it back. So the holder's own session
-holds it: the grant takes the name's gate in the same round trip, right after the grant
-committed, and that connection is kept aside (out of the pool) until the release, which frees
-the row and then the gate in one round trip on it. A refused acquire learns in its own round
-trip whether the gate is held; its waiter then blocks in ``GET_LOCK`` on the gate (taking it
-and giving it back in one statement) until a release opens it, the holder's session ends (a
-crash, a lost connection), or its back-off pause passes. Why this shape:
+holds it: the grant takes the name's gate inside its own statement (``Statements.acquire_gated``:
+no second statement or result set), and that connection is kept aside (out of the pool)
+until the release, which frees the row and the gate in one statement on it. A refused
+acquire learns in a second round trip whether the gate is held; its waiter then blocks in
+``GET_LOCK`` on the gate (taking it and giving it back in one statement) until a release
+opens it, the holder's session ends (a crash, a lost connection), or its back-off pause
+passes. Why this shape:
 
 - No lost wake-up: the gate is a level, not an edge. A release between the refusal and the
   wait leaves the gate open, and the wait returns at once.
@@ -119,9 +120,10 @@ class MySQLStore:
             "autocommit": True,
             # Affected rows = rows matched, so an UPDATE whose new values equal the old ones
             # still reports its match (extend); the acquire does not rely on counts at all.
-            # MULTI_STATEMENTS: one round trip for a grant and its gate, a release and its
-            # gate, a semaphore's acquire transaction (``_semaphore_sql``). Every value is a
-            # bound parameter escaped by PyMySQL, names travel only as hex digits.
+            # MULTI_STATEMENTS: the lock and semaphore statements no longer need it (each is
+            # one statement, the gate inside it); kept for statement texts sent together
+            # elsewhere. Every value is a bound parameter escaped by PyMySQL, names travel
+            # only as hex digits.
             "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "connect_timeout": options.timeout,
             "read_timeout": options.timeout,
