@@ -102,6 +102,13 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def acquire(self, limit: int) -> str:
         return _acquire(self.quoted, limit)
 
+    # Input: name. After a refused acquire (the contended path only): the microseconds left
+    # of the soonest-ending live permit (NULL: none is live any more), for the waiter.
+    @property
+    def soonest(self) -> str:
+        return f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(expires_at)) FROM {self.quoted} " \
+            f"WHERE {_LIVE}"
+
     # Inputs: name, limit. For a MISMATCH, in one transaction with ``limit_count`` and
     # ``limit_store``: locks the record row (acquirers of the name wait), so the count of
     # live permits that follows cannot change under it but by expiry or release.

@@ -517,6 +517,11 @@ class MySQLStore:
             _execute(cursor, statement, params)
             return int(cursor.lastrowid)
 
+        def soonest(cursor: Cursor) -> float | None:
+            cursor.execute(self.semaphores.soonest, params)
+            row = cursor.fetchone()
+            return None if row is None or row[0] is None else max(0.0, int(row[0]) / 1e6)
+
         state = self._run(attempt)
         if state % 8 == MISMATCH:
             changed = self._run(lambda cursor: self._change_limit(cursor, name, params))
@@ -525,7 +530,8 @@ class MySQLStore:
             state = self._run(attempt)  # the limit is ours now (or was changed back)
         if state % 8 in (GRANTED, MINE):
             return Grant(state // 8)
-        return Busy(None)
+        # Refused: a second round trip, on the contended path only, for the waiter's pause.
+        return Busy(self._run(soonest))
 
     def _change_limit(
         self, cursor: Cursor, name: str, params: dict[str, Any]
