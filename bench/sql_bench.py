@@ -233,7 +233,7 @@ def server_version(url: str) -> str:
 
 def machine() -> dict[str, str]:
     return {
-        **_common.machine(),
+        **_common.machine(load_average=True),
         "tenure": tenure.__version__,
         "psycopg": importlib.metadata.version("psycopg"),
         "PyMySQL": importlib.metadata.version("PyMySQL"),
