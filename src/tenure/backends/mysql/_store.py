@@ -547,6 +547,7 @@ class MySQLStore:
             others, mine = cursor.fetchone()
             stored = None if row is None or row[0] is None else int(row[0])
             if mine is not None:
+                cursor.execute(self.semaphores.extend, params)  # a retry restarts its lease
                 cursor.execute("COMMIT")
                 return Grant(int(mine))
             if int(others) > 0 and stored is not None and stored != params["limit"]:
