@@ -315,15 +315,15 @@ def render(facts: dict[str, str], results: list[Results], absent: list[str],
         *_common.table(["backend", "mutex cycles/s", "semaphore cycles/s", "ratio",
                         f">= {TARGET}x"], uncontended_rows),
         "",
-        "Why SQL permits cost more than the SQL mutex: the mutex's acquire and release each "
-        "update one row in place, in one statement. A permit is a row of its own: an acquire "
-        "reads the name's permits, bumps the name's fence and inserts the permit row, and a "
-        "release deletes it. Both take one round trip: on PostgreSQL one statement (plus a "
-        "pipelined, locked transaction when a concurrent grant got in first); on "
-        "MySQL/MariaDB a transaction of 9 statements sent as one text, each of which the "
-        "server still parses and runs on its own, so MySQL stays well below the target. "
-        "The likely way to reach it there is permit rows reused in place (one per slot), so "
-        "that an acquire is one statement and a release an update; not done yet.",
+        "How SQL permits are kept: on PostgreSQL a permit is a row of its own: an acquire "
+        "reads the name's permits, bumps the name's fence and inserts the permit row in one "
+        "statement (plus a pipelined, locked transaction when a concurrent grant got in "
+        "first), and a release deletes it. On MySQL/MariaDB permits live in slot rows reused "
+        "in place: an acquire is one multi-row `INSERT ... ON DUPLICATE KEY UPDATE` over the "
+        "name's record and slots (it was a transaction of 9 statements), and a release an "
+        "in-place `UPDATE` of its slot (it was a `DELETE`); the MySQL mutex's acquire and "
+        "release also take and give back its release gate (`GET_LOCK`) inside their "
+        "statements, which a permit does not.",
         "",
         f"## Contention ({args.processes} processes x {args.rounds} permits, limit={LIMIT})",
         "",

@@ -233,7 +233,7 @@ def server_version(url: str) -> str:
 
 def machine() -> dict[str, str]:
     return {
-        **_common.machine(),
+        **_common.machine(load_average=True),
         "tenure": tenure.__version__,
         "psycopg": importlib.metadata.version("psycopg"),
         "PyMySQL": importlib.metadata.version("PyMySQL"),
@@ -303,9 +303,10 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
         wakeup = (
             "LISTEN/NOTIFY: the release's `pg_notify` wakes the waiter's listening connection"
             if r.database == "postgresql" else
-            "its release gate: the holder's session holds a `GET_LOCK` from its grant to its "
-            "release, and the waiter blocks on it in `GET_LOCK` (taking it and giving it back "
-            "in one statement), woken when the release opens it"
+            "its release gate: the holder's session holds a `GET_LOCK`, taken inside the "
+            "grant's statement and given back inside the release's, and the waiter blocks on it "
+            "in `GET_LOCK` (taking it and giving it back in one statement), woken when the "
+            "release opens it"
         )
         lines += [
             f"## {r.database}",
@@ -326,7 +327,9 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
                 "of its own, shielded from cancellation."
                 if r.database == "postgresql" else
                 "Under asyncio PyMySQL runs in the event loop's default thread pool: a thread "
-                "hop per statement."
+                "hop per statement. The raw floor's statements take no release gate; tenure's "
+                "take it (`GET_LOCK`) and give it back (`RELEASE_LOCK`) inside those same two "
+                "statements."
             ),
             "",
             f"### Contended handoff ({args.handoffs} handoffs between 2 processes)",
@@ -340,6 +343,19 @@ def render(facts: dict[str, str], results: list[Results], args: argparse.Namespa
             f"**{ms('tenure', 0.5) / ms('blocking', 0.5):.2f}**, p99 "
             f"**{ms('tenure', 0.99) / ms('blocking', 0.99):.2f}**. With a few hundred "
             "handoffs, p99 is the 2nd-3rd worst sample: read it as an order of magnitude.",
+            "",
+        ]
+    by_database = {r.database: r for r in results}
+    if {"postgresql", "mysql"} <= set(by_database):
+        def p50(database: str) -> float:
+            r = by_database[database]
+            return _common.ms(r.handoffs[r.labels["tenure"]], 0.5)
+
+        lines += [
+            "## MySQL against PostgreSQL",
+            "",
+            f"tenure's contended handoff p50, MySQL / PostgreSQL in this run: "
+            f"**{p50('mysql') / p50('postgresql'):.2f}x** (target: <= 2x).",
             "",
         ]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure._types import Grant
 from tests.integration.sql_support import SQL_BACKENDS, url_fixture
 
 pytestmark = pytest.mark.slow
@@ -130,3 +131,27 @@ def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
         assert winners == [limit] * rounds
         info = locks.inspect(name, kind="semaphore")
     assert info is not None and info.fence == limit * rounds and not info.leases
+
+
+def test_a_retried_permit_acquire_finds_its_own_permit(sql_url: str) -> None:
+    """A retry with the same token (its first reply lost) gets its own permit back, fence
+    and all, even when a permit granted before it was freed meanwhile (on MySQL: a free slot
+    ahead of its own); and a lowered-then-restored limit never reuses a fence."""
+    name = f"retry:{uuid.uuid4().hex}"
+    holder = tenure.Holder("host", 1, "thread")
+    with tenure.connect(sql_url) as locks:
+        backend: Any = locks.backend
+        first = backend.acquire_permit(name, "a" * 32, 30.0, holder, 3)
+        second = backend.acquire_permit(name, "b" * 32, 30.0, holder, 3)
+        assert isinstance(first, Grant) and isinstance(second, Grant)
+        assert backend.release_permit(name, "a" * 32)
+        again = backend.acquire_permit(name, "b" * 32, 30.0, holder, 3)
+        assert again == second
+        info = locks.inspect(name, kind="semaphore")
+        assert info is not None and [lease.fence for lease in info.leases] == [second.fence]
+        assert backend.release_permit(name, "b" * 32)
+        lowered = backend.acquire_permit(name, "c" * 32, 30.0, holder, 1)
+        assert isinstance(lowered, Grant) and lowered.fence > second.fence
+        assert backend.release_permit(name, "c" * 32)
+        restored = backend.acquire_permit(name, "d" * 32, 30.0, holder, 3)
+        assert isinstance(restored, Grant) and restored.fence > lowered.fence

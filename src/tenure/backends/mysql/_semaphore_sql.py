@@ -1,135 +1,164 @@
 """The SQL of MySQL/MariaDB semaphores, with each statement's contract above it.
 
-One table beside the lock table, ``{table}_permits``, keyed (name, token): each permit is a
-row, and the semaphore's own record is the row whose token is empty (its fence counter, and
-the limit stored with its live permits; no expiry).
+One table beside the lock table, ``{table}_slots``, keyed (name, slot). Slot 0 is the
+semaphore's record: its fence counter (the last fence granted) and its limit, no expiry.
+Slots 1..limit hold one permit each, reused in place: token, expiry, holder and the permit's
+fence; a free slot has no token. So a release, an extend and an expiry are in-place updates of
+one row, as a lock's are, and an acquire is ONE statement (below).
 
-A grant needs a count of the live permits that no concurrent grant can change meanwhile. So
-an acquire is one short transaction: LOCK_NAME upserts the record row, which takes its row
-lock (concurrent acquirers of the name queue there until we commit); then, under READ
-COMMITTED, every later read sees all permits committed before the lock was ours. The
-transaction is ACQUIRE, one text of several statements sent at once (the connections allow
-multi-statement texts), so the whole decision costs one round trip, as a lock's acquire does;
-the server runs the statements in order and stops at the first error, and the client then
-rolls back. Each statement's outcome reaches the next through session variables
-(``@tenure_*``, set afresh by every acquire before they are read). Every other step is one
-statement in autocommit. Time is the server's ``UTC_TIMESTAMP(6)``, once per statement.
+The acquire is a multi-row ``INSERT ... ON DUPLICATE KEY UPDATE`` that visits the name's rows
+in a fixed order: the record, slots 1..limit (pass 1), the record, slots 1..limit (pass 2),
+the record. Rows are processed one after another in the order of the VALUES list, each one
+inserted if absent (the first acquire creates the record and the slots) or else locked and
+updated by the ``ON DUPLICATE KEY UPDATE`` part. The row locks of the name (record first, then
+slots in ascending order) are taken in the same order by every acquire and held until the
+statement commits: concurrent acquirers of a name queue on the record row and never deadlock
+with each other; a release, extend or break locks one row at a time or rows in the same
+ascending order.
+
+What one row's update learnt travels to the next row in ``LAST_INSERT_ID(expr)``, the
+session's value that a later expression of the same statement reads back with
+``LAST_INSERT_ID()`` and that the server returns to the client in the OK packet (PyMySQL's
+``cursor.lastrowid``), as the lock's acquire does (see ``_sql``). It is a state: ``value * 8 +
+phase``:
+
+- ``START`` (7, value 0): set by the first record row's VALUES list; if the record was absent
+  it stays (a new semaphore: fence 0, every slot free, as pass 1 reads it);
+- ``PASS1`` (0, value = the record's fence): the first record row found the record and its
+  limit equal to ours. Pass 1 looks for a live permit of our token (a retried acquire);
+- ``PASS2`` (1, value = the record's fence): set by the middle record row's VALUES list if
+  pass 1 found none. Pass 2 takes the first free or expired slot: its fence becomes value + 1;
+- ``GRANTED`` (2, value = the new fence): the last record row stores it as the record's fence;
+- ``MINE`` (3, value = our permit's fence): a retry; that slot's expiry and holder were reset;
+- ``MISMATCH`` (4): the stored limit differs from ours. Nothing was written; the client
+  decides in a short transaction (``LIMIT_*`` below) whether live permits forbid a change.
+
+Each row's update reads the state once per column (the columns are assigned left to right,
+each seeing the ones already assigned: the connection pins ``sql_mode`` so MariaDB's
+SIMULTANEOUS_ASSIGNMENT can't change that) and the last assignment, ``permits``, writes the
+next state. Only the VALUES lists of the first and middle record rows set the state too:
+VALUES are evaluated for every row before the duplicate is found, so an absent row's VALUES
+say what happens to a new row, and an existing row's update has the last word.
+
+Fences are granted under the record's row lock from its counter: strictly increasing per
+name, in grant order, never reused (the counter stays when permits are freed or the limit
+changes). Time is the server's ``UTC_TIMESTAMP(6)``, fixed for the whole statement. A slot
+above a lowered limit keeps its row, never granted until the limit grows again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from tenure.backends.mysql._sql import NOW
+from tenure.backends.mysql._sql import FREE, NOW
 
-__all__ = ["SemaphoreStatements"]
+__all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
-_THIS = "name = UNHEX(%(name)s) AND token <> ''"
-_LIVE = f"{_THIS} AND expires_at > {NOW}"
-# Over the live permits of a name joined to its record row (none: one row of NULLs).
-_OTHERS = "COALESCE(SUM(p.token <> %(token)s), 0)"
-_MINE = "MAX(IF(p.token = %(token)s, p.fence, NULL))"
+START, PASS1, PASS2, GRANTED, MINE, MISMATCH = 7, 0, 1, 2, 3, 4
+"""Phases of the acquire's state (``MOD(LAST_INSERT_ID(), 8)``); see the module docstring."""
+
+_STATE = "LAST_INSERT_ID()"
+_PHASE = f"MOD({_STATE}, 8)"
+_VALUE = f"({_STATE} DIV 8)"
+_OURS = "token <=> %(token)s"
+_LIVE_ROW = f"token IS NOT NULL AND expires_at > {NOW}"
+_THIS = "name = UNHEX(%(name)s) AND slot > 0"
+_LIVE = f"{_THIS} AND {_LIVE_ROW}"
 
 
 @dataclasses.dataclass(frozen=True)
 class SemaphoreStatements:
     table: str
-    """The lock table's validated name; the permits table is named after it."""
+    """The lock table's validated name; the slots table is named after it."""
 
     @property
     def quoted(self) -> str:
-        return f"`{self.table[:56]}_permits`"
+        return f"`{self.table[:58]}_slots`"
 
     @property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
     name        VARBINARY(1024) NOT NULL,
-    token       VARBINARY(255) NOT NULL,
+    slot        INT NOT NULL,
     fence       BIGINT NOT NULL,
     permits     INT NULL,
+    token       VARBINARY(255) NULL,
     expires_at  DATETIME(6) NULL,
     acquired_at DATETIME(6) NULL,
     host        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     pid         BIGINT NULL,
     thread      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-    PRIMARY KEY (name, token)
+    PRIMARY KEY (name, slot)
 ) ENGINE = InnoDB
 """
 
-    # Inputs: name, token, ttl_us, limit, host, pid, thread. The whole acquire, one
-    # transaction: takes the name's row lock (LOCK_NAME); drops expired permits; reads, in
-    # one statement, the live others, the microseconds left of the soonest permit, our own
-    # live permit's fence, the stored limit and the fence to grant (the record's next one if
-    # we have no live permit, fewer than `limit` others are live and none is live under
-    # another limit; else NULL); restarts our own live permit (a retry); or takes that fence
-    # and adds our permit. Output: its one result set, one row (own fence, granted fence, live
-    # others, soonest microseconds, stored limit); at most one of the fences is not NULL.
-    @property
-    def acquire(self) -> str:
-        return f"""
-START TRANSACTION;
-{self.lock_name};
-DELETE FROM {self.quoted} WHERE {_THIS} AND expires_at <= {NOW};
-SELECT {_OTHERS}, TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(p.expires_at)), {_MINE},
-       MAX(record.permits),
-       IF({_MINE} IS NULL AND {_OTHERS} < %(limit)s
-          AND ({_OTHERS} = 0 OR MAX(record.permits) = %(limit)s), MAX(record.fence) + 1, NULL)
-FROM {self.quoted} AS record
-LEFT JOIN {self.quoted} AS p ON p.name = record.name AND p.token <> '' AND p.expires_at > {NOW}
-WHERE record.name = UNHEX(%(name)s) AND record.token = ''
-INTO @tenure_others, @tenure_soonest, @tenure_mine, @tenure_stored, @tenure_granted;
-UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND
-WHERE name = UNHEX(%(name)s) AND token = %(token)s AND @tenure_mine IS NOT NULL;
-UPDATE {self.quoted} SET fence = @tenure_granted, permits = %(limit)s
-WHERE name = UNHEX(%(name)s) AND token = '' AND @tenure_granted IS NOT NULL;
-INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-SELECT UNHEX(%(name)s), %(token)s, @tenure_granted, {NOW} + INTERVAL %(ttl_us)s MICROSECOND,
-       {NOW}, %(host)s, %(pid)s, %(thread)s
-FROM DUAL WHERE @tenure_granted IS NOT NULL;
-COMMIT;
-SELECT @tenure_mine, @tenure_granted, @tenure_others, @tenure_soonest, @tenure_stored
-"""
+    # Inputs: name, token, ttl_us, limit, host, pid, thread. The whole acquire, one statement
+    # (see the module docstring). Output: the insert id, the final state: GRANTED or MINE
+    # with the permit's fence; PASS2: every slot is live (refused, nothing written);
+    # MISMATCH: the stored limit differs (nothing written). The text depends on the limit
+    # (it lists the slots), so one is built per limit.
+    def acquire(self, limit: int) -> str:
+        return _acquire(self.quoted, limit)
 
-    # Inputs: name, limit. Creates the record row if absent and takes its row lock until
-    # the transaction ends.
+    # Input: name. After a refused acquire (the contended path only): the microseconds left
+    # of the soonest-ending live permit (NULL: none is live any more), for the waiter.
     @property
-    def lock_name(self) -> str:
+    def soonest(self) -> str:
+        return f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(expires_at)) FROM {self.quoted} " \
+            f"WHERE {_LIVE}"
+
+    # Inputs: name, limit. For a MISMATCH, in one transaction with ``limit_count`` and
+    # ``limit_store``: locks the record row (acquirers of the name wait), so the count of
+    # live permits that follows cannot change under it but by expiry or release.
+    @property
+    def limit_lock(self) -> str:
         return (
-            f"INSERT INTO {self.quoted} (name, token, fence, permits) "
-            f"VALUES (UNHEX(%(name)s), '', 0, %(limit)s) ON DUPLICATE KEY UPDATE fence = fence"
+            f"SELECT permits FROM {self.quoted} WHERE name = UNHEX(%(name)s) AND slot = 0 "
+            f"FOR UPDATE"
         )
 
-    # Inputs: name, token. Affected rows: 1 = our live permit is gone.
+    # Inputs: name, token. Output: one row (live permits of other tokens, our own live
+    # permit's fence or NULL), across every slot, above the limit too.
+    @property
+    def limit_count(self) -> str:
+        return (
+            f"SELECT COALESCE(SUM(NOT {_OURS}), 0), MAX(IF({_OURS}, fence, NULL)) "
+            f"FROM {self.quoted} WHERE {_LIVE}"
+        )
+
+    # Inputs: name, limit. Stores a new limit (no other permit is live).
+    @property
+    def limit_store(self) -> str:
+        return (
+            f"UPDATE {self.quoted} SET permits = %(limit)s "
+            f"WHERE name = UNHEX(%(name)s) AND slot = 0"
+        )
+
+    # Inputs: name, token. Frees our slot if its permit is live. Affected rows (rows
+    # matched): 1 = released.
     @property
     def release(self) -> str:
-        return f"DELETE FROM {self.quoted} WHERE {_LIVE} AND token = %(token)s"
-
-    # Inputs: name, token. Removes our permit whatever its state (after a refused release).
-    @property
-    def discard(self) -> str:
-        return f"DELETE FROM {self.quoted} WHERE {_THIS} AND token = %(token)s"
+        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE} AND {_OURS}"
 
     # Inputs: name, token, ttl_us. Affected rows (rows matched): 1 = extended.
     @property
     def extend(self) -> str:
         return (
             f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
-            f"WHERE {_LIVE} AND token = %(token)s"
+            f"WHERE {_LIVE} AND {_OURS}"
         )
 
     @property
     def owned(self) -> str:
-        return f"SELECT 1 FROM {self.quoted} WHERE {_LIVE} AND token = %(token)s"
+        return f"SELECT 1 FROM {self.quoted} WHERE {_LIVE} AND {_OURS}"
 
-    # Input: name. Affected rows: the live permits freed (expired ones go too).
+    # Input: name. Frees every live permit (the operator's break); the fence counter stays.
+    # Affected rows (rows matched): the live permits freed.
     @property
     def break_semaphore(self) -> str:
-        return f"DELETE FROM {self.quoted} WHERE {_THIS}"
-
-    @property
-    def count_live(self) -> str:
-        return f"SELECT COUNT(*) FROM {self.quoted} WHERE {_LIVE}"
+        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE}"
 
     # One row per live permit (or one row of NULLs for a semaphore with none), each with its
     # semaphore's name, fence and limit; one consistent read.
@@ -139,8 +168,8 @@ SELECT r.name, r.fence, r.permits, p.host, p.pid, p.thread, p.acquired_at,
        TIMESTAMPDIFF(MICROSECOND, {NOW}, p.expires_at), p.fence
 FROM {self.quoted} AS r
 LEFT JOIN {self.quoted} AS p
-  ON p.name = r.name AND p.token <> '' AND p.expires_at > {NOW}
-WHERE r.token = '' AND {where}
+  ON p.name = r.name AND p.slot > 0 AND p.token IS NOT NULL AND p.expires_at > {NOW}
+WHERE r.slot = 0 AND {where}
 ORDER BY r.name, p.fence
 """
 
@@ -153,3 +182,52 @@ ORDER BY r.name, p.fence
         return self._info(
             "r.name >= UNHEX(%(prefix)s) AND LEFT(r.name, %(length)s) = UNHEX(%(prefix)s)"
         )
+
+
+# A slot row's update, by the state it finds (columns in the order they are assigned):
+_CLAIM = f"(slot > 0 AND {_PHASE} = {PASS2} AND (token IS NULL OR expires_at <= {NOW}))"
+"""Pass 2 and this slot is free or expired: take it (judged on the row as found: ``token``
+and ``expires_at`` are assigned after every use of this)."""
+_RETRY = f"(slot > 0 AND {_PHASE} IN ({START}, {PASS1}) AND {_OURS} AND expires_at > {NOW})"
+"""Pass 1 and this slot holds our live permit."""
+_HELD = f"(slot > 0 AND {_OURS} AND {_PHASE} IN ({START}, {PASS1}, {PASS2}) AND expires_at > {NOW})"
+"""After ``token`` and ``expires_at`` were assigned: we took this slot or retried on it."""
+_NEXT = f"""CASE
+    WHEN slot = 0 AND {_PHASE} = {START}
+        THEN IF(permits <=> %(limit)s, fence * 8 + {PASS1}, {MISMATCH})
+    WHEN slot > 0 AND {_PHASE} = {PASS2} AND {_OURS} THEN fence * 8 + {GRANTED}
+    WHEN {_HELD} THEN fence * 8 + {MINE}
+    ELSE {_STATE} END"""
+"""The next state, computed last, on the row as updated: the first record row reads the
+counter and checks the limit; a slot taken in pass 2 carries its new fence; a retried
+permit its own fence."""
+
+
+@functools.lru_cache(maxsize=64)
+def _acquire(quoted: str, limit: int) -> str:
+    new_slot = "(UNHEX(%(name)s), {slot}, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    first = f"(UNHEX(%(name)s), 0, LAST_INSERT_ID({START}) - {START}, %(limit)s, " \
+        "NULL, NULL, NULL, NULL, NULL, NULL)"
+    middle = (
+        f"(UNHEX(%(name)s), 0, 0 * LAST_INSERT_ID(IF({_PHASE} IN ({START}, {PASS1}), "
+        f"{_VALUE} * 8 + {PASS2}, {_STATE})), %(limit)s, NULL, NULL, NULL, NULL, NULL, NULL)"
+    )
+    last = "(UNHEX(%(name)s), 0, 0, %(limit)s, NULL, NULL, NULL, NULL, NULL, NULL)"
+    slots = [new_slot.format(slot=slot) for slot in range(1, limit + 1)]
+    rows = ",\n".join([first, *slots, middle, *slots, last])
+    return f"""
+INSERT INTO {quoted} (name, slot, fence, permits, token, expires_at, acquired_at, host, pid,
+                      thread)
+VALUES {rows}
+ON DUPLICATE KEY UPDATE
+    acquired_at = IF({_CLAIM}, {NOW}, acquired_at),
+    fence = IF({_CLAIM}, {_VALUE} + 1,
+               IF(slot = 0 AND {_PHASE} = {GRANTED}, {_VALUE}, fence)),
+    token = IF({_CLAIM}, %(token)s, token),
+    expires_at = IF({_RETRY} OR (slot > 0 AND {_PHASE} = {PASS2} AND {_OURS}),
+                    {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
+    host = IF({_HELD}, %(host)s, host),
+    pid = IF({_HELD}, %(pid)s, pid),
+    thread = IF({_HELD}, %(thread)s, thread),
+    permits = IF(LAST_INSERT_ID({_NEXT}) IS NULL, NULL, permits)
+"""

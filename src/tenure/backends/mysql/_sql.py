@@ -41,7 +41,7 @@ import dataclasses
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
 
-__all__ = ["GATE_RELEASE", "GATE_WAIT", "SESSION_SETUP", "SQL_MODE", "Statements"]
+__all__ = ["GATE_RELEASE", "GATE_TAKE", "GATE_WAIT", "SESSION_SETUP", "SQL_MODE", "Statements"]
 
 SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO"
 """Pinned on every connection: strict errors instead of silent truncation, and none of the
@@ -61,6 +61,10 @@ SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 # out, NULL = error. ``IF`` evaluates only the branch it takes.
 GATE_WAIT = "SELECT IF(GET_LOCK(%(gate)s, %(wait)s) = 1, RELEASE_LOCK(%(gate)s), 0)"
 
+# Inputs: gate, hold_wait. Takes the gate after a grant that inserted the name's row (see
+# ``Statements.acquire_gated``). Output: 1 = this session holds it now.
+GATE_TAKE = "SELECT GET_LOCK(%(gate)s, %(hold_wait)s)"
+
 # Input: gate. Gives the gate back (the lease was lost, or its release ran elsewhere).
 GATE_RELEASE = "DO RELEASE_LOCK(%(gate)s)"
 
@@ -69,6 +73,10 @@ CLAIMABLE = f"(token IS NULL OR expires_at <= {NOW} OR token <=> %(token)s)"
 OURS = "token <=> %(token)s"
 LIVE = f"token IS NOT NULL AND expires_at > {NOW}"
 FREE = "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+FREE_GATED = FREE.replace(
+    "thread = NULL", "thread = IF(RELEASE_LOCK(%(gate)s) IS NULL, NULL, NULL)"
+)
+"""``FREE``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +123,9 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # kept), 0 when another token holds a live lease (nothing changed).
     @property
     def acquire(self) -> str:
+        return self._acquire("%(pid)s")
+
+    def _acquire(self, pid: str) -> str:
         return f"""
 INSERT INTO {self.quoted} (name, fence, token, expires_at, acquired_at, host, pid, thread)
 VALUES (UNHEX(%(name)s), LAST_INSERT_ID(1), %(token)s,
@@ -126,33 +137,40 @@ ON DUPLICATE KEY UPDATE
     token = IF({CLAIMABLE}, %(token)s, token),
     expires_at = IF({OURS}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
     host = IF({OURS}, %(host)s, host),
-    pid = IF({OURS}, %(pid)s, pid),
+    pid = IF({OURS}, {pid}, pid),
     thread = IF({OURS}, %(thread)s, thread)
 """
 
-    # Sent with ``acquire`` in one round trip (multi-statement), run right after its commit.
-    # Inputs: name, gate, take_gate (0/1), hold_wait (seconds). Output: one row:
-    # - fence: LAST_INSERT_ID() as ``acquire`` left it (> 0 granted, 0 refused);
-    # - gated: granted and asked to: GET_LOCK of the gate, 1 = this session holds it now
-    #   (a waiter passes through it for microseconds: ``hold_wait`` covers that);
-    # - ttl_left: refused: the holder's remaining lease in microseconds (see ``ttl_left``);
-    # - gate_held: refused: whether some session holds the gate (IS_USED_LOCK), i.e.
-    #   whether a release will open it; if not, the waiter falls back to back-off.
+    # ``acquire`` that also takes the name's gate when it grants on an existing row, in the
+    # same statement (no second statement, no second result set: each costs about as much
+    # as the upsert itself). Extra inputs: gate, hold_wait (seconds: a waiter passes through
+    # the gate for microseconds). Output: as ``acquire``; affected rows 2 (an existing row
+    # updated) on a grant means GET_LOCK ran, 1 (a new row inserted) that it did not: the
+    # VALUES list is evaluated before the duplicate is found, so it takes no gate. GET_LOCK
+    # runs after the row lock was taken (a statement chosen as a deadlock victim waited for
+    # that lock and never got here), so a retried statement does not take the gate twice.
     @property
-    def acquire_outcome(self) -> str:
-        return f"""
-SELECT LAST_INSERT_ID(),
-       IF(LAST_INSERT_ID() > 0 AND %(take_gate)s, GET_LOCK(%(gate)s, %(hold_wait)s), NULL),
-       IF(LAST_INSERT_ID() > 0, NULL, ({self.ttl_left})),
-       IF(LAST_INSERT_ID() > 0, NULL, IS_USED_LOCK(%(gate)s) IS NOT NULL)
-"""
+    def acquire_gated(self) -> str:
+        return self._acquire("%(pid)s + 0 * COALESCE(GET_LOCK(%(gate)s, %(hold_wait)s), 0)")
 
-    # ``release`` and then the gate's release, in one round trip (multi-statement) on the
-    # session that holds the gate: the gate opens only after the row's update committed, so
-    # a woken waiter finds the lease free.
+    # After a refused ``acquire``, for the waiter. Inputs: name, gate. Output: one row:
+    # the holder's remaining lease in microseconds (see ``ttl_left``; NULL: unknown), and
+    # whether some session holds the gate (IS_USED_LOCK), i.e. whether a release will open
+    # it; if not, the waiter falls back to back-off.
+    @property
+    def refusal(self) -> str:
+        return f"SELECT ({self.ttl_left}), IS_USED_LOCK(%(gate)s) IS NOT NULL"
+
+    # ``release`` that also gives the gate back, in the same statement on the session that
+    # holds the gate, if the row was ours (else the caller runs GATE_RELEASE). The gate
+    # opens before the row's update commits; a waiter it wakes runs ``acquire``, which
+    # waits for that row lock and so judges the row as the release left it.
     @property
     def release_gated(self) -> str:
-        return f"{self.release}; {GATE_RELEASE}"
+        return (
+            f"UPDATE {self.quoted} SET {FREE_GATED} "
+            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+        )
 
     # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
     # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may

@@ -2,21 +2,22 @@
 in worker threads).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql``), a semaphore's or a read-write lock's acquire one short
-transaction sent as one text (see ``_semaphore_sql``, ``_rwlock_sql``), so a lock never
-depends on a transaction staying open or on which connection runs the next statement. A
-connection that failed is closed, never reused; an idle one the server closed meanwhile (a
-restart) is noticed and dropped before use.
+one statement (see ``_sql`` and ``_semaphore_sql``), a read-write lock's acquire one short
+transaction sent as one text (see ``_rwlock_sql``), so a lock never depends on a transaction
+staying open or on which connection runs the next statement. A connection that failed is
+closed, never reused; an idle one the server closed meanwhile (a restart) is noticed and
+dropped before use.
 
 Waking waiters across processes and hosts: the release gate. MySQL has no LISTEN/NOTIFY; the
 one thing a session can block on and another session can end is a user-level lock
 (``GET_LOCK``), and only the session holding it can give it back. So the holder's own session
-holds it: the grant takes the name's gate in the same round trip, right after the grant
-committed, and that connection is kept aside (out of the pool) until the release, which frees
-the row and then the gate in one round trip on it. A refused acquire learns in its own round
-trip whether the gate is held; its waiter then blocks in ``GET_LOCK`` on the gate (taking it
-and giving it back in one statement) until a release opens it, the holder's session ends (a
-crash, a lost connection), or its back-off pause passes. Why this shape:
+holds it: the grant takes the name's gate inside its own statement (``Statements.acquire_gated``:
+no second statement or result set), and that connection is kept aside (out of the pool)
+until the release, which frees the row and the gate in one statement on it. A refused
+acquire learns in a second round trip whether the gate is held; its waiter then blocks in
+``GET_LOCK`` on the gate (taking it and giving it back in one statement) until a release
+opens it, the holder's session ends (a crash, a lost connection), or its back-off pause
+passes. Why this shape:
 
 - No lost wake-up: the gate is a level, not an edge. A release between the refusal and the
   wait leaves the gate open, and the wait returns at once.
@@ -67,9 +68,15 @@ from tenure.backends._sql_common import (
     parse_schema_mark,
 )
 from tenure.backends.mysql._rwlock_sql import RwlockStatements
-from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
+from tenure.backends.mysql._semaphore_sql import (
+    GRANTED,
+    MINE,
+    MISMATCH,
+    SemaphoreStatements,
+)
 from tenure.backends.mysql._sql import (
     GATE_RELEASE,
+    GATE_TAKE,
     GATE_WAIT,
     SESSION_SETUP,
     SQL_MODE,
@@ -118,9 +125,10 @@ class MySQLStore:
             "autocommit": True,
             # Affected rows = rows matched, so an UPDATE whose new values equal the old ones
             # still reports its match (extend); the acquire does not rely on counts at all.
-            # MULTI_STATEMENTS: one round trip for a grant and its gate, a release and its
-            # gate, a semaphore's acquire transaction (``_semaphore_sql``). Every value is a
-            # bound parameter escaped by PyMySQL, names travel only as hex digits.
+            # MULTI_STATEMENTS: the lock and semaphore statements no longer need it (each is
+            # one statement, the gate inside it); kept for statement texts sent together
+            # elsewhere. Every value is a bound parameter escaped by PyMySQL, names travel
+            # only as hex digits.
             "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "connect_timeout": options.timeout,
             "read_timeout": options.timeout,
@@ -301,16 +309,24 @@ class MySQLStore:
         params = {
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
-            "gate": gate, "take_gate": int(take_gate), "hold_wait": HOLD_WAIT,
+            "gate": gate, "hold_wait": HOLD_WAIT,
         }
-        statement = f"{self.sql.acquire}; {self.sql.acquire_outcome}"
+        statement = self.sql.acquire_gated if take_gate else self.sql.acquire
 
         def attempt(cursor: Cursor) -> tuple[Grant | Busy, bool]:
-            _execute(cursor, statement, params)
-            cursor.nextset()
-            fence, gated, left_us, gate_held = cursor.fetchone()
+            affected = _execute(cursor, statement, params)
+            fence = int(cursor.lastrowid)
             if fence:
-                return Grant(int(fence)), gated == 1
+                if not take_gate or affected == 2:
+                    # 2: granted on an existing row, whose update ran GET_LOCK (``_sql``).
+                    return Grant(fence), take_gate
+                # A new row (the name's first lease here): its gate in a second round trip.
+                cursor.execute(GATE_TAKE, params)
+                (taken,) = cursor.fetchone()
+                return Grant(fence), taken == 1
+            # Refused: a second round trip, on the contended path only, for the wait.
+            cursor.execute(self.sql.refusal, params)
+            left_us, gate_held = cursor.fetchone()
             left = None if left_us is None else max(0.0, int(left_us) / 1e6)
             return Busy(left, GateWait(gate if gate_held else None)), False
 
@@ -401,11 +417,16 @@ class MySQLStore:
         if connection is None:
             released = self._run(lambda cursor: _execute(cursor, self.sql.release, params) == 1)
         else:
-            # The row first, then the gate, in one round trip on the session holding the gate.
+            # The row and the gate in one statement on the session holding the gate.
             gated = {**params, "gate": self._gate(name)}
-            released = self._run(
-                lambda cursor: _execute(cursor, self.sql.release_gated, gated) == 1, connection
-            )
+
+            def release_gated(cursor: Cursor) -> bool:
+                if _execute(cursor, self.sql.release_gated, gated) == 1:
+                    return True  # the statement gave the gate back
+                cursor.execute(GATE_RELEASE, gated)
+                return False
+
+            released = self._run(release_gated, connection)
         if released:
             self.waiters.notify(name)
         return released
@@ -498,32 +519,60 @@ class MySQLStore:
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl), "limit": limit,
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
+        statement = self.semaphores.acquire(limit)
 
-        mine, granted, others, soonest_us, stored = self._run(
-            lambda cursor: _run_transaction(cursor, self.semaphores.acquire, params)
-        )
-        if mine is not None:
-            return Grant(int(mine))
-        if granted is not None:
-            return Grant(int(granted))
-        if others and stored is not None and int(stored) != limit:
-            # The transaction wrote nothing on a mismatch (only expired permits went, as any
-            # acquire drops them), so refusing after its commit leaves no trace.
-            raise limit_mismatch(name, int(stored), limit)
-        return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
+        def attempt(cursor: Cursor) -> int:
+            _execute(cursor, statement, params)
+            return int(cursor.lastrowid)
+
+        def soonest(cursor: Cursor) -> float | None:
+            cursor.execute(self.semaphores.soonest, params)
+            row = cursor.fetchone()
+            return None if row is None or row[0] is None else max(0.0, int(row[0]) / 1e6)
+
+        state = self._run(attempt)
+        if state % 8 == MISMATCH:
+            changed = self._run(lambda cursor: self._change_limit(cursor, name, params))
+            if changed is not None:
+                return changed
+            state = self._run(attempt)  # the limit is ours now (or was changed back)
+        if state % 8 in (GRANTED, MINE):
+            return Grant(state // 8)
+        # Refused: a second round trip, on the contended path only, for the waiter's pause.
+        return Busy(self._run(soonest))
+
+    def _change_limit(
+        self, cursor: Cursor, name: str, params: dict[str, Any]
+    ) -> Grant | None:
+        """A stored limit other than ours: refuse if permits of other tokens are live, else
+        store ours (the record's row lock keeps acquirers out meanwhile). Our own live
+        permit (a retry) is granted again as it is. None: try the acquire again."""
+        cursor.execute("START TRANSACTION")
+        try:
+            cursor.execute(self.semaphores.limit_lock, params)
+            row = cursor.fetchone()
+            cursor.execute(self.semaphores.limit_count, params)
+            others, mine = cursor.fetchone()
+            stored = None if row is None or row[0] is None else int(row[0])
+            if mine is not None:
+                cursor.execute(self.semaphores.extend, params)  # a retry restarts its lease
+                cursor.execute("COMMIT")
+                return Grant(int(mine))
+            if int(others) > 0 and stored is not None and stored != params["limit"]:
+                cursor.execute("COMMIT")
+                raise limit_mismatch(name, stored, params["limit"])
+            cursor.execute(self.semaphores.limit_store, params)
+            cursor.execute("COMMIT")
+        except pymysql.err.MySQLError:
+            cursor.execute("ROLLBACK")
+            raise
+        return None
 
     def release_permit(self, name: str, token: str) -> bool:
         if not self._permits(create=False):
             return False
         params = {"name": _hex(name), "token": token}
-
-        def release(cursor: Cursor) -> bool:
-            if _execute(cursor, self.semaphores.release, params) == 1:
-                return True
-            _execute(cursor, self.semaphores.discard, params)
-            return False
-
-        released = self._run(release)
+        released = self._run(lambda cursor: _execute(cursor, self.semaphores.release, params) == 1)
         self.waiters.notify(permit_key(name))
         return released
 
@@ -578,14 +627,9 @@ class MySQLStore:
         if not self._permits(create=False):
             return False
         params = {"name": _hex(name)}
-
-        def break_all(cursor: Cursor) -> bool:
-            cursor.execute(self.semaphores.count_live, params)
-            (live,) = cursor.fetchone()
-            _execute(cursor, self.semaphores.break_semaphore, params)
-            return int(live) > 0
-
-        broken = self._run(break_all)
+        broken = self._run(
+            lambda cursor: _execute(cursor, self.semaphores.break_semaphore, params) > 0
+        )
         if broken:
             self.waiters.notify(permit_key(name))
         return broken
