@@ -58,8 +58,9 @@ Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 logger = logging.getLogger("tenure")
 
 OPTIONS = ("table", "timeout", "pool_size")
-PIPELINES = psycopg.Pipeline.is_supported()
-"""Whether the libpq under psycopg has pipeline mode (libpq 14 and later)."""
+PIPELINES = hasattr(psycopg, "Pipeline") and psycopg.Pipeline.is_supported()
+"""Whether psycopg (3.1 and later) and the libpq under it (14 and later) have pipeline mode;
+without it the same messages go one by one (psycopg 3.0, the floor, has no pipelines)."""
 MAX_REMEMBERED_NOTICES = 4096
 
 
