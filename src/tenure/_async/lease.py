@@ -339,9 +339,13 @@ class AsyncLease:
                 _observe.contended(self)
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
-                    # A backend may queue a refused attempt at once (SQLite, the queued
-                    # kinds): a try that gives up leaves the queue as one that waited does.
-                    if waited is not None or self.kind.queues or outcome.waiting is not None:
+                    # A backend may queue a refused attempt at once (SQLite's locks, every
+                    # queued kind): a try that gives up leaves the queue as one that waited
+                    # does. A remote backend's first refusal queues nothing (its Busy may
+                    # carry state for the wait only): no clean-up thread for it.
+                    if waited is not None or self.kind.queues or (
+                        backend.local and outcome.waiting is not None
+                    ):
                         await self._give_up(token, outcome, deadline)
                     return False
                 if backoff is None:

@@ -157,7 +157,10 @@ WHERE w.kind = 'rwlock' AND w.name = :name AND w.expires_at > :now
                   WHERE a.kind = 'rwlock' AND a.name = :name AND a.expires_at > :now
                     AND a.seq < w.seq AND (w.mode = 'write' OR a.mode = 'write'))
 ORDER BY w.seq
+LIMIT 256
 """
+# At most 256 rung per event (as Redis's walk): the next release or a waiter's own pause
+# reaches any further readers, and the query runs inside the write transaction.
 
 # Inputs :name :token :now. Removes the token's lease; a row (it was live) if it had one.
 RELEASE = """
