@@ -242,9 +242,19 @@ def victim(config: Config, recorder: Recorder) -> None:
 def holder(config: Config, recorder: Recorder) -> None:
     locks = tenure.connect(config["url"])
     # A holder killed later cannot record its own section: it reports a loss the moment it
-    # learns of it, so that the controller's record of its section says it was told.
-    lock = _lease(locks, config, ttl=config["ttl"], renew=True,
-                  on_lost=lambda _: report(lost=True, at=now_ns()))
+    # learns of it, so that the controller's record of its section says it was told. A loss
+    # before its "acquired" report (a renewal failing at once) travels inside that report.
+    told = threading.Lock()
+    state: dict[str, Any] = {"reported": False, "lost_at": None}
+
+    def on_lost(_: Any) -> None:
+        with told:
+            if state["reported"]:
+                report(lost=True, at=now_ns())
+            else:
+                state["lost_at"] = now_ns()
+
+    lock = _lease(locks, config, ttl=config["ttl"], renew=True, on_lost=on_lost)
     report(ready=True)
     command()  # "go": started ahead of its turn, so that start-up costs no trial time
     asked = now_ns()
@@ -262,7 +272,10 @@ def holder(config: Config, recorder: Recorder) -> None:
         if ok:
             wrote = read + 1
             accepted = resource.write(f"{config['worker']}:1", lock.fence, wrote)
-    report(acquired=True, asked=asked, start=start, fence=lock.fence)
+    with told:
+        report(acquired=True, asked=asked, start=start, fence=lock.fence,
+               lost_at=state["lost_at"])
+        state["reported"] = True
     # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, or scenario
     # 13's holder, which records its own section: the controller cannot know whether it was
     # told of a loss).
