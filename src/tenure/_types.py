@@ -99,6 +99,11 @@ class Grant:
     """The backend granted the lease; ``fence`` was written in the same atomic step."""
 
     fence: int
+    age: float = dataclasses.field(default=0.0, compare=False)
+    """Seconds before the acquire call that returned it that the granting request may have
+    been sent: a grant made by an acquire the backend pipelined behind an earlier wait. The
+    lock logic counts the lease from that earlier moment, so its deadline never outlasts the
+    server's lease of exactly ``ttl``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

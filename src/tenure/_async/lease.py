@@ -333,7 +333,7 @@ class AsyncLease:
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
-                    self._begin(owner, token, outcome.fence, started)
+                    self._begin(owner, token, outcome.fence, started - outcome.age)
                     _observe.acquired(self, outcome.fence, now - first_try, attempts, span)
                     return True
                 _observe.contended(self)

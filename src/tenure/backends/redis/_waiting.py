@@ -17,7 +17,7 @@ from typing import Any
 from tenure._types import Busy, Holder
 from tenure.backends.redis._config import RedisSettings
 
-__all__ = ["BLOCKING_TIMER", "GRANT_SLACK", "SHORTEST_WAIT", "LockWaiter", "WaitBudget",
+__all__ = ["BLOCKING_TIMER", "SHORTEST_WAIT", "LockWaiter", "WaitBudget",
            "waiter_of"]
 
 SHORTEST_WAIT = 0.0005
@@ -26,10 +26,6 @@ rounded to at least 1 ms; 0 would mean forever)."""
 BLOCKING_TIMER = 0.2
 """Seconds a blocking command may outlast its timeout: Redis ends timed-out ones on its timer
 (every 1/hz s, 0.1 s by default). A wait plus this must stay within the socket timeout."""
-GRANT_SLACK = 0.02
-"""Seconds added to the lease a waiter's pipelined acquire takes, beyond the wait's longest:
-the lock logic measures the lease from its own next call, a moment after the reply came; the
-extra keeps the server's lease the longer of the two (checked, see ``LockWaiter``)."""
 
 
 class WaitBudget:
@@ -59,16 +55,10 @@ class LockWaiter:
     with the same token.
 
     The wait pipelines that next acquire behind its BLPOP and keeps the reply in ``outcome``
-    for the lock logic's call to pick up without another round trip. The lock logic counts
-    the lease from its own call, a moment after the server granted it, so the server's lease
-    must not end before the lock logic's: the pipelined acquire takes a lease longer by
-    ``outcome_slack``, the wait's longest (the BLPOP's timeout, and the server's timer) plus
-    GRANT_SLACK. The grant came after the wait was sent (``outcome_sent_at``), so a grant
-    picked up within ``outcome_slack`` of that send is conservative whenever the BLPOP
-    returned; one picked up later (a process stalled) is not handed over: ``acquire`` asks
-    again with the same token instead (which restarts the lease from that request, keeping
-    the fence). A holder that dies at once after such a grant keeps the lock at most that
-    slack (well under a second) longer than its ttl.
+    for the lock logic's call to pick up without another round trip. That acquire takes a
+    lease of exactly the ttl, from the moment the server grants it, which is after the wait
+    was sent (``outcome_sent_at``): the Grant handed over carries its age since that send, and
+    the lock logic counts the lease from then (early, never late).
     """
 
     backend: object
@@ -84,9 +74,7 @@ class LockWaiter:
     outcome: Any = None
     """ACQUIRE's reply from the end of the last wait, not yet handed to the lock logic."""
     outcome_sent_at: float = 0.0
-    """When (client clock) the wait that brought ``outcome`` was sent."""
-    outcome_slack: float = 0.0
-    """Seconds the lease of ``outcome``'s grant, if any, outlasts the ttl."""
+    """When (``time.monotonic()``) the wait that brought ``outcome`` was sent."""
 
 
 def waiter_of(backend: object, busy: Busy | None, name: str) -> LockWaiter | None:

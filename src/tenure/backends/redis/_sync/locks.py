@@ -28,7 +28,7 @@ from tenure.backends.redis._scripts import (
     meta_pattern,
     milliseconds,
 )
-from tenure.backends.redis._waiting import BLOCKING_TIMER, GRANT_SLACK, LockWaiter, waiter_of
+from tenure.backends.redis._waiting import LockWaiter, waiter_of
 
 __all__ = ["LockSteps"]
 
@@ -96,9 +96,10 @@ class LockSteps(RedisBase):
         if reply[0] == 0:
             left = int(reply[1])
             return Busy(None if left < 0 else left / 1000, waiter)
-        if reply[0] == 1 and time.monotonic() - waiter.outcome_sent_at <= waiter.outcome_slack:
-            return Grant(int(reply[1]))
-        return None  # too old to vouch for: acquire again with the same token
+        if reply[0] == 1:
+            # Granted at some moment after the wait was sent: the lease counts from then.
+            return Grant(int(reply[1]), age=max(0.0, time.monotonic() - waiter.outcome_sent_at))
+        return None
 
     def _outcome(
         self, reply: Any, waiter: LockWaiter | None, name: str, *, token: str, ttl: float,
@@ -202,9 +203,8 @@ class LockSteps(RedisBase):
         keys = lock_keys(self._namespace, name)
         token = waiter.token
         wait_ms = milliseconds(seconds)
-        slack = wait_ms / 1000 + BLOCKING_TIMER + GRANT_SLACK
         acquire = (
-            token, milliseconds(waiter.ttl + slack), name, waiter.holder.host,
+            token, milliseconds(waiter.ttl), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
             "0" if waiter.value is None else "1", waiter.value or "",
         )
@@ -224,7 +224,7 @@ class LockSteps(RedisBase):
             raise
         finally:
             self._waits.give()
-        waiter.outcome_sent_at, waiter.outcome_slack = sent_at, slack
+        waiter.outcome_sent_at = sent_at
         waiter.outcome = acquired
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
