@@ -165,12 +165,17 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals:
             return []
+        return await self._extend_batch(self._sql.extend_many, renewals)
+
+    async def _extend_batch(self, statement: str, renewals: Sequence[Renewal]) -> list[bool]:
+        """Run one of the batched renewal statements (locks, permits, read-write leases):
+        it returns the (name, token) of every lease it extended."""
         params = {
             "names": [r.name for r in renewals],
             "tokens": [r.token for r in renewals],
             "ttls": [r.ttl for r in renewals],
         }
-        extended = {tuple(row) for row in await self._execute(self._sql.extend_many, params)}
+        extended = {tuple(row) for row in await self._execute(statement, params)}
         return [(r.name, r.token) in extended for r in renewals]
 
     async def owned(self, name: str, token: str) -> bool:
@@ -318,14 +323,7 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
     async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals or not await self._permits(create=False):
             return [False] * len(renewals)
-        params = {
-            "names": [r.name for r in renewals],
-            "tokens": [r.token for r in renewals],
-            "ttls": [r.ttl for r in renewals],
-        }
-        rows = await self._execute(self._semaphores.extend_many, params)
-        extended = {tuple(row) for row in rows}
-        return [(r.name, r.token) in extended for r in renewals]
+        return await self._extend_batch(self._semaphores.extend_many, renewals)
 
     async def permit_owned(self, name: str, token: str) -> bool:
         if not await self._permits(create=False):
@@ -440,14 +438,7 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
     async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals or not await self._rwlock_tables(create=False):
             return [False] * len(renewals)
-        params = {
-            "names": [r.name for r in renewals],
-            "tokens": [r.token for r in renewals],
-            "ttls": [r.ttl for r in renewals],
-        }
-        rows = await self._execute(self._rwlocks.extend_many, params)
-        extended = {tuple(row) for row in rows}
-        return [(r.name, r.token) in extended for r in renewals]
+        return await self._extend_batch(self._rwlocks.extend_many, renewals)
 
     async def queued_owned(self, name: str, token: str) -> bool:
         if not await self._rwlock_tables(create=False):

@@ -167,12 +167,17 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals:
             return []
+        return self._extend_batch(self._sql.extend_many, renewals)
+
+    def _extend_batch(self, statement: str, renewals: Sequence[Renewal]) -> list[bool]:
+        """Run one of the batched renewal statements (locks, permits, read-write leases):
+        it returns the (name, token) of every lease it extended."""
         params = {
             "names": [r.name for r in renewals],
             "tokens": [r.token for r in renewals],
             "ttls": [r.ttl for r in renewals],
         }
-        extended = {tuple(row) for row in self._execute(self._sql.extend_many, params)}
+        extended = {tuple(row) for row in self._execute(statement, params)}
         return [(r.name, r.token) in extended for r in renewals]
 
     def owned(self, name: str, token: str) -> bool:
@@ -320,14 +325,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals or not self._permits(create=False):
             return [False] * len(renewals)
-        params = {
-            "names": [r.name for r in renewals],
-            "tokens": [r.token for r in renewals],
-            "ttls": [r.ttl for r in renewals],
-        }
-        rows = self._execute(self._semaphores.extend_many, params)
-        extended = {tuple(row) for row in rows}
-        return [(r.name, r.token) in extended for r in renewals]
+        return self._extend_batch(self._semaphores.extend_many, renewals)
 
     def permit_owned(self, name: str, token: str) -> bool:
         if not self._permits(create=False):
@@ -442,14 +440,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals or not self._rwlock_tables(create=False):
             return [False] * len(renewals)
-        params = {
-            "names": [r.name for r in renewals],
-            "tokens": [r.token for r in renewals],
-            "ttls": [r.ttl for r in renewals],
-        }
-        rows = self._execute(self._rwlocks.extend_many, params)
-        extended = {tuple(row) for row in rows}
-        return [(r.name, r.token) in extended for r in renewals]
+        return self._extend_batch(self._rwlocks.extend_many, renewals)
 
     def queued_owned(self, name: str, token: str) -> bool:
         if not self._rwlock_tables(create=False):
