@@ -14,7 +14,9 @@ import operator
 
 from tenure._errors import ConfigurationError
 
-__all__ = ["flag_option", "integer_option", "number_option"]
+__all__ = [
+    "DEFAULT_GC_AFTER", "flag_option", "gc_after_option", "integer_option", "number_option"
+]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -79,3 +81,18 @@ def flag_option(owner: str, name: str, value: object) -> bool:
     if text in _FALSE:
         return False
     raise _refuse(owner, name, "true or false", value)
+
+
+DEFAULT_GC_AFTER = 30 * 24 * 3600.0
+"""How long the record of an idle name (its fence, a semaphore's limit) outlives its last
+lease, waiting place or release before clean-up may remove it: 30 days."""
+
+_FOREVER = ("none", "off", "never")
+
+
+def gc_after_option(owner: str, value: object) -> float | None:
+    """The ``gc_after`` option, the same on every backend: seconds > 0, or None (also the
+    text none/off/never) to keep records forever. Fences never go back either way."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in _FOREVER):
+        return None
+    return number_option(owner, "gc_after", value, unit=" seconds", above=0)

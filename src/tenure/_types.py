@@ -153,5 +153,6 @@ class Capabilities:
     exact ttl (``check()`` errs early, never late); waiters may wait this much longer."""
     fences_count_per_name: bool = True
     """A name's fences are its own counter (its first fence is 1). False: they are the
-    store's revision at the grant (etcd's revision, ZooKeeper's zxid), still strictly
-    increasing per name, with gaps."""
+    store's revision at the grant (etcd's revision, ZooKeeper's zxid) or at least the
+    server's clock in microseconds (so that they never go back when a record is cleaned up
+    or lost), still strictly increasing per name, with gaps."""

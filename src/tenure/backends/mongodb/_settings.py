@@ -31,7 +31,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from tenure._errors import ConfigurationError
-from tenure._options import number_option
+from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._urls import redact
 from tenure._waiters import Waiters
 
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 5.0
-DEFAULT_GC_AFTER = 30 * 24 * 3600.0
 OWN_OPTIONS = ("database", "collection", "write_concern", "read_concern", "timeout", "gc_after")
 READ_CONCERNS = ("local", "majority", "linearizable")
 # PyMongo options (lower case) that, when the user sets them, replace one of our defaults.
@@ -202,9 +201,7 @@ def _read_concern(value: object, given: set[str]) -> ReadConcern | None:
 
 
 def _gc_after(value: object) -> float | None:
-    if value is None or (isinstance(value, str) and value.lower() in ("none", "off", "never")):
-        return None
-    return _seconds(value, "gc_after")
+    return gc_after_option("mongodb", value)
 
 
 _waiters_by_collection: dict[tuple[str, str, str], Waiters] = {}

@@ -16,10 +16,10 @@ retries a failed connection several times with back-off). The lock logic above d
 to retry: the watchdog retries renewals until the lease's end, an acquire fails.
 
 ``gc_after`` (seconds, default 30 days; ``none`` keeps records forever): how long the record
-of an idle semaphore (its fence and limit) outlives its last permit, and that of an idle
-read-write or fair lock (its fence) its last lease or waiting place. Fences never go back
-when it is removed (see ``_semaphores`` and ``_rwlocks``). A lock's record, which holds its
-fence counter, is kept forever.
+of an idle lock (its name and fence) outlives its last lease, that of an idle semaphore (its
+fence and limit) its last permit, and that of an idle read-write or fair lock (its fence) its
+last lease or waiting place. Fences never go back when it is removed (see ``_scripts``,
+``_semaphores`` and ``_rwlocks``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import shared_credentials, split_location
-from tenure._options import flag_option, integer_option, number_option
+from tenure._options import (
+    DEFAULT_GC_AFTER,
+    flag_option,
+    gc_after_option,
+    integer_option,
+    number_option,
+)
 from tenure._urls import redact
 from tenure.backends.redis import SCHEMES
 
@@ -40,7 +46,6 @@ __all__ = ["DEFAULT_GC_AFTER", "DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSe
 
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
-DEFAULT_GC_AFTER = 30 * 24 * 3600.0
 NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
@@ -79,9 +84,7 @@ def _namespace(value: object) -> str:
 
 
 def _gc_after(value: object) -> float | None:
-    if value is None or (isinstance(value, str) and value.lower() in ("none", "off", "never")):
-        return None
-    return number_option("redis", "gc_after", value, unit=" seconds", above=0)
+    return gc_after_option("redis", value)
 
 
 def _any(value: object) -> object:

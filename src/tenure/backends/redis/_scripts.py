@@ -2,7 +2,8 @@
 
 Keys of the lock named N, with D = the first 32 hex digits of SHA-256(N in UTF-8):
 
-    {ns}:{D}              hash   name, fence                        never expires
+    {ns}:{D}              hash   name, fence                        gc_after past the end of
+                                                                 its last lease
     {ns}:{D}:lease        hash   token, host, pid, thread, since     PEXPIRE = the lease
     {ns}:{D}:wake         list   one item per release, BLPOPed by    expires 1 s after its
                                  the longest-blocked waiter          last push
@@ -15,9 +16,15 @@ name is kept in the first hash, for listing, and the acquire script refuses a na
 digest matches a different stored name (a SHA-256 collision: in practice never, but if it
 happens it is an error, not two names sharing one lock). Names reach Lua only as KEYS/ARGV.
 
-The fence is the ``fence`` field of the first hash, ``HINCRBY``'d in the acquire script: it
-never expires and is kept across releases, so it only grows (across server restarts too when
-the server persists its data: AOF with ``appendfsync always``, see docs/backends/redis.md).
+The fence is the ``fence`` field of the first hash: a grant writes max(the stored fence + 1,
+the server's clock in microseconds) there, in the acquire script. So fences strictly increase
+per name while the hash lives, and never go back when it is gone: when ``gc_after`` removed the
+hash of a name idle that long, when a server restarted without its data, or when a Sentinel
+failover promoted a replica that had not yet received the last grants, the next fence starts
+from the server's clock, above every fence handed out before (provided the new server's clock
+is not behind the old one's by more than the time the failover took, which on one host or
+under NTP it is not). The first hash expires ``gc_after`` (a ``connect`` option, 30 days by
+default; ``none``: never) past the end of its lease as last granted or renewed.
 
 Waiting (rule 6): a waiter BLPOPs the lock's wake list with its next ACQUIRE pipelined behind
 the BLPOP. Every release (and break) pushes one item: the server hands it to the client that
@@ -122,6 +129,9 @@ ACQUIRE = Script(
 -- ARGV[1] token   ARGV[2] ttl ms   ARGV[3] name   ARGV[4] host   ARGV[5] pid   ARGV[6] thread
 -- ARGV[7] '1' if this attempt follows a wait (pipelined behind its BLPOP), else '0'
 -- ARGV[8] '1' to store ARGV[9] as the lease's value (an election leader's), else '0'
+-- ARGV[10] gc_after ms: the first hash expires that long past the lease's end (0: never)
+-- ARGV[11] '1' to floor the fence at the server's clock in microseconds; '0' for a plain
+--   counter (Redlock, whose fence design floors the nodes' counters itself)
 -- Returns {1, fence}: granted (free, expired, or already ours: then the expiry is reset and
 --   the fence kept); {0, ms}: held by another token for about ms more (-1: unknown; also
 --   after a wait its waiter gave up, which LEAVE marked); {-1, stored name}: the name's
@@ -129,9 +139,18 @@ ACQUIRE = Script(
 -- A grant after no wait deletes the wake-ups left on the list: they said the lock was free,
 -- which it no longer is (a waiter's grant took its item with its BLPOP).
 local token = ARGV[1]
+local function keep_meta()
+  local gc_ms = tonumber(ARGV[10])
+  if gc_ms > 0 then
+    redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + gc_ms)
+  else
+    redis.call('PERSIST', KEYS[1])
+  end
+end
 local holder = redis.call('HGET', KEYS[2], 'token')
 if holder == token then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  keep_meta()
   return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
 end
 if holder then
@@ -142,14 +161,18 @@ if ARGV[7] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
 end
 local now = redis.call('TIME')
 local now_us = now[1] .. string.format('%06d', tonumber(now[2]))
-local stored = redis.call('HGET', KEYS[1], 'name')
+local meta = redis.call('HMGET', KEYS[1], 'name', 'fence')
+local stored = meta[1]
 if stored and stored ~= ARGV[3] then
   return {-1, stored}
 end
-local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-if not stored then
-  redis.call('HSET', KEYS[1], 'name', ARGV[3])
+-- Counter and clock: strictly increasing while the hash lives, never back when it is gone.
+local fence = (tonumber(meta[2]) or 0) + 1
+if ARGV[11] == '1' then
+  fence = math.max(fence, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 end
+redis.call('HSET', KEYS[1], 'name', ARGV[3], 'fence', string.format('%d', fence))
+keep_meta()
 if ARGV[8] == '1' then
   redis.call('HSET', KEYS[2], 'token', token, 'host', ARGV[4], 'pid', ARGV[5],
              'thread', ARGV[6], 'since', now_us, 'value', ARGV[9])
@@ -187,13 +210,21 @@ return 1
 EXTEND = Script(
     "extend",
     """
--- KEYS[i] the lease of lock i (any number of locks, all in one slot on a Cluster)
--- ARGV[2i-1] lock i's token   ARGV[2i] its new ttl ms
--- Returns one 1/0 per lock: 1 if the token held a live lease, now reset to ttl from now.
+-- KEYS[2i-1] the first hash of lock i   KEYS[2i] its lease (any number of locks, all in one
+--   slot on a Cluster)
+-- ARGV[1] gc_after ms (0: never)   ARGV[2i] lock i's token   ARGV[2i+1] its new ttl ms
+-- Returns one 1/0 per lock: 1 if the token held a live lease, now reset to ttl from now (and
+-- the first hash kept gc_after past that).
+local gc_ms = tonumber(ARGV[1])
 local results = {}
-for i, lease in ipairs(KEYS) do
-  if redis.call('HGET', lease, 'token') == ARGV[2 * i - 1] then
-    redis.call('PEXPIRE', lease, ARGV[2 * i])
+for i = 1, #KEYS / 2 do
+  local meta, lease = KEYS[2 * i - 1], KEYS[2 * i]
+  if redis.call('HGET', lease, 'token') == ARGV[2 * i] then
+    local ttl = tonumber(ARGV[2 * i + 1])
+    redis.call('PEXPIRE', lease, ttl)
+    if gc_ms > 0 then
+      redis.call('PEXPIRE', meta, ttl + gc_ms)
+    end
     results[i] = 1
   else
     results[i] = 0

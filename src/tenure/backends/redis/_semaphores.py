@@ -22,7 +22,7 @@ the hash lives, and never go back when it is gone: when ``gc_after`` removed an 
 semaphore's hash, or a server restarted without its data, the next fence starts from the
 server's clock, above every fence handed out before (it stays within one fence per
 microsecond of the clock: a script takes longer than that). What this needs is a server clock
-that does not step back across the gap; the lock's fences, a counter kept forever, do not.
+that does not step back across the gap (the lock's fences are made the same way).
 ``gc_after=None`` keeps the first hash forever.
 
 The stored limit lives on the first hash, which outlives every live permit (its expiry is

@@ -2,7 +2,7 @@
 _scripts``, whose key layout and ACQUIRE / RELEASE / EXTEND / INSPECT / BREAK every node runs
 unchanged), and the fence design it serves.
 
-Each node keeps its own fence counter (the ``fence`` field of the lock's meta hash, HINCRBY'd
+Each node keeps its own fence counter (the ``fence`` field of the lock's meta hash, counted
 by ACQUIRE). Counters of different nodes drift apart: a node that granted an attempt which
 then failed to reach a majority counts one more than the others. A Redlock fence is built
 from them in two steps:

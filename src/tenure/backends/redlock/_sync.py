@@ -194,7 +194,12 @@ class RedlockBackend(Backend):
         """Grant, Busy, or None for a split vote (see ``acquire``)."""
         keys = lock_keys(self._namespace, name)
         script_keys = (keys.meta, keys.lease, keys.wake, keys.left(token))
-        arguments = (token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread, "0")
+        # No value, records kept forever (gc_after does not apply), fences a plain counter
+        # per node: the fence floor below orders them (see _scripts).
+        arguments = (
+            token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread,
+            "0", "0", "", 0, "0",
+        )
         started = self._clock()
         replies = self._each(lambda node: node.script(ACQUIRE, script_keys, arguments))
         granted: dict[int, int] = {}
@@ -285,9 +290,11 @@ class RedlockBackend(Backend):
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         if not renewals:
             return []
-        leases = [lock_keys(self._namespace, renewal.name).lease for renewal in renewals]
-        arguments: list[Any] = []
+        leases: list[str] = []
+        arguments: list[Any] = [0]  # gc_after: records are kept forever
         for renewal in renewals:
+            keys = lock_keys(self._namespace, renewal.name)
+            leases += [keys.meta, keys.lease]
             arguments += [renewal.token, self._node_ms(renewal.ttl)]
         started = self._clock()
         replies = self._each(lambda node: node.script(EXTEND, leases, arguments))

@@ -19,9 +19,11 @@ class AsyncRedisBase(AsyncBackend):
 
     schemes = SCHEMES
     capabilities = Capabilities(
-        fencing="strictly increasing per name, kept across releases; across a server restart "
-        "only with AOF persistence (appendonly yes, appendfsync always)",
-        fences_survive_restart=False,
+        fencing="strictly increasing per name, and never going back: each is at least the "
+        "server's clock in microseconds, so also across a restart without persistence, a "
+        "Sentinel failover and the clean-up of a name idle for gc_after (30 days by default)",
+        fences_survive_restart=True,
+        fences_count_per_name=False,
         leases_survive_restart=False,
         wakeups="notification",
         multi_host=True,

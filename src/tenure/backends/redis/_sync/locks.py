@@ -85,7 +85,7 @@ class LockSteps(RedisBase):
                 (keys.meta, keys.lease, keys.wake, keys.left(token)),
                 (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
                  "1" if waiter is not None and waiter.waited else "0",
-                 "0" if value is None else "1", value or ""),
+                 "0" if value is None else "1", value or "", self._gc_after_ms, "1"),
             )
         return self._outcome(
             reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
@@ -130,22 +130,24 @@ class LockSteps(RedisBase):
         keys = lock_keys(self._namespace, name)
         with self._translated("extend", name):
             (extended,) = self._transport.script(
-                EXTEND, (keys.lease,), (token, milliseconds(ttl))
+                EXTEND, (keys.meta, keys.lease), (self._gc_after_ms, token, milliseconds(ttl))
             )
         return bool(extended == 1)
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         # One script per slot (on one master: one script for all), in one round trip there.
         groups: dict[int, list[int]] = {}
-        leases = [lock_keys(self._namespace, r.name).lease for r in renewals]
-        for index, lease in enumerate(leases):
-            groups.setdefault(self._transport.slot(lease), []).append(index)
+        keys = [lock_keys(self._namespace, r.name) for r in renewals]
+        for index, lock in enumerate(keys):
+            groups.setdefault(self._transport.slot(lock.lease), []).append(index)
         calls = []
         for indexes in groups.values():
-            arguments: list[Any] = []
+            key_list: list[str] = []
+            arguments: list[Any] = [self._gc_after_ms]
             for index in indexes:
+                key_list += [keys[index].meta, keys[index].lease]
                 arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
-            calls.append((EXTEND, [leases[index] for index in indexes], arguments))
+            calls.append((EXTEND, key_list, arguments))
         with self._translated("renew"):
             replies = self._transport.scripts(calls)
         results = [False] * len(renewals)
@@ -206,7 +208,7 @@ class LockSteps(RedisBase):
         acquire = (
             token, milliseconds(waiter.ttl), name, waiter.holder.host,
             waiter.holder.pid, waiter.holder.thread, "1",
-            "0" if waiter.value is None else "1", waiter.value or "",
+            "0" if waiter.value is None else "1", waiter.value or "", self._gc_after_ms, "1",
         )
         waiter.outcome = None
         waiter.waited = True
