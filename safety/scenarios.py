@@ -85,6 +85,9 @@ class Profile:
     """Sentinel failovers, one after another on one set-up."""
     failover_ttl: float
     failover_processes: int
+    cleanup_sections: int
+    """Sections of scenario 14, most of them after the name's record was cleaned up."""
+    cleanup_processes: int
 
 
 PROFILES = {
@@ -104,6 +107,7 @@ PROFILES = {
         semaphore_processes=4, semaphore_sections=200, semaphore_pause_trials=1,
         semaphore_kill_trials=6,
         failover_trials=1, failover_ttl=3.0, failover_processes=4,
+        cleanup_sections=24, cleanup_processes=2,
     ),
     "full": Profile(
         name="full",
@@ -121,6 +125,7 @@ PROFILES = {
         semaphore_processes=16, semaphore_sections=4000, semaphore_pause_trials=20,
         semaphore_kill_trials=100,
         failover_trials=5, failover_ttl=5.0, failover_processes=8,
+        cleanup_sections=300, cleanup_processes=3,
     ),
 }
 
@@ -185,6 +190,8 @@ class Traits:
                             "stop is scenario 5)")
     """Its server has a replica that an outside watcher (Redis Sentinel) promotes when the
     primary dies, and clients follow the promotion."""
+    cleanup: str | None = None
+    """It removes the record of a name idle for ``gc_after`` promptly enough to watch."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -218,6 +225,8 @@ TRAITS: dict[str, Traits] = {
         "restart",
         semaphore="Redlock refuses semaphores: counting permits on each independent node and "
         "taking a majority could grant more permits than the limit",
+        cleanup="each node keeps a name's record forever: its per-node counters are what "
+        "orders Redlock fences (gc_after does not apply)",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
         "split the nodes between them so that none has a majority, every one of them fails "
         "and gives its nodes back (a blocking acquire then retries after a random pause)",
@@ -231,7 +240,14 @@ for _ensemble in ("etcd", "zookeeper"):
         failover="a quorum elects the leader itself: its loss is scenario 11",
         clock="not run yet: moving one node's wall clock under a JVM or Go runtime is not "
         "verified to take",
+        cleanup="no record outlives a name's leases: its keys (nodes) go with the last of "
+        "them, and fences are the store's own revisions, which never go back",
     )
+TRAITS["mongodb"] = Traits(
+    cleanup="MongoDB's TTL monitor deletes expired documents once a minute, not promptly; "
+    "the fence floor that keeps fences from going back after it is checked by the "
+    "integration tests, which delete documents themselves",
+)
 
 
 def traits(backend: str) -> Traits:
@@ -675,9 +691,10 @@ def _with_timeout(url: str, backend: str, seconds: float) -> str:
 
 
 def _with_option(url: str, option: str, value: float) -> str:
-    parts = urllib.parse.urlsplit(url)
-    query = [*urllib.parse.parse_qsl(parts.query), (option, str(value))]
-    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+    # Appended as text: splitting and joining would turn sqlite:////abs/path into
+    # sqlite://abs/path (an empty host is not kept).
+    separator = "&" if "?" in url else "?"
+    return f"{url}{separator}{urllib.parse.urlencode({option: str(value)})}"
 
 
 def _endpoints(url: str) -> list[tuple[str, int]]:
@@ -1229,6 +1246,70 @@ def sentinel_failover(run: Run, profile: Profile) -> list[Result]:
 # ---- the table -------------------------------------------------------------------------------
 
 
+# ---- 14. clean-up of idle records --------------------------------------------------------
+
+CLEANUP_GC_AFTER = 0.3
+"""Seconds a name's record outlives its last lease in scenario 14."""
+CLEANUP_TTL = 0.5
+
+
+def cleanup(run: Run, profile: Profile) -> list[Result]:
+    """Processes take turns on one lock, pausing between sections for up to three times the
+    lease plus ``gc_after``, so that the name is often idle long enough for its record (its
+    fence) to be removed; the controller watches the record come and go through ``inspect``
+    (the same answer as for a name never used: None). Judged: fences never repeat or go back
+    across the removals, no two sections overlap, and the record was seen removed and then
+    used again (else nothing was tested)."""
+    gc_after, ttl = CLEANUP_GC_AFTER, CLEANUP_TTL
+    url = _with_option(run.target.url, "gc_after", gc_after)
+    name = run.name("cleanup")
+    processes, total = profile.cleanup_processes, profile.cleanup_sections
+    workers = [
+        run.spawn("sections", url=url, name=name, count=share, ttl=ttl, acquire_timeout=30.0,
+                  modes=["blocking", "try", "with"], hold=[0, 0.01],
+                  think=[0, 3 * (ttl + gc_after)])
+        for share in _split(total, processes)
+    ]
+    watching = threading.Event()
+    seen = {"removed": 0, "reused": 0}
+
+    def watch() -> None:
+        present = False
+        with tenure.connect(url) as locks:
+            while not watching.is_set():
+                now = locks.inspect(name) is not None
+                if present and not now:
+                    seen["removed"] += 1
+                elif now and not present and seen["removed"]:
+                    seen["reused"] += 1
+                present = now
+                time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, name="cleanup-watch", daemon=True)
+    _ready(*workers)
+    watcher.start()
+    try:
+        for worker in workers:
+            worker.expect_progressing(stall=STALL)
+    finally:
+        watching.set()
+        watcher.join(10)
+    figures = check(run.history())
+    violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    if figures.sections != total:
+        violations.append(f"{figures.sections} sections recorded, {total} expected")
+    if not seen["removed"] or not seen["reused"]:
+        violations.append(f"the record was seen removed {seen['removed']} times and used "
+                          f"again {seen['reused']} times: nothing was tested")
+    return [Result(14, "Idle records cleaned up", f"gc_after {gc_after:g} s",
+                   run.target.backend, 1, figures.sections, figures.overlaps, None, None, None,
+                   details={"processes": processes, "ttl": ttl, "gc_after": gc_after,
+                            "records_removed_seen": seen["removed"],
+                            "records_used_again_seen": seen["reused"],
+                            **_figures_details(figures)},
+                   violations=violations)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     number: int
@@ -1292,6 +1373,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "the primary is SIGKILLed while processes contend through redis+sentinel://: "
                  "the replica is promoted, every holder whose lease did not survive is told, "
                  "the fence check rejects every stale write and fences never go back"),
+        Scenario(14, "cleanup", "Idle records cleaned up", ("shared", "cleanup"), cleanup,
+                 "with gc_after shorter than the pauses between sections, a name's record is "
+                 "removed again and again while processes take turns on it: fences never "
+                 "repeat or go back, no two sections overlap"),
     ]
 }
 

@@ -245,3 +245,14 @@ def test_a_sentinel_failover_tells_every_holder_and_keeps_fences(
     assert result.details["silent_overlaps"] == 0
     assert result.details["sections_spanning_a_failover"] == QUICK.failover_trials
     assert result.worst_recovery is not None
+
+
+@scenario("cleanup")
+def test_fences_never_go_back_when_idle_records_are_cleaned_up(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    [result] = run("cleanup", Target(backend_name, backend_url), tmp_path)
+    assert result.sections == QUICK.cleanup_sections
+    assert result.overlaps == 0
+    assert result.details["fence_regressions"] == 0
+    assert result.details["records_removed_seen"] > 0
