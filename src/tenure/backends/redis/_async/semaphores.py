@@ -5,14 +5,12 @@ woken through the semaphore's wake list."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tenure._async.capabilities import AsyncSemaphoreSupport
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
-from tenure.backends.redis._async.transport import ScriptCall
 from tenure.backends.redis._scripts import milliseconds
 from tenure.backends.redis._semaphores import (
     ACQUIRE_PERMIT,
@@ -73,27 +71,10 @@ class AsyncPermitSteps(AsyncRedisBase, AsyncSemaphoreSupport):
         return bool(released == 1)
 
     async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        # One script per slot (on one master: one script for all), all in one round trip
-        # there; on a Cluster one script per slot, each to the node owning it.
-        groups: dict[int, list[int]] = {}
         keys = [semaphore_keys(self._namespace, r.name) for r in renewals]
-        for index, permit_keys in enumerate(keys):
-            groups.setdefault(self._transport.slot(permit_keys.meta), []).append(index)
-        calls: list[ScriptCall] = []
-        for indexes in groups.values():
-            key_list: list[str] = []
-            arguments: list[Any] = [self._gc_after_ms]
-            for index in indexes:
-                key_list += [keys[index].meta, keys[index].permits, keys[index].holders]
-                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
-            calls.append((EXTEND_PERMITS, key_list, arguments))
-        with self._translated("renew permits"):
-            replies = await self._transport.scripts(calls)
-        results = [False] * len(renewals)
-        for indexes, reply in zip(groups.values(), replies, strict=True):
-            for index, extended in zip(indexes, reply, strict=True):
-                results[index] = extended == 1
-        return results
+        return await self._renew_by_slot(
+            EXTEND_PERMITS, renewals, [(k.meta, k.permits, k.holders) for k in keys]
+        )
 
     async def permit_owned(self, name: str, token: str) -> bool:
         keys = semaphore_keys(self._namespace, name)

@@ -5,12 +5,16 @@ budget, built once per backend; and the translation of driver errors around each
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from tenure._sync.backend import Backend
-from tenure._types import Capabilities
+from tenure._types import Capabilities, Renewal
 from tenure.backends.redis import SCHEMES
-from tenure.backends.redis._sync.transport import Transport, open_transport
+from tenure.backends.redis._sync.transport import Transport, ScriptCall, open_transport
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import Translated
+from tenure.backends.redis._scripts import Script, milliseconds
 from tenure.backends.redis._waiting import WaitBudget
 
 __all__ = ["RedisBase"]
@@ -56,3 +60,29 @@ class RedisBase(Backend):
     def close(self) -> None:
         with self._translated("close"):
             self._transport.close()
+
+    def _renew_by_slot(
+        self, script: Script, renewals: Sequence[Renewal], keys: Sequence[Sequence[str]]
+    ) -> list[bool]:
+        """Renew many leases with ``script`` (any of the extend scripts: KEYS the keys of each
+        lease in turn, ARGV gc_after ms then each lease's token and ttl ms; one 1/0 reply per
+        lease), ``keys[i]`` being renewal i's keys. One script call per Cluster slot (on one
+        master: one call for all), every call in one round trip to its node."""
+        groups: dict[int, list[int]] = {}
+        for index, lease_keys in enumerate(keys):
+            groups.setdefault(self._transport.slot(lease_keys[0]), []).append(index)
+        calls: list[ScriptCall] = []
+        for indexes in groups.values():
+            key_list: list[str] = []
+            arguments: list[Any] = [self._gc_after_ms]
+            for index in indexes:
+                key_list += keys[index]
+                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
+            calls.append((script, key_list, arguments))
+        with self._translated("renew"):
+            replies = self._transport.scripts(calls)
+        results = [False] * len(renewals)
+        for indexes, reply in zip(groups.values(), replies, strict=True):
+            for index, extended in zip(indexes, reply, strict=True):
+                results[index] = extended == 1
+        return results

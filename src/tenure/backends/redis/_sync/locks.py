@@ -135,26 +135,8 @@ class LockSteps(RedisBase):
         return bool(extended == 1)
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        # One script per slot (on one master: one script for all), in one round trip there.
-        groups: dict[int, list[int]] = {}
         keys = [lock_keys(self._namespace, r.name) for r in renewals]
-        for index, lock in enumerate(keys):
-            groups.setdefault(self._transport.slot(lock.lease), []).append(index)
-        calls = []
-        for indexes in groups.values():
-            key_list: list[str] = []
-            arguments: list[Any] = [self._gc_after_ms]
-            for index in indexes:
-                key_list += [keys[index].meta, keys[index].lease]
-                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
-            calls.append((EXTEND, key_list, arguments))
-        with self._translated("renew"):
-            replies = self._transport.scripts(calls)
-        results = [False] * len(renewals)
-        for indexes, reply in zip(groups.values(), replies, strict=True):
-            for index, extended in zip(indexes, reply, strict=True):
-                results[index] = extended == 1
-        return results
+        return self._renew_by_slot(EXTEND, renewals, [(k.meta, k.lease) for k in keys])
 
     def owned(self, name: str, token: str) -> bool:
         keys = lock_keys(self._namespace, name)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from tenure._sync.capabilities import MODES, QueueSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, InvalidArgument
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._sync.base import RedisBase
-from tenure.backends.redis._sync.transport import ScriptCall
 from tenure.backends.redis._rwlocks import (
     ACQUIRE_QUEUED,
     BREAK_QUEUE,
@@ -91,27 +89,8 @@ class QueueSteps(RedisBase, QueueSupport):
         return bool(released == 1)
 
     def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        # One script per slot (on one master: one script for all), in one round trip there;
-        # on a Cluster one script per slot, each to the node owning it.
-        groups: dict[int, list[int]] = {}
         keys = [queue_keys(self._namespace, r.name) for r in renewals]
-        for index, name_keys in enumerate(keys):
-            groups.setdefault(self._transport.slot(name_keys.meta), []).append(index)
-        calls: list[ScriptCall] = []
-        for indexes in groups.values():
-            key_list: list[str] = []
-            arguments: list[Any] = [self._gc_after_ms]
-            for index in indexes:
-                key_list += keys[index].all
-                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
-            calls.append((EXTEND_QUEUED, key_list, arguments))
-        with self._translated("renew"):
-            replies = self._transport.scripts(calls)
-        results = [False] * len(renewals)
-        for indexes, reply in zip(groups.values(), replies, strict=True):
-            for index, extended in zip(indexes, reply, strict=True):
-                results[index] = extended == 1
-        return results
+        return self._renew_by_slot(EXTEND_QUEUED, renewals, [k.all for k in keys])
 
     def queued_owned(self, name: str, token: str) -> bool:
         keys = queue_keys(self._namespace, name)
