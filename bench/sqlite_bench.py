@@ -44,6 +44,7 @@ import filelock
 
 import tenure
 from tenure.backends.sqlite import _store as sqlite_store
+from tenure.backends.sqlite._clock import clock_us
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks-sqlite.md"
@@ -86,6 +87,7 @@ def raw_statements(path: str) -> tuple[_common.Pair, Callable[[], None]]:
 
     def acquire() -> bool:
         connection.execute("BEGIN IMMEDIATE")
+        params["floor"] = clock_us()  # the fence floor, read as the backend reads it
         granted = connection.execute(sqlite_store.ACQUIRE, params).fetchone() is not None
         connection.execute("COMMIT")
         return granted

@@ -227,5 +227,5 @@ def test_a_file_from_before_lease_values_gains_them_in_place(
     with tenure.connect(f"sqlite:///{path}") as locks:
         leadership = locks.election(name, ttl=10).campaign(value="v")
         leader = locks.election(name).leader()
-        assert leader is not None and (leader.value, leader.term) == ("v", 8)
+        assert leader is not None and leader.value == "v" and leader.term > 7
         leadership.resign()

@@ -100,10 +100,11 @@ def test_releaser_does_not_take_the_lock_back_from_a_waiting_process(
             assert child.stdout is not None
             line = child.stdout.readline().split()
             assert line[:1] == ["held"], line
-            assert int(line[1]) == fence + 1  # the waiter had the very next grant
+            assert int(line[1]) > fence  # the waiter had the next grant (none was taken back)
             err = finish(child)
             assert attempts(err) <= 3  # its first try, then the try its ring caused
             assert lock.acquire(timeout=30)
+            assert lock.fence is not None and lock.fence > int(line[1])
         lock.release()
         assert taken_back == 0
         assert queued(path, name) == []  # every try and every waiter left the queue
@@ -222,6 +223,6 @@ def test_an_asyncio_waiter_is_rung_across_processes(
 
     with caplog.at_level(logging.DEBUG, logger="tenure.lease"):
         fence = asyncio.run(scenario())
-    assert fence == int(line[1]) + 1
+    assert fence is not None and fence > int(line[1])
     [record] = [r for r in caplog.records if r.getMessage().startswith("acquired")]
     assert attempts(record.getMessage()) <= 1 / 0.125 + 3

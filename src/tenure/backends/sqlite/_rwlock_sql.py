@@ -4,7 +4,11 @@
 Holder leases live in ``tenure_rwlocks``, keyed (name, token), one row per lease (``mode``
 'read' or 'write', its fence, expiry and holder), beside the name's record row, whose token
 is ``''``: the name's fence counter, shared by reads and writes, never deleted by a release
-or a break, so it only grows. A name's rows sit side by side in one B-tree page.
+or a break. A grant's fence is max(the counter + 1, :floor, the host's clock in
+microseconds), so fences strictly increase while the record lives and never go back when
+the clean-up (``COLLECT``) removed it. The record's ``expires_at`` is the latest end any of
+its leases was granted or renewed to: the clean-up counts gc_after from it. A name's rows
+sit side by side in one B-tree page.
 
 Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
 and a ``mode`` column (added in place with the lease table, by the first acquire): a place
@@ -25,6 +29,7 @@ from tenure.backends.sqlite._clock import NOW
 __all__ = [
     "BREAK",
     "CLOCK",
+    "COLLECT",
     "CREATE_TABLE",
     "DROP_EXPIRED",
     "DROP_LAPSED",
@@ -44,8 +49,11 @@ __all__ = [
     "RELEASE",
     "RENEW_OWN",
     "SOONEST",
+    "STAMP",
+    "STAMP_OLD",
     "TABLE_EXISTS",
     "TO_RING",
+    "WINDOW",
 ]
 
 CREATE_TABLE = """
@@ -62,8 +70,8 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
     PRIMARY KEY (name, token)
 ) WITHOUT ROWID
 """
-# The record row (token '') has no mode and no expiry: ``expires_at > :now`` is never true of
-# it, nor ``expires_at <= :now``.
+# The record row (token '') has no mode; its ``expires_at`` is when it was last in use (see
+# above), not a lease: every statement about leases asks for ``token != ''``.
 
 # A place's mode, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an
 # older tenure, which names its columns when it inserts, keeps working on the file).
@@ -105,11 +113,27 @@ SELECT NOT EXISTS (SELECT 1 FROM tenure_rwlocks
                    AND seq < :seq AND (:mode = 'write' OR mode = 'write'))
 """
 
-# Inputs :name. The name's next fence (the record row made on first use). One row.
+# Inputs :name :floor :now :ttl. The name's next fence, max(fence + 1, :floor) (the record
+# row made on first use), the record in use until the new lease's end. One row.
 NEXT_FENCE = """
-INSERT INTO tenure_rwlocks (name, token, fence) VALUES (:name, '', 1)
-ON CONFLICT (name, token) DO UPDATE SET fence = fence + 1
+INSERT INTO tenure_rwlocks (name, token, fence, expires_at)
+VALUES (:name, '', :floor, :now + :ttl)
+ON CONFLICT (name, token) DO UPDATE SET
+    fence = max(fence + 1, excluded.fence),
+    expires_at = max(coalesce(expires_at, 0), excluded.expires_at)
 RETURNING fence
+"""
+
+# Inputs :name :ttl. A lease of the name was renewed (or its acquire retried) to now + ttl:
+# the record counts as in use until then.
+STAMP = f"""
+UPDATE tenure_rwlocks SET expires_at = max(coalesce(expires_at, 0), {NOW} + :ttl)
+WHERE name = :name AND token = ''
+"""
+
+# A file from before the clean-up: its records count as used now.
+STAMP_OLD = f"""
+UPDATE tenure_rwlocks SET expires_at = {NOW} WHERE token = '' AND expires_at IS NULL
 """
 
 # Inputs :name :token :mode :fence :ttl :now :host :pid :thread.
@@ -203,4 +227,29 @@ WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.n
 LEASES = """
 SELECT mode, host, pid, thread, acquired_at, expires_at - :now, fence FROM tenure_rwlocks
 WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
+"""
+
+# ---- clean-up (run by ``SQLiteStore._collect``) ----------------------------------------------
+
+# Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
+# :batch), and the last one.
+WINDOW = """
+SELECT count(*), max(name) FROM
+    (SELECT name FROM tenure_rwlocks WHERE token = '' AND name > :after ORDER BY name
+     LIMIT :batch)
+"""
+
+# Inputs :after :last :gc_after. Deletes every row (the record and its ended leases) of each
+# name of the window whose record was last in use gc_after ago or more, with no live lease
+# and no live place in the queue (a free name with a waiter is in use). SQLite reads the
+# whole subquery before it deletes a row.
+COLLECT = f"""
+DELETE FROM tenure_rwlocks WHERE name IN (
+    SELECT r.name FROM tenure_rwlocks AS r
+    WHERE r.token = '' AND r.name > :after AND r.name <= :last
+      AND r.expires_at <= {NOW} - :gc_after
+      AND NOT EXISTS (SELECT 1 FROM tenure_rwlocks AS l
+                      WHERE l.name = r.name AND l.token != '' AND l.expires_at > {NOW})
+      AND NOT EXISTS (SELECT 1 FROM tenure_waiters AS w
+                      WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > {NOW}))
 """

@@ -7,7 +7,11 @@ by side in one B-tree page, so a grant writes one page, as a lock's does. Every 
 ONE write transaction (``BEGIN IMMEDIATE``: the database's write lock is taken before
 anything is read, so two processes can never both count the same free permit), judged by
 SQLite's clock (``NOW``), the same host clock for every process using the file. The record
-row is never deleted by a release, so its fence only grows.
+row is never deleted by a release or a break; a grant's fence is max(its fence + 1, :floor,
+the host's clock in microseconds), so fences strictly increase while it lives and never go
+back when the clean-up (``COLLECT``) removed it. The record's ``expires_at`` is the latest end
+any of its permits was granted or renewed to: the clean-up counts gc_after from it (from the
+planned end: a permit released early keeps the record that much longer, never less).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from tenure.backends.sqlite._clock import NOW
 __all__ = [
     "ACQUIRE_STATE",
     "BREAK",
+    "COLLECT",
     "CREATE_TABLE",
     "DROP_EXPIRED",
     "EXTEND",
@@ -28,8 +33,11 @@ __all__ = [
     "RELEASE",
     "RENEW_OWN",
     "SEMAPHORE",
+    "STAMP",
+    "STAMP_OLD",
     "STORED_LIMIT",
     "TAKE_FENCE",
+    "WINDOW",
 ]
 
 CREATE_TABLE = """
@@ -46,16 +54,18 @@ CREATE TABLE IF NOT EXISTS tenure_permits (
     PRIMARY KEY (name, token)
 ) WITHOUT ROWID
 """
-# ``permits`` is the limit (LIMIT is a keyword), set on the record row only. The record row
-# has no expiry: ``expires_at > NOW`` is never true of it, nor ``expires_at <= NOW``.
+# ``permits`` is the limit (LIMIT is a keyword), set on the record row only. The record row's
+# ``expires_at`` is when it was last in use (see above), not a lease: every statement about
+# permits asks for ``token != ''`` or a token of its own.
 
 _LIVE = f"name = :name AND token != '' AND expires_at > {NOW}"
 
-# Inputs :name :token :limit. The common grant in one statement: the next fence, taken only
-# if the stored limit is :limit, fewer than :limit permits are live, and this token has none
-# (a retry). No row: decide with ACQUIRE_STATE.
+# Inputs :name :token :limit :ttl :floor. The common grant in one statement: the next fence
+# (max(fence + 1, :floor)), taken only if the stored limit is :limit, fewer than :limit
+# permits are live, and this token has none (a retry). No row: decide with ACQUIRE_STATE.
 TAKE_FENCE = f"""
-UPDATE tenure_permits SET fence = fence + 1
+UPDATE tenure_permits
+SET fence = max(fence + 1, :floor), expires_at = max(coalesce(expires_at, 0), {NOW} + :ttl)
 WHERE name = :name AND token = '' AND permits = :limit
   AND (SELECT count(*) FROM tenure_permits WHERE {_LIVE}) < :limit
   AND NOT EXISTS (SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token)
@@ -81,17 +91,33 @@ DROP_EXPIRED = f"""
 DELETE FROM tenure_permits WHERE name = :name AND token != '' AND expires_at <= {NOW}
 """
 
-# Inputs :name :token :ttl. A retried acquire: our live permit restarts.
+# Inputs :name :token :ttl. A retried acquire: our live permit restarts (then STAMP).
 RENEW_OWN = f"""
 UPDATE tenure_permits SET expires_at = {NOW} + :ttl WHERE name = :name AND token = :token
 """
 
-# Inputs :name :limit :live (live permits of others). First use of a name, or a new limit once
-# none is live: takes the next fence and stores the limit, unless permits are live under
-# another limit: then no row, and nothing written.
-GRANT_FENCE = """
-INSERT INTO tenure_permits (name, token, fence, permits) VALUES (:name, '', 1, :limit)
-ON CONFLICT (name, token) DO UPDATE SET fence = fence + 1, permits = excluded.permits
+# Inputs :name :ttl. A permit of the name was renewed (or its acquire retried) to now + ttl:
+# the record counts as in use until then.
+STAMP = f"""
+UPDATE tenure_permits SET expires_at = max(coalesce(expires_at, 0), {NOW} + :ttl)
+WHERE name = :name AND token = ''
+"""
+
+# A file from before the clean-up: its records count as used now.
+STAMP_OLD = f"""
+UPDATE tenure_permits SET expires_at = {NOW} WHERE token = '' AND expires_at IS NULL
+"""
+
+# Inputs :name :limit :live (live permits of others) :ttl :floor. First use of a name, or a
+# new limit once none is live: takes the next fence and stores the limit, unless permits are
+# live under another limit: then no row, and nothing written.
+GRANT_FENCE = f"""
+INSERT INTO tenure_permits (name, token, fence, permits, expires_at)
+VALUES (:name, '', :floor, :limit, {NOW} + :ttl)
+ON CONFLICT (name, token) DO UPDATE SET
+    fence = max(fence + 1, excluded.fence),
+    permits = excluded.permits,
+    expires_at = max(coalesce(expires_at, 0), excluded.expires_at)
 WHERE :live = 0 OR permits = excluded.permits
 RETURNING fence
 """
@@ -139,4 +165,26 @@ WHERE token = '' AND substr(name, 1, length(:prefix)) = :prefix ORDER BY name
 PERMITS = f"""
 SELECT host, pid, thread, acquired_at, expires_at - {NOW}, fence FROM tenure_permits
 WHERE {_LIVE} ORDER BY fence
+"""
+
+# ---- clean-up (run by ``SQLiteStore._collect``) ----------------------------------------------
+
+# Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
+# :batch), and the last one.
+WINDOW = """
+SELECT count(*), max(name) FROM
+    (SELECT name FROM tenure_permits WHERE token = '' AND name > :after ORDER BY name
+     LIMIT :batch)
+"""
+
+# Inputs :after :last :gc_after. Deletes every row (the record and its ended permits) of each
+# name of the window whose record was last in use gc_after ago or more and that has no live
+# permit. (SQLite reads the whole subquery before it deletes a row.)
+COLLECT = f"""
+DELETE FROM tenure_permits WHERE name IN (
+    SELECT r.name FROM tenure_permits AS r
+    WHERE r.token = '' AND r.name > :after AND r.name <= :last
+      AND r.expires_at <= {NOW} - :gc_after
+      AND NOT EXISTS (SELECT 1 FROM tenure_permits AS p
+                      WHERE p.name = r.name AND p.token != '' AND p.expires_at > {NOW}))
 """

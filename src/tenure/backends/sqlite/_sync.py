@@ -19,7 +19,7 @@ from tenure._sync.blocking_store import BlockingSemaphoreBackend
 from tenure._sync.capabilities import LeaseValueSupport, QueueSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
-from tenure._options import number_option
+from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
@@ -36,12 +36,18 @@ class SQLiteBackend(
 ):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
-    or full (also across power loss, at one fsync per operation)."""
+    or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
+    idle name's record is kept (default 30 days; ``none``: forever)."""
 
     schemes = SCHEMES
     capabilities = Capabilities(
-        fencing="strictly increasing per name, kept in the file across releases and restarts",
+        fencing=(
+            "strictly increasing per name, at least the host's clock in microseconds: never "
+            "back, across releases, restarts, a lost file and the clean-up of a name idle "
+            "for gc_after (30 days by default)"
+        ),
         fences_survive_restart=True,
+        fences_count_per_name=False,
         leases_survive_restart=True,
         wakeups="queued, first come first served; woken across processes (unix sockets)",
         multi_host=False,
@@ -65,12 +71,13 @@ class SQLiteBackend(
             raise ConfigurationError(f"sqlite URL names no file: {url!r}")
         query = dict(urllib.parse.parse_qsl(parts.query))
         settings = {**query, **options}
-        unknown = set(settings) - {"busy_timeout", "synchronous"}
+        unknown = set(settings) - {"busy_timeout", "synchronous", "gc_after"}
         if unknown:
             raise ConfigurationError(f"unknown sqlite option(s): {sorted(unknown)}")
         busy_timeout = number_option("sqlite", "busy_timeout",
                                      settings.get("busy_timeout", 10.0), unit=" seconds",
                                      above=0)
+        gc_after = gc_after_option("sqlite", settings.get("gc_after", DEFAULT_GC_AFTER))
         synchronous = str(settings.get("synchronous", "normal")).lower()
         if synchronous not in SYNCHRONOUS:
             raise ConfigurationError(f"sqlite synchronous must be one of {SYNCHRONOUS}")
@@ -87,7 +94,7 @@ class SQLiteBackend(
                 ) from exc
         elif not path.parent.is_dir():
             raise ConfigurationError(f"cannot use SQLite database {path}: no such directory")
-        return cls(SQLiteStore(path, busy_timeout, synchronous))
+        return cls(SQLiteStore(path, busy_timeout, synchronous, gc_after))
 
     def describe(self) -> str:
         return f"sqlite:///{self.store.path}"
