@@ -88,6 +88,10 @@ class Profile:
     cleanup_sections: int
     """Sections of scenario 14, most of them after the name's record was cleaned up."""
     cleanup_processes: int
+    rwlock_processes: int
+    rwlock_sections: int
+    rwlock_pause_trials: int
+    rwlock_kill_trials: int
 
 
 PROFILES = {
@@ -108,6 +112,7 @@ PROFILES = {
         semaphore_kill_trials=6,
         failover_trials=1, failover_ttl=3.0, failover_processes=4,
         cleanup_sections=24, cleanup_processes=2,
+        rwlock_processes=4, rwlock_sections=200, rwlock_pause_trials=1, rwlock_kill_trials=6,
     ),
     "full": Profile(
         name="full",
@@ -126,6 +131,8 @@ PROFILES = {
         semaphore_kill_trials=100,
         failover_trials=5, failover_ttl=5.0, failover_processes=8,
         cleanup_sections=300, cleanup_processes=3,
+        rwlock_processes=16, rwlock_sections=4000, rwlock_pause_trials=20,
+        rwlock_kill_trials=100,
     ),
 }
 
@@ -192,6 +199,8 @@ class Traits:
     primary dies, and clients follow the promotion."""
     cleanup: str | None = None
     """It removes the record of a name idle for ``gc_after`` promptly enough to watch."""
+    rwlock: str | None = None
+    """It offers read-write locks (the refusal of those that do not is their own reason)."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -225,6 +234,9 @@ TRAITS: dict[str, Traits] = {
         "restart",
         semaphore="Redlock refuses semaphores: counting permits on each independent node and "
         "taking a majority could grant more permits than the limit",
+        rwlock="Redlock refuses read-write locks: the queue that keeps readers from starving "
+        "a writer needs one arrival order, which independent nodes do not have, and per-node "
+        "counters cannot make a write's fence exceed every earlier read's",
         cleanup="each node keeps a name's record forever: its per-node counters are what "
         "orders Redlock fences (gc_after does not apply)",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
@@ -257,6 +269,10 @@ def traits(backend: str) -> Traits:
 # ---- helpers -------------------------------------------------------------------------------
 
 
+RW_SIDES = ["read", "write"]
+"""The sides a contender of a read-write lock picks from, at random, section by section."""
+
+
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
@@ -277,6 +293,9 @@ def _common_violations(figures: Figures, backend: str, *, overlaps_allowed: bool
                      "(lost unset, clean release)")
     if figures.fence_regressions and fences_promised:
         found.append(f"{figures.fence_regressions} fences repeated or went back")
+    if figures.write_fence_regressions and fences_promised:
+        found.append(f"{figures.write_fence_regressions} writes whose fence was not above "
+                     "every fence of a section that ended before they began")
     return found
 
 
@@ -310,13 +329,15 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
 
 
 def _contended(run: Run, processes: int, total: int, *, hold: list[float],
-               limit: int | None = None) -> tuple[Figures, list[str]]:
+               limit: int | None = None, rw: bool = False) -> tuple[Figures, list[str]]:
     """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
-    ``limit`` permits) in random acquire styles, holds and pauses; nothing may exceed it."""
+    ``limit`` permits; or, with ``rw``, of one read-write lock, each section a read or a
+    write at random) in random acquire styles, holds and pauses; nothing may exceed it."""
     name = run.name("baseline")
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
-                  modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit)
+                  modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
+                  rw=RW_SIDES if rw else None)
         for share in _split(total, processes)
     ]
     _ready(*workers)
@@ -386,25 +407,30 @@ class _Disturbed:
 
 
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
-               disturb: Callable[[WorkerProcess], None], limit: int | None = None
-               ) -> _Disturbed:
+               disturb: Callable[[WorkerProcess], None], limit: int | None = None,
+               rw: bool = False) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
     releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
     take permits of a semaphore instead, and there is no resource: its holders rightly write
-    side by side, so only the concurrency and what the victim is told are judged."""
+    side by side, so only the concurrency and what the victim is told are judged. With ``rw``
+    the lock is a read-write lock: the victim is a writer, the contenders read or write at
+    random, and there is no resource either (its readers would write side by side)."""
     name = run.name("victim")
-    resource = Resource(run.workdir, fenced=fenced).start() if limit is None else None
+    shared = limit is not None or rw
+    resource = Resource(run.workdir, fenced=fenced).start() if not shared else None
     path = str(resource.path) if resource is not None else None
     violations: list[str] = []
     reports = []
     try:
         workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
-                      resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit)
+                      resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit,
+                      rw=RW_SIDES if rw else None)
             for _ in range(contenders)
         ]
-        victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit)
+        victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit,
+                           rw=["write"] if rw else None)
         with run.stopping(*workers, victim):
             _ready(*workers, victim)
             for _ in range(trials):
@@ -442,8 +468,9 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
 
 
 def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced: bool,
-                  limit: int | None = None) -> _Disturbed:
-    """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on."""
+                  limit: int | None = None, rw: bool = False) -> _Disturbed:
+    """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on
+    (``limit``, ``rw``: as ``_disturbed``)."""
     pause = 1.5 * ttl
 
     def pause_victim(victim: WorkerProcess) -> None:
@@ -454,7 +481,7 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
         run.recorder.event("sigcont", victim.worker)
 
     found = _disturbed(run, ttl=ttl, trials=trials, contenders=contenders, fenced=fenced,
-                       disturb=pause_victim, limit=limit)
+                       disturb=pause_victim, limit=limit, rw=rw)
     found.violations += _common_violations(found.figures, run.target.backend,
                                            overlaps_allowed=True)
     if not found.figures.overlaps:
@@ -496,11 +523,14 @@ class _Killed:
 
 
 def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
-                 limit: int | None = None) -> _Killed:
+                 limit: int | None = None, rw: bool = False) -> _Killed:
     """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
     renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
     ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
-    by fillers, so the waiter can only have the killed holder's permit."""
+    by fillers, so the waiter can only have the killed holder's permit. With ``rw`` they use
+    a read-write lock: the holders write, the waiter reads or writes at random (either must
+    wait for a writer)."""
+    holder_sides = ["write"] if rw else None
     bound = ttl + ttl / 3 + 1.0
     lanes = max(1, min(lanes, trials))
     recoveries: list[float] = []
@@ -511,9 +541,9 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
         rng = random.Random(run.seed * 100 + number)
         name = run.name(f"killed{number}")
         waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10,
-                           limit=limit)
+                           limit=limit, rw=RW_SIDES if rw else None)
         upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0",
-                             limit=limit)
+                             limit=limit, rw=holder_sides)
         # Fillers are not under test: a long lease keeps a renewal that a loaded machine
         # delays from handing their permit to the waiter.
         fillers = [run.spawn("holder", name=name, ttl=FILLER_TTL, worker=f"filler{number}.{i}",
@@ -534,7 +564,8 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                 got = holder.expect(90)
                 if trial + 1 < trials:  # the next one starts up while this trial runs
                     upcoming = run.spawn("holder", name=name, ttl=ttl,
-                                         worker=f"holder{number}.{trial + 1}", limit=limit)
+                                         worker=f"holder{number}.{trial + 1}", limit=limit,
+                                         rw=holder_sides)
                 if not got.get("acquired"):
                     violations.append(f"lane {number}: holder {trial} could not acquire")
                     holder.kill()
@@ -549,7 +580,8 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                     report.get("lost") and report["at"] < killed
                     for report in holder.remaining_reports(5.0))
                 run.recorder.write(Section(holder.worker, 1, name, got["asked"], got["start"],
-                                           killed, got["fence"], lost=told, release="none"))
+                                           killed, got["fence"], lost=told, release="none",
+                                           mode=got.get("side")))
                 run.recorder.event("sigkill", holder.worker)
                 answer = waiter.expect(bound + 30)
                 if not answer.get("acquired"):
@@ -1310,6 +1342,82 @@ def cleanup(run: Run, profile: Profile) -> list[Result]:
                    violations=violations)]
 
 
+# ---- 15. read-write locks ----------------------------------------------------------------
+
+RW_HOLD = [0.002, 0.02]
+"""Seconds each section of scenario 15's baseline holds: long enough for reads to overlap."""
+
+
+def _write_wait_bound(processes: int) -> float:
+    """Seconds a writer may wait in scenario 15's baseline. Waiters are served in arrival
+    order and each process waits for one section at a time, so a writer waits behind at most
+    one section of every other process: each its hold, the wake-up of the next (a waiter
+    polls at least every ``QUEUE_TTL / 3``) and half a second of round trips on a loaded
+    machine; plus a second. A stream of readers passing a waiting writer exceeds it."""
+    return (processes - 1) * (RW_HOLD[1] + tenure.QUEUE_TTL / 3 + 0.5) + 1.0
+
+
+def rwlocks(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 1, 3 and 4 again on a read-write lock, each section a read or a write at
+    random: a write never overlaps another section (reads do overlap each other, or nothing
+    was tested), fences distinct and increasing with every write's above all earlier ones, no
+    writer waits past its bound, a paused writer is told it lost the lock, a killed writer's
+    lock comes back within its ttl + ttl/3 + 1 s."""
+    title = "Read-write lock"
+    backend = run.target.backend
+    processes = profile.rwlock_processes
+    contended_run = run.child("baseline")
+    figures, violations = _contended(contended_run, processes, profile.rwlock_sections,
+                                     hold=RW_HOLD, rw=True)
+    if not figures.most_readers_at_once or figures.most_readers_at_once < 2:
+        violations.append(f"never more than {figures.most_readers_at_once} reader at once: "
+                          "reads were never shared, nothing was tested")
+    history = contended_run.history()
+    waits: dict[str, float] = {}
+    for side in RW_SIDES:
+        held = [s for s in history.sections if s.mode == side]
+        waits[side] = max(((s.start - s.asked) / 1e9 for s in held), default=0.0)
+    bound = _write_wait_bound(processes)
+    if waits["write"] > bound:
+        violations.append(f"a writer waited {waits['write']:.3f} s, over the {bound:.2f} s "
+                          "bound: writers starve")
+    gave_up = [e for e in history.events_named("acquire-timeout") if e.data["side"] == "write"]
+    if gave_up:
+        violations.append(f"{len(gave_up)} write acquires timed out: writers starve")
+    sides = {side: sum(1 for s in history.sections if s.mode == side) for side in RW_SIDES}
+    contended = Result(15, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, waits["write"], bound, WRITE_WAIT,
+                       details={"processes": processes, "ttl": 10.0, "reads": sides["read"],
+                                "writes": sides["write"],
+                                "longest_write_wait": round(waits["write"], 4),
+                                "longest_read_wait": round(waits["read"], 4),
+                                "write_acquires_timed_out": len(gave_up),
+                                **_figures_details(figures)},
+                       violations=violations)
+    ttl, contenders = profile.pause_ttl, profile.pause_contenders
+    trials = profile.rwlock_pause_trials
+    paused = _pause_trials(run.child("paused"), trials, ttl, contenders, fenced=False, rw=True)
+    if paused.told != trials:
+        paused.violations.append(f"{trials - paused.told} of {trials} paused writers were "
+                                 "never told their lease was gone")
+    paused_result = Result(15, title, "writer paused 1.5x TTL", backend, trials,
+                           paused.figures.sections, paused.figures.overlaps, None, None, None,
+                           details=_pause_details(paused, ttl, contenders),
+                           violations=paused.violations)
+    killed = _kill_trials(run.child("killed"), profile.rwlock_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, rw=True)
+    killed_result = Result(15, title, "writer killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           KILL_RECOVERY, details=killed.details, violations=killed.violations)
+    return [contended, paused_result, killed_result]
+
+
+WRITE_WAIT = ("a write's acquire call to its grant (longest); bound: one section of every "
+              "other process, each with its hold, a waiter's poll and 0.5 s, plus 1 s")
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     number: int
@@ -1377,6 +1485,11 @@ SCENARIOS: dict[str, Scenario] = {
                  "with gc_after shorter than the pauses between sections, a name's record is "
                  "removed again and again while processes take turns on it: fences never "
                  "repeat or go back, no two sections overlap"),
+        Scenario(15, "rwlock", "Read-write lock", ("shared", "rwlock"), rwlocks,
+                 "scenarios 1, 3 and 4 on a read-write lock, sections reading or writing at "
+                 "random: readers share it, a writer never overlaps anyone, a write's fence "
+                 "exceeds every earlier one, no writer starves, a paused writer is told, a "
+                 "killed writer's lock comes back"),
     ]
 }
 
