@@ -150,9 +150,11 @@ def fence_regressions(sections: Iterable[Section]) -> int:
     return regressions
 
 
-def write_fence_regressions(sections: Iterable[Section]) -> list[tuple[Section, Section]]:
+def write_fence_regressions(sections: Iterable[Section], *, every: bool = False
+                            ) -> list[tuple[Section, Section]]:
     """(earlier, write) for each write of a read-write lock whose fence is not above that of
     a section of its name that ended before the write's section began (the highest such).
+    ``every``: judge every section so, as exclusive as a write (an election's terms).
 
     Sound because a write excludes every other section: one that ended before the write
     began was granted before it (a grant after the write's would have come while the write
@@ -172,7 +174,7 @@ def write_fence_regressions(sections: Iterable[Section]) -> list[tuple[Section, 
                 top = section
             best.append(top)
         for write in fenced:
-            if write.mode != "write" or write.learned_loss:
+            if (write.mode != "write" and not every) or write.learned_loss:
                 continue
             earlier = best[bisect.bisect_left(ends, write.start)]
             if earlier is not None:

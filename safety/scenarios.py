@@ -1,4 +1,4 @@
-"""The thirteen scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import random
 import signal
 import threading
@@ -21,11 +22,12 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import tenure
-from safety.checker import Figures, check, check_races
+from safety.checker import Figures, check, check_races, write_fence_regressions
 from safety.control import Run, Target, WorkerFailed, WorkerProcess
 from safety.history import Section, now_ns
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
+from tenure._sync.capabilities import LeaseValueSupport
 
 __all__ = [
     "PROFILES",
@@ -92,6 +94,10 @@ class Profile:
     rwlock_sections: int
     rwlock_pause_trials: int
     rwlock_kill_trials: int
+    election_processes: int
+    election_terms: int
+    election_pause_trials: int
+    election_kill_trials: int
 
 
 PROFILES = {
@@ -113,6 +119,8 @@ PROFILES = {
         failover_trials=1, failover_ttl=3.0, failover_processes=4,
         cleanup_sections=24, cleanup_processes=2,
         rwlock_processes=4, rwlock_sections=200, rwlock_pause_trials=1, rwlock_kill_trials=6,
+        election_processes=4, election_terms=150, election_pause_trials=1,
+        election_kill_trials=6,
     ),
     "full": Profile(
         name="full",
@@ -133,6 +141,8 @@ PROFILES = {
         cleanup_sections=300, cleanup_processes=3,
         rwlock_processes=16, rwlock_sections=4000, rwlock_pause_trials=20,
         rwlock_kill_trials=100,
+        election_processes=16, election_terms=4000, election_pause_trials=20,
+        election_kill_trials=100,
     ),
 }
 
@@ -201,6 +211,8 @@ class Traits:
     """It removes the record of a name idle for ``gc_after`` promptly enough to watch."""
     rwlock: str | None = None
     """It offers read-write locks (the refusal of those that do not is their own reason)."""
+    election: str | None = None
+    """It offers leader elections: read from the backend itself by ``traits``."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -263,7 +275,26 @@ TRAITS["mongodb"] = Traits(
 
 
 def traits(backend: str) -> Traits:
-    return TRAITS.get(backend, Traits())
+    found = TRAITS.get(backend, Traits())
+    refused = _election_refusal(backend)
+    return found if refused is None else dataclasses.replace(found, election=refused)
+
+
+def _election_refusal(backend: str) -> str | None:
+    """Why ``backend`` has no elections (its own refusal, or that it has no lease values
+    yet), None if it has them: read from its backend class, so that a backend gaining
+    elections gains scenario 16 without an edit here."""
+    package = {"redis_cluster": "redis"}.get(backend, backend)
+    try:
+        module = importlib.import_module(f"tenure.backends.{package}._sync")
+    except ImportError as exc:
+        return f"its backend module does not load here: {exc}"
+    found: type[Any] = module.BACKEND
+    if issubclass(found, LeaseValueSupport):
+        return None
+    refusals: dict[str, str] = dict(getattr(found, "refusals", {}))
+    return refusals.get("election", "it has no elections yet: no lease values are stored "
+                        "with its locks' leases")
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -329,15 +360,17 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
 
 
 def _contended(run: Run, processes: int, total: int, *, hold: list[float],
-               limit: int | None = None, rw: bool = False) -> tuple[Figures, list[str]]:
+               limit: int | None = None, rw: bool = False, election: bool = False
+               ) -> tuple[Figures, list[str]]:
     """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
     ``limit`` permits; or, with ``rw``, of one read-write lock, each section a read or a
-    write at random) in random acquire styles, holds and pauses; nothing may exceed it."""
+    write at random; or, with ``election``, terms of one election, each a campaign won and
+    resigned) in random acquire styles, holds and pauses; nothing may exceed it."""
     name = run.name("baseline")
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
                   modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
-                  rw=RW_SIDES if rw else None)
+                  rw=RW_SIDES if rw else None, election=election)
         for share in _split(total, processes)
     ]
     _ready(*workers)
@@ -408,14 +441,16 @@ class _Disturbed:
 
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
                disturb: Callable[[WorkerProcess], None], limit: int | None = None,
-               rw: bool = False) -> _Disturbed:
+               rw: bool = False, election: bool = False) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
     releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
     take permits of a semaphore instead, and there is no resource: its holders rightly write
     side by side, so only the concurrency and what the victim is told are judged. With ``rw``
     the lock is a read-write lock: the victim is a writer, the contenders read or write at
-    random, and there is no resource either (its readers would write side by side)."""
+    random, and there is no resource either (its readers would write side by side). With
+    ``election`` everyone campaigns on an election of the name instead: the victim is a
+    leader, and leaders write the resource as a mutex's holders do."""
     name = run.name("victim")
     shared = limit is not None or rw
     resource = Resource(run.workdir, fenced=fenced).start() if not shared else None
@@ -426,11 +461,11 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
         workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
                       resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit,
-                      rw=RW_SIDES if rw else None)
+                      rw=RW_SIDES if rw else None, election=election)
             for _ in range(contenders)
         ]
         victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit,
-                           rw=["write"] if rw else None)
+                           rw=["write"] if rw else None, election=election)
         with run.stopping(*workers, victim):
             _ready(*workers, victim)
             for _ in range(trials):
@@ -468,9 +503,10 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
 
 
 def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced: bool,
-                  limit: int | None = None, rw: bool = False) -> _Disturbed:
+                  limit: int | None = None, rw: bool = False, election: bool = False
+                  ) -> _Disturbed:
     """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on
-    (``limit``, ``rw``: as ``_disturbed``)."""
+    (``limit``, ``rw``, ``election``: as ``_disturbed``)."""
     pause = 1.5 * ttl
 
     def pause_victim(victim: WorkerProcess) -> None:
@@ -481,7 +517,7 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
         run.recorder.event("sigcont", victim.worker)
 
     found = _disturbed(run, ttl=ttl, trials=trials, contenders=contenders, fenced=fenced,
-                       disturb=pause_victim, limit=limit, rw=rw)
+                       disturb=pause_victim, limit=limit, rw=rw, election=election)
     found.violations += _common_violations(found.figures, run.target.backend,
                                            overlaps_allowed=True)
     if not found.figures.overlaps:
@@ -523,13 +559,15 @@ class _Killed:
 
 
 def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
-                 limit: int | None = None, rw: bool = False) -> _Killed:
+                 limit: int | None = None, rw: bool = False, election: bool = False
+                 ) -> _Killed:
     """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
     renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
     ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
     by fillers, so the waiter can only have the killed holder's permit. With ``rw`` they use
     a read-write lock: the holders write, the waiter reads or writes at random (either must
-    wait for a writer)."""
+    wait for a writer). With ``election`` the holders are leaders and the waiter campaigns:
+    its win times the new leader."""
     holder_sides = ["write"] if rw else None
     bound = ttl + ttl / 3 + 1.0
     lanes = max(1, min(lanes, trials))
@@ -541,9 +579,9 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
         rng = random.Random(run.seed * 100 + number)
         name = run.name(f"killed{number}")
         waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10,
-                           limit=limit, rw=RW_SIDES if rw else None)
+                           limit=limit, rw=RW_SIDES if rw else None, election=election)
         upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0",
-                             limit=limit, rw=holder_sides)
+                             limit=limit, rw=holder_sides, election=election)
         # Fillers are not under test: a long lease keeps a renewal that a loaded machine
         # delays from handing their permit to the waiter.
         fillers = [run.spawn("holder", name=name, ttl=FILLER_TTL, worker=f"filler{number}.{i}",
@@ -565,7 +603,7 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                 if trial + 1 < trials:  # the next one starts up while this trial runs
                     upcoming = run.spawn("holder", name=name, ttl=ttl,
                                          worker=f"holder{number}.{trial + 1}", limit=limit,
-                                         rw=holder_sides)
+                                         rw=holder_sides, election=election)
                 if not got.get("acquired"):
                     violations.append(f"lane {number}: holder {trial} could not acquire")
                     holder.kill()
@@ -1414,6 +1452,61 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
     return [contended, paused_result, killed_result]
 
 
+# ---- 16. leader election ----------------------------------------------------------------
+
+
+def elections(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 1, 3 and 4 again on a leader election: processes campaign, lead a short
+    term and resign; a leader is paused 1.5x its ttl; a leader is killed. Judged: two terms
+    never overlap unless the older leader was told it lost, a term is above every term that
+    ended before it began, a killed leader is succeeded within its ttl + ttl/3 + 1 s."""
+    title = "Leader election"
+    backend = run.target.backend
+    processes = profile.election_processes
+    contended_run = run.child("baseline")
+    figures, violations = _contended(contended_run, processes, profile.election_terms,
+                                     hold=[0, 0.005], election=True)
+    violations += _term_violations(contended_run)
+    contended = Result(16, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, None, None,
+                       details={"processes": processes, "ttl": 10.0,
+                                **_figures_details(figures)},
+                       violations=violations)
+    ttl, contenders = profile.pause_ttl, profile.pause_contenders
+    trials = profile.election_pause_trials
+    paused_run = run.child("paused")
+    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True)
+    paused.violations += _term_violations(paused_run)
+    if paused.told != trials:
+        paused.violations.append(f"{trials - paused.told} of {trials} paused leaders were "
+                                 "never told their leadership was gone")
+    paused_result = Result(16, title, "leader paused 1.5x TTL", backend, trials,
+                           paused.figures.sections, paused.figures.overlaps,
+                           paused.figures.stale_writes_accepted, None, None,
+                           details=_pause_details(paused, ttl, contenders),
+                           violations=paused.violations)
+    killed_run = run.child("killed")
+    killed = _kill_trials(killed_run, profile.election_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, election=True)
+    killed.violations += _term_violations(killed_run)
+    killed_result = Result(16, title, "leader killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           "SIGKILL to the next leader's win; bound ttl + ttl/3 + 1 s",
+                           details=killed.details, violations=killed.violations)
+    return [contended, paused_result, killed_result]
+
+
+def _term_violations(run: Run) -> list[str]:
+    """Terms never go back: each above every term that ended before it began (the rule of a
+    rwlock's writes, every term being as exclusive as a write)."""
+    regressed = write_fence_regressions(run.history().sections, every=True)
+    return [f"{len(regressed)} terms not above every term that ended before they began "
+            f"(first: {regressed[0][1].key} term {regressed[0][1].fence} after "
+            f"{regressed[0][0].key} term {regressed[0][0].fence})"] if regressed else []
+
+
 WRITE_WAIT = ("a write's acquire call to its grant (longest); bound: one section of every "
               "other process, each with its hold, a waiter's poll and 0.5 s, plus 1 s")
 
@@ -1490,6 +1583,10 @@ SCENARIOS: dict[str, Scenario] = {
                  "random: readers share it, a writer never overlaps anyone, a write's fence "
                  "exceeds every earlier one, no writer starves, a paused writer is told, a "
                  "killed writer's lock comes back"),
+        Scenario(16, "election", "Leader election", ("shared", "election"), elections,
+                 "scenarios 1, 3 and 4 on an election: terms never overlap unless the older "
+                 "leader is told, terms keep increasing, a paused leader is told, a killed "
+                 "leader is succeeded within its ttl + ttl/3 + 1 s"),
     ]
 }
 

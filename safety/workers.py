@@ -55,9 +55,10 @@ def command() -> list[str]:
     return sys.stdin.readline().split()
 
 
-Held = tenure.Lock | tenure.Semaphore
-"""A mutex, one permit of a semaphore when the config gives a ``limit`` (scenario 12), or
-one side of a read-write lock when it gives ``rw`` (scenario 15)."""
+Held = tenure.Lock | tenure.Semaphore | tenure.Leadership
+"""A mutex, one permit of a semaphore when the config gives a ``limit`` (scenario 12), one
+side of a read-write lock when it gives ``rw`` (scenario 15), or a campaign of an election
+when it gives ``election`` (scenario 16)."""
 
 
 def _side(config: Config, rng: random.Random) -> str | None:
@@ -71,8 +72,12 @@ def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl:
            renew: bool = False, timeout: float | None = None,
            on_lost: Callable[[Any], Any] | None = None, side: str | None = None) -> Held:
     """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore,
-    ``side`` one side of the read-write lock of the name."""
+    ``side`` one side of the read-write lock of the name, ``config["election"]`` a candidate
+    of the election of the name (its value the worker's name; leadership is always renewed,
+    and a campaign waits as long as ``acquire`` is told to)."""
     name = config["name"] if name is None else name
+    if config.get("election"):
+        return locks.election(name, ttl=ttl).candidate(config["worker"], on_lost=on_lost)
     limit: int | None = config.get("limit")
     if limit is not None:
         return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout,

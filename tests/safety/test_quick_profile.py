@@ -279,3 +279,21 @@ def test_a_rwlock_shares_reads_never_a_write_paused_or_killed(
     assert killed.details["silent_overlaps"] == 0
     assert killed.worst_recovery is not None and killed.recovery_bound is not None
     assert killed.worst_recovery <= killed.recovery_bound
+
+
+@scenario("election")
+def test_leaders_terms_never_overlap_untold_and_a_killed_leader_is_succeeded(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    baseline, paused, killed = run("election", Target(backend_name, backend_url), tmp_path)
+    assert baseline.sections == QUICK.election_terms
+    assert baseline.overlaps == 0
+    assert baseline.details["fence_regressions"] == 0
+    # The paused leader was succeeded during its pause, and told on resuming.
+    assert paused.overlaps
+    assert paused.details["victims_told_of_loss"] == QUICK.election_pause_trials
+    assert paused.details["silent_overlaps"] == 0
+    assert killed.runs == QUICK.election_kill_trials
+    assert killed.details["silent_overlaps"] == 0
+    assert killed.worst_recovery is not None and killed.recovery_bound is not None
+    assert killed.worst_recovery <= killed.recovery_bound
