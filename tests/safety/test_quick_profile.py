@@ -282,7 +282,7 @@ def test_a_rwlock_shares_reads_never_a_write_paused_or_killed(
 
 
 @scenario("election")
-def test_leaders_terms_never_overlap_untold_and_a_killed_leader_is_succeeded(
+def test_an_election_never_has_two_leaders_untold_paused_or_killed(
     backend_url: str, backend_name: str, tmp_path: pathlib.Path
 ) -> None:
     baseline, paused, killed = run("election", Target(backend_name, backend_url), tmp_path)
