@@ -503,11 +503,13 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
 
 
 def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced: bool,
-                  limit: int | None = None, rw: bool = False, election: bool = False
-                  ) -> _Disturbed:
+                  limit: int | None = None, rw: bool = False, election: bool = False,
+                  overrun: float = 0.0) -> _Disturbed:
     """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on
-    (``limit``, ``rw``, ``election``: as ``_disturbed``)."""
-    pause = 1.5 * ttl
+    (``limit``, ``rw``, ``election``: as ``_disturbed``). ``overrun``: seconds added to the
+    pause, the most a lease may outlive its ttl on the backend's server
+    (``Capabilities.lease_overrun``), so that the lease surely ends during the pause."""
+    pause = 1.5 * ttl + overrun
 
     def pause_victim(victim: WorkerProcess) -> None:
         victim.signal(signal.SIGSTOP)
@@ -526,8 +528,9 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
     return found
 
 
-def _pause_details(found: _Disturbed, ttl: float, contenders: int) -> dict[str, Any]:
-    return {"ttl": ttl, "pause": 1.5 * ttl, "contenders": contenders,
+def _pause_details(found: _Disturbed, ttl: float, contenders: int,
+                   overrun: float = 0.0) -> dict[str, Any]:
+    return {"ttl": ttl, "pause": 1.5 * ttl + overrun, "contenders": contenders,
             "victims_told_of_loss": found.told, **_figures_details(found.figures)}
 
 
@@ -1434,13 +1437,17 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
                        violations=violations)
     ttl, contenders = profile.pause_ttl, profile.pause_contenders
     trials = profile.rwlock_pause_trials
-    paused = _pause_trials(run.child("paused"), trials, ttl, contenders, fenced=False, rw=True)
+    # etcd's leases outlive their ttl by up to 1.5 s (whole seconds, expiry checked every
+    # 0.5 s): a pause of 1.5x the ttl alone may end before anyone else could take the lock.
+    overrun = _capabilities(run.target.url).lease_overrun
+    paused = _pause_trials(run.child("paused"), trials, ttl, contenders, fenced=False, rw=True,
+                           overrun=overrun)
     if paused.told != trials:
         paused.violations.append(f"{trials - paused.told} of {trials} paused writers were "
                                  "never told their lease was gone")
     paused_result = Result(15, title, "writer paused 1.5x TTL", backend, trials,
                            paused.figures.sections, paused.figures.overlaps, None, None, None,
-                           details=_pause_details(paused, ttl, contenders),
+                           details=_pause_details(paused, ttl, contenders, overrun),
                            violations=paused.violations)
     killed = _kill_trials(run.child("killed"), profile.rwlock_kill_trials, profile.kill_ttl,
                           profile.kill_lanes, rw=True)
@@ -1475,7 +1482,9 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     ttl, contenders = profile.pause_ttl, profile.pause_contenders
     trials = profile.election_pause_trials
     paused_run = run.child("paused")
-    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True)
+    overrun = _capabilities(run.target.url).lease_overrun  # as scenario 15's pause
+    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True,
+                           overrun=overrun)
     paused.violations += _term_violations(paused_run)
     if paused.told != trials:
         paused.violations.append(f"{trials - paused.told} of {trials} paused leaders were "
@@ -1483,7 +1492,7 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     paused_result = Result(16, title, "leader paused 1.5x TTL", backend, trials,
                            paused.figures.sections, paused.figures.overlaps,
                            paused.figures.stale_writes_accepted, None, None,
-                           details=_pause_details(paused, ttl, contenders),
+                           details=_pause_details(paused, ttl, contenders, overrun),
                            violations=paused.violations)
     killed_run = run.child("killed")
     killed = _kill_trials(killed_run, profile.election_kill_trials, profile.kill_ttl,
