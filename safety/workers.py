@@ -2,10 +2,10 @@
 
 Each worker is a real process using tenure's public API only. The lease it takes is a lock,
 a semaphore's permit (config ``limit``), one side of a read-write lock (``rw``: the sides to
-pick from, section by section) or a campaign of an election (``election``). It appends what it did to its
-own history file (``safety.history``) and talks to the controller in JSON lines: commands
-on stdin, reports on stdout. Every worker ends itself at ``config["lifetime"]`` seconds at the
-latest, so nothing outlives a run that went wrong.
+pick from, section by section) or a campaign of an election (``election``). It appends
+what it did to its own history file (``safety.history``) and talks to the controller in JSON
+lines: commands on stdin, reports on stdout. Every worker ends itself at
+``config["lifetime"]`` seconds at the latest, so nothing outlives a run that went wrong.
 
 Commands:
 - ``sections``: acquire / hold / release in a loop (random acquire style, hold and pause),
