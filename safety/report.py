@@ -191,7 +191,7 @@ NOTE_KEYS: dict[int, list[str]] = {
          "longest_read_wait", "victims_told_of_loss", "silent_overlaps", "fence_regressions",
          "write_fence_regressions", "median_recovery"],
     16: ["processes", "victims_told_of_loss", "silent_overlaps", "fence_regressions",
-         "median_recovery"],
+         "term_regressions", "median_recovery"],
 }
 
 

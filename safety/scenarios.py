@@ -1473,11 +1473,12 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     contended_run = run.child("baseline")
     figures, violations = _contended(contended_run, processes, profile.election_terms,
                                      hold=[0, 0.005], election=True)
-    violations += _term_violations(contended_run)
+    regressed, found = _terms(contended_run)
+    violations += found
     contended = Result(16, title, "baseline", backend, 1, figures.sections, figures.overlaps,
                        None, None, None,
                        details={"processes": processes, "ttl": 10.0,
-                                **_figures_details(figures)},
+                                "term_regressions": regressed, **_figures_details(figures)},
                        violations=violations)
     ttl, contenders = profile.pause_ttl, profile.pause_contenders
     trials = profile.election_pause_trials
@@ -1485,35 +1486,43 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     overrun = _capabilities(run.target.url).lease_overrun  # as scenario 15's pause
     paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True,
                            overrun=overrun)
-    paused.violations += _term_violations(paused_run)
+    paused_regressed, found = _terms(paused_run)
+    paused.violations += found
     if paused.told != trials:
         paused.violations.append(f"{trials - paused.told} of {trials} paused leaders were "
                                  "never told their leadership was gone")
     paused_result = Result(16, title, "leader paused 1.5x TTL", backend, trials,
                            paused.figures.sections, paused.figures.overlaps,
                            paused.figures.stale_writes_accepted, None, None,
-                           details=_pause_details(paused, ttl, contenders, overrun),
+                           details={"term_regressions": paused_regressed,
+                                    **_pause_details(paused, ttl, contenders, overrun)},
                            violations=paused.violations)
     killed_run = run.child("killed")
     killed = _kill_trials(killed_run, profile.election_kill_trials, profile.kill_ttl,
                           profile.kill_lanes, election=True)
-    killed.violations += _term_violations(killed_run)
+    killed_regressed, found = _terms(killed_run)
+    killed.violations += found
     killed_result = Result(16, title, "leader killed (SIGKILL)", backend,
                            len(killed.recoveries), killed.figures.sections,
                            killed.figures.overlaps, None,
                            max(killed.recoveries) if killed.recoveries else None, killed.bound,
                            "SIGKILL to the next leader's win; bound ttl + ttl/3 + 1 s",
-                           details=killed.details, violations=killed.violations)
+                           details={"term_regressions": killed_regressed, **killed.details},
+                           violations=killed.violations)
     return [contended, paused_result, killed_result]
 
 
-def _term_violations(run: Run) -> list[str]:
+def _terms(run: Run) -> tuple[int, list[str]]:
     """Terms never go back: each above every term that ended before it began (the rule of a
-    rwlock's writes, every term being as exclusive as a write)."""
+    rwlock's writes, every term being as exclusive as a write). The count, and the
+    violation with the first case."""
     regressed = write_fence_regressions(run.history().sections, every=True)
-    return [f"{len(regressed)} terms not above every term that ended before they began "
-            f"(first: {regressed[0][1].key} term {regressed[0][1].fence} after "
-            f"{regressed[0][0].key} term {regressed[0][0].fence})"] if regressed else []
+    if not regressed:
+        return 0, []
+    earlier, later = regressed[0]
+    return len(regressed), [f"{len(regressed)} terms not above every term that ended before "
+                            f"they began (first: {later.key} term {later.fence} after "
+                            f"{earlier.key} term {earlier.fence})"]
 
 
 WRITE_WAIT = ("a write's acquire call to its grant (longest); bound: one section of every "
