@@ -7,6 +7,8 @@ figure is recomputed from time stamps, fences and the resource's own log.
   interval runs from just after ``acquire`` returned to just before ``release`` was called,
   so it lies inside what the holder took for its lease: an overlap is two processes acting
   as holders at once, never a measuring artefact.
+  For a read-write lock (scenario 15) two reads may share the name: only pairs with a write
+  in them count (a section of a mutex or a permit has no mode and excludes like a write).
 - Silent overlaps: overlapping pairs (for a semaphore, moments over its limit) in which no
   holder was ever told its lease was gone (``lost`` unset and a clean release). In an
   overlap one of the two held a lease that was no longer valid; a lease cannot stop that
@@ -16,6 +18,10 @@ figure is recomputed from time stamps, fences and the resource's own log.
 - Fence regressions: a section whose fence is not above the fence of a section that had
   ended before this one's ``acquire`` was even called (that grant surely came later), plus
   fences handed to two different sections of one lock.
+- Write fence regressions (read-write locks): a write whose fence is not above the fence of
+  every section of its name that ended before the write's section began. A write excludes
+  every other section, so each of those was granted before it; a write whose holder was told
+  its lease was gone is exempt (a later grant to another was then rightful).
 - Stale writes accepted: writes the resource accepted after it had already seen, from
   another section, a fence at least as high: the writer's lease had been superseded.
 - Lost updates: writes the resource accepted minus the final value of the counter (each
@@ -39,8 +45,10 @@ __all__ = [
     "check_races",
     "excess_moments",
     "fence_regressions",
+    "most_at_once",
     "overlapping_pairs",
     "stale_writes",
+    "write_fence_regressions",
 ]
 
 
@@ -60,6 +68,11 @@ class Figures:
     lost_updates: int | None
     most_at_once: int = 0
     """The most sections of one name in progress at one moment."""
+    write_fence_regressions: int | None = None
+    """Read-write locks: writes whose fence was not above every earlier section's (None: the
+    history has no read or write sections)."""
+    most_readers_at_once: int | None = None
+    """Read-write locks: the most reads of one name in progress at one moment."""
 
 
 def _by_name(sections: Iterable[Section]) -> dict[str, list[Section]]:
@@ -69,15 +82,21 @@ def _by_name(sections: Iterable[Section]) -> dict[str, list[Section]]:
     return grouped
 
 
+def _shared(one: Section, other: Section) -> bool:
+    """Whether the two may hold the name together: two reads of a read-write lock."""
+    return one.mode == other.mode == "read"
+
+
 def overlapping_pairs(sections: Iterable[Section]) -> list[tuple[Section, Section]]:
     """Every pair of sections of one lock whose intervals intersect (touching is not
-    overlapping: one may start at the very nanosecond the other ended)."""
+    overlapping: one may start at the very nanosecond the other ended), but for two reads of
+    a read-write lock, which may."""
     pairs: list[tuple[Section, Section]] = []
     for group in _by_name(sections).values():
         active: list[Section] = []
         for section in sorted(group, key=lambda s: s.start):
             active = [other for other in active if other.end > section.start]
-            pairs.extend((other, section) for other in active)
+            pairs.extend((other, section) for other in active if not _shared(other, section))
             active.append(section)
     return pairs
 
@@ -131,6 +150,40 @@ def fence_regressions(sections: Iterable[Section]) -> int:
     return regressions
 
 
+def write_fence_regressions(sections: Iterable[Section], *, every: bool = False
+                            ) -> list[tuple[Section, Section]]:
+    """(earlier, write) for each write of a read-write lock whose fence is not above that of
+    a section of its name that ended before the write's section began (the highest such).
+    ``every``: judge every section so, as exclusive as a write (an election's terms).
+
+    Sound because a write excludes every other section: one that ended before the write
+    began was granted before it (a grant after the write's would have come while the write
+    held), and a write's fence must exceed every earlier fence of the name. A write whose
+    holder was told its lease was gone is not judged: its lease may have ended before its
+    section began (a reply delayed past the ttl), and others' grants were then rightful."""
+    found: list[tuple[Section, Section]] = []
+    for group in _by_name(sections).values():
+        fenced = sorted((s for s in group if s.fence is not None), key=lambda s: s.end)
+        ends = [s.end for s in fenced]
+        # best[i] = the section with the highest fence among the first i to end
+        best: list[Section | None] = [None]
+        for section in fenced:
+            top = best[-1]
+            assert section.fence is not None
+            if top is None or (top.fence is not None and section.fence > top.fence):
+                top = section
+            best.append(top)
+        for write in fenced:
+            if (write.mode != "write" and not every) or write.learned_loss:
+                continue
+            earlier = best[bisect.bisect_left(ends, write.start)]
+            if earlier is not None:
+                assert write.fence is not None and earlier.fence is not None
+                if write.fence <= earlier.fence:
+                    found.append((earlier, write))
+    return found
+
+
 def stale_writes(accesses: Sequence[Access]) -> tuple[int, int]:
     """(accepted, refused) writes whose fence was already matched or passed by another
     section's access, in the resource's order."""
@@ -159,6 +212,7 @@ def check(history: History, limit: int = 1) -> Figures:
     moments = overlapping_pairs(history.sections) if limit == 1 else excess_moments(
         history.sections, limit)
     involved = {s.key for moment in moments for s in moment}
+    sided = any(s.mode is not None for s in history.sections)
     # In every such moment one holder's lease had ended: one of them at least must be told.
     silent = sum(1 for moment in moments if not any(s.learned_loss for s in moment))
     if history.accesses:
@@ -184,6 +238,10 @@ def check(history: History, limit: int = 1) -> Figures:
         final_value=final_value,
         lost_updates=lost,
         most_at_once=most_at_once(history.sections),
+        write_fence_regressions=len(write_fence_regressions(history.sections))
+        if sided else None,
+        most_readers_at_once=most_at_once(s for s in history.sections if s.mode == "read")
+        if sided else None,
     )
 
 

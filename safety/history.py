@@ -9,7 +9,7 @@ Kinds of record:
   ``release`` was called (so the interval lies inside the time the holder believed it held
   the lock): the worker, the lock name, the fence, what it read and wrote through the
   protected resource and whether the resource accepted the write, whether ``lost`` was set
-  by the end, and how the release went.
+  by the end, how the release went, and for a read-write lock which side it held.
 - ``access``: one read or write seen by the protected resource (``safety.resource``), in the
   order the resource serialised them.
 - ``attempt``: one try of an exactly-one-winner race.
@@ -62,6 +62,9 @@ class Section:
     """``lock.lost`` was set, or ``check()`` raised, by the end of the section."""
     release: str = "ok"
     """"ok", "lost" (LockLost), "error" (BackendError), "none" (never released: killed)."""
+    mode: str | None = None
+    """The side of a read-write lock this section held, "read" or "write" (scenario 15);
+    None for a mutex or a semaphore's permit, which exclude like a write."""
 
     @property
     def key(self) -> str:

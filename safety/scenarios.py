@@ -1,4 +1,4 @@
-"""The thirteen scenarios, the backends each applies to (and why not elsewhere), two profiles.
+"""The scenarios, the backends each applies to (and why not elsewhere), two profiles.
 
 A scenario drives worker processes against one backend, then turns the recorded history into
 ``Result``s with ``safety.checker``. ``violations`` lists every safety property that failed:
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import random
 import signal
 import threading
@@ -21,11 +22,12 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import tenure
-from safety.checker import Figures, check, check_races
+from safety.checker import Figures, check, check_races, write_fence_regressions
 from safety.control import Run, Target, WorkerFailed, WorkerProcess
 from safety.history import Section, now_ns
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
+from tenure._sync.capabilities import LeaseValueSupport
 
 __all__ = [
     "PROFILES",
@@ -88,6 +90,14 @@ class Profile:
     cleanup_sections: int
     """Sections of scenario 14, most of them after the name's record was cleaned up."""
     cleanup_processes: int
+    rwlock_processes: int
+    rwlock_sections: int
+    rwlock_pause_trials: int
+    rwlock_kill_trials: int
+    election_processes: int
+    election_terms: int
+    election_pause_trials: int
+    election_kill_trials: int
 
 
 PROFILES = {
@@ -108,6 +118,9 @@ PROFILES = {
         semaphore_kill_trials=6,
         failover_trials=1, failover_ttl=3.0, failover_processes=4,
         cleanup_sections=24, cleanup_processes=2,
+        rwlock_processes=4, rwlock_sections=200, rwlock_pause_trials=1, rwlock_kill_trials=6,
+        election_processes=4, election_terms=150, election_pause_trials=1,
+        election_kill_trials=6,
     ),
     "full": Profile(
         name="full",
@@ -126,6 +139,10 @@ PROFILES = {
         semaphore_kill_trials=100,
         failover_trials=5, failover_ttl=5.0, failover_processes=8,
         cleanup_sections=300, cleanup_processes=3,
+        rwlock_processes=16, rwlock_sections=4000, rwlock_pause_trials=20,
+        rwlock_kill_trials=100,
+        election_processes=16, election_terms=4000, election_pause_trials=20,
+        election_kill_trials=100,
     ),
 }
 
@@ -192,6 +209,10 @@ class Traits:
     primary dies, and clients follow the promotion."""
     cleanup: str | None = None
     """It removes the record of a name idle for ``gc_after`` promptly enough to watch."""
+    rwlock: str | None = None
+    """It offers read-write locks (the refusal of those that do not is their own reason)."""
+    election: str | None = None
+    """It offers leader elections: read from the backend itself by ``traits``."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -225,6 +246,9 @@ TRAITS: dict[str, Traits] = {
         "restart",
         semaphore="Redlock refuses semaphores: counting permits on each independent node and "
         "taking a majority could grant more permits than the limit",
+        rwlock="Redlock refuses read-write locks: the queue that keeps readers from starving "
+        "a writer needs one arrival order, which independent nodes do not have, and per-node "
+        "counters cannot make a write's fence exceed every earlier read's",
         cleanup="each node keeps a name's record forever: its per-node counters are what "
         "orders Redlock fences (gc_after does not apply)",
         split_votes="a lock is granted by a majority of nodes: when simultaneous attempts "
@@ -251,10 +275,33 @@ TRAITS["mongodb"] = Traits(
 
 
 def traits(backend: str) -> Traits:
-    return TRAITS.get(backend, Traits())
+    found = TRAITS.get(backend, Traits())
+    refused = _election_refusal(backend)
+    return found if refused is None else dataclasses.replace(found, election=refused)
+
+
+def _election_refusal(backend: str) -> str | None:
+    """Why ``backend`` has no elections (its own refusal, or that it has no lease values
+    yet), None if it has them: read from its backend class, so that a backend gaining
+    elections gains scenario 16 without an edit here."""
+    package = {"redis_cluster": "redis"}.get(backend, backend)
+    try:
+        module = importlib.import_module(f"tenure.backends.{package}._sync")
+    except ImportError as exc:
+        return f"its backend module does not load here: {exc}"
+    found: type[Any] = module.BACKEND
+    if issubclass(found, LeaseValueSupport):
+        return None
+    refusals: dict[str, str] = dict(getattr(found, "refusals", {}))
+    return refusals.get("election", "it has no elections yet: no lease values are stored "
+                        "with its locks' leases")
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+RW_SIDES = ["read", "write"]
+"""The sides a contender of a read-write lock picks from, at random, section by section."""
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -277,6 +324,9 @@ def _common_violations(figures: Figures, backend: str, *, overlaps_allowed: bool
                      "(lost unset, clean release)")
     if figures.fence_regressions and fences_promised:
         found.append(f"{figures.fence_regressions} fences repeated or went back")
+    if figures.write_fence_regressions and fences_promised:
+        found.append(f"{figures.write_fence_regressions} writes whose fence was not above "
+                     "every fence of a section that ended before they began")
     return found
 
 
@@ -310,13 +360,17 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
 
 
 def _contended(run: Run, processes: int, total: int, *, hold: list[float],
-               limit: int | None = None) -> tuple[Figures, list[str]]:
+               limit: int | None = None, rw: bool = False, election: bool = False
+               ) -> tuple[Figures, list[str]]:
     """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
-    ``limit`` permits) in random acquire styles, holds and pauses; nothing may exceed it."""
+    ``limit`` permits; or, with ``rw``, of one read-write lock, each section a read or a
+    write at random; or, with ``election``, terms of one election, each a campaign won and
+    resigned) in random acquire styles, holds and pauses; nothing may exceed it."""
     name = run.name("baseline")
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
-                  modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit)
+                  modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
+                  rw=RW_SIDES if rw else None, election=election)
         for share in _split(total, processes)
     ]
     _ready(*workers)
@@ -386,25 +440,32 @@ class _Disturbed:
 
 
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
-               disturb: Callable[[WorkerProcess], None], limit: int | None = None
-               ) -> _Disturbed:
+               disturb: Callable[[WorkerProcess], None], limit: int | None = None,
+               rw: bool = False, election: bool = False) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
     releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
     take permits of a semaphore instead, and there is no resource: its holders rightly write
-    side by side, so only the concurrency and what the victim is told are judged."""
+    side by side, so only the concurrency and what the victim is told are judged. With ``rw``
+    the lock is a read-write lock: the victim is a writer, the contenders read or write at
+    random, and there is no resource either (its readers would write side by side). With
+    ``election`` everyone campaigns on an election of the name instead: the victim is a
+    leader, and leaders write the resource as a mutex's holders do."""
     name = run.name("victim")
-    resource = Resource(run.workdir, fenced=fenced).start() if limit is None else None
+    shared = limit is not None or rw
+    resource = Resource(run.workdir, fenced=fenced).start() if not shared else None
     path = str(resource.path) if resource is not None else None
     violations: list[str] = []
     reports = []
     try:
         workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
-                      resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit)
+                      resource=path, hold=[0.005, 0.02], think=[0.005, 0.02], limit=limit,
+                      rw=RW_SIDES if rw else None, election=election)
             for _ in range(contenders)
         ]
-        victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit)
+        victim = run.spawn("victim", name=name, ttl=ttl, resource=path, limit=limit,
+                           rw=["write"] if rw else None, election=election)
         with run.stopping(*workers, victim):
             _ready(*workers, victim)
             for _ in range(trials):
@@ -442,9 +503,13 @@ def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
 
 
 def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced: bool,
-                  limit: int | None = None) -> _Disturbed:
-    """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on."""
-    pause = 1.5 * ttl
+                  limit: int | None = None, rw: bool = False, election: bool = False,
+                  overrun: float = 0.0) -> _Disturbed:
+    """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on
+    (``limit``, ``rw``, ``election``: as ``_disturbed``). ``overrun``: seconds added to the
+    pause, the most a lease may outlive its ttl on the backend's server
+    (``Capabilities.lease_overrun``), so that the lease surely ends during the pause."""
+    pause = 1.5 * ttl + overrun
 
     def pause_victim(victim: WorkerProcess) -> None:
         victim.signal(signal.SIGSTOP)
@@ -454,7 +519,7 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
         run.recorder.event("sigcont", victim.worker)
 
     found = _disturbed(run, ttl=ttl, trials=trials, contenders=contenders, fenced=fenced,
-                       disturb=pause_victim, limit=limit)
+                       disturb=pause_victim, limit=limit, rw=rw, election=election)
     found.violations += _common_violations(found.figures, run.target.backend,
                                            overlaps_allowed=True)
     if not found.figures.overlaps:
@@ -463,8 +528,9 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
     return found
 
 
-def _pause_details(found: _Disturbed, ttl: float, contenders: int) -> dict[str, Any]:
-    return {"ttl": ttl, "pause": 1.5 * ttl, "contenders": contenders,
+def _pause_details(found: _Disturbed, ttl: float, contenders: int,
+                   overrun: float = 0.0) -> dict[str, Any]:
+    return {"ttl": ttl, "pause": 1.5 * ttl + overrun, "contenders": contenders,
             "victims_told_of_loss": found.told, **_figures_details(found.figures)}
 
 
@@ -496,11 +562,16 @@ class _Killed:
 
 
 def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
-                 limit: int | None = None) -> _Killed:
+                 limit: int | None = None, rw: bool = False, election: bool = False
+                 ) -> _Killed:
     """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
     renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
     ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
-    by fillers, so the waiter can only have the killed holder's permit."""
+    by fillers, so the waiter can only have the killed holder's permit. With ``rw`` they use
+    a read-write lock: the holders write, the waiter reads or writes at random (either must
+    wait for a writer). With ``election`` the holders are leaders and the waiter campaigns:
+    its win times the new leader."""
+    holder_sides = ["write"] if rw else None
     bound = ttl + ttl / 3 + 1.0
     lanes = max(1, min(lanes, trials))
     recoveries: list[float] = []
@@ -511,9 +582,9 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
         rng = random.Random(run.seed * 100 + number)
         name = run.name(f"killed{number}")
         waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10,
-                           limit=limit)
+                           limit=limit, rw=RW_SIDES if rw else None, election=election)
         upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0",
-                             limit=limit)
+                             limit=limit, rw=holder_sides, election=election)
         # Fillers are not under test: a long lease keeps a renewal that a loaded machine
         # delays from handing their permit to the waiter.
         fillers = [run.spawn("holder", name=name, ttl=FILLER_TTL, worker=f"filler{number}.{i}",
@@ -534,7 +605,8 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                 got = holder.expect(90)
                 if trial + 1 < trials:  # the next one starts up while this trial runs
                     upcoming = run.spawn("holder", name=name, ttl=ttl,
-                                         worker=f"holder{number}.{trial + 1}", limit=limit)
+                                         worker=f"holder{number}.{trial + 1}", limit=limit,
+                                         rw=holder_sides, election=election)
                 if not got.get("acquired"):
                     violations.append(f"lane {number}: holder {trial} could not acquire")
                     holder.kill()
@@ -549,7 +621,8 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                     report.get("lost") and report["at"] < killed
                     for report in holder.remaining_reports(5.0))
                 run.recorder.write(Section(holder.worker, 1, name, got["asked"], got["start"],
-                                           killed, got["fence"], lost=told, release="none"))
+                                           killed, got["fence"], lost=told, release="none",
+                                           mode=got.get("side")))
                 run.recorder.event("sigkill", holder.worker)
                 answer = waiter.expect(bound + 30)
                 if not answer.get("acquired"):
@@ -1318,6 +1391,152 @@ def cleanup(run: Run, profile: Profile) -> list[Result]:
                    violations=violations)]
 
 
+# ---- 15. read-write locks ----------------------------------------------------------------
+
+RW_HOLD = [0.002, 0.02]
+"""Seconds each section of scenario 15's baseline holds: long enough for reads to overlap."""
+
+
+def _write_wait_bound(processes: int) -> float:
+    """Seconds a writer may wait in scenario 15's baseline. Waiters are served in arrival
+    order and each process waits for one section at a time, so a writer waits behind at most
+    one section of every other process: each its hold, the wake-up of the next (a waiter
+    polls at least every ``QUEUE_TTL / 3``) and half a second of round trips on a loaded
+    machine; plus a second. A stream of readers passing a waiting writer exceeds it."""
+    return (processes - 1) * (RW_HOLD[1] + tenure.QUEUE_TTL / 3 + 0.5) + 1.0
+
+
+def rwlocks(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 1, 3 and 4 again on a read-write lock, each section a read or a write at
+    random: a write never overlaps another section (reads do overlap each other, or nothing
+    was tested), fences distinct and increasing with every write's above all earlier ones, no
+    writer waits past its bound, a paused writer is told it lost the lock, a killed writer's
+    lock comes back within its ttl + ttl/3 + 1 s."""
+    title = "Read-write lock"
+    backend = run.target.backend
+    processes = profile.rwlock_processes
+    contended_run = run.child("baseline")
+    figures, violations = _contended(contended_run, processes, profile.rwlock_sections,
+                                     hold=RW_HOLD, rw=True)
+    if not figures.most_readers_at_once or figures.most_readers_at_once < 2:
+        violations.append(f"never more than {figures.most_readers_at_once} reader at once: "
+                          "reads were never shared, nothing was tested")
+    history = contended_run.history()
+    waits: dict[str, float] = {}
+    for side in RW_SIDES:
+        held = [s for s in history.sections if s.mode == side]
+        waits[side] = max(((s.start - s.asked) / 1e9 for s in held), default=0.0)
+    bound = _write_wait_bound(processes)
+    if waits["write"] > bound:
+        violations.append(f"a writer waited {waits['write']:.3f} s, over the {bound:.2f} s "
+                          "bound: writers starve")
+    gave_up = [e for e in history.events_named("acquire-timeout") if e.data["side"] == "write"]
+    if gave_up:
+        violations.append(f"{len(gave_up)} write acquires timed out: writers starve")
+    sides = {side: sum(1 for s in history.sections if s.mode == side) for side in RW_SIDES}
+    contended = Result(15, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, waits["write"], bound, WRITE_WAIT,
+                       details={"processes": processes, "ttl": 10.0, "reads": sides["read"],
+                                "writes": sides["write"],
+                                "longest_write_wait": round(waits["write"], 4),
+                                "longest_read_wait": round(waits["read"], 4),
+                                "write_acquires_timed_out": len(gave_up),
+                                **_figures_details(figures)},
+                       violations=violations)
+    ttl, contenders = profile.pause_ttl, profile.pause_contenders
+    trials = profile.rwlock_pause_trials
+    # etcd's leases outlive their ttl by up to 1.5 s (whole seconds, expiry checked every
+    # 0.5 s): a pause of 1.5x the ttl alone may end before anyone else could take the lock.
+    overrun = _capabilities(run.target.url).lease_overrun
+    paused = _pause_trials(run.child("paused"), trials, ttl, contenders, fenced=False, rw=True,
+                           overrun=overrun)
+    if paused.told != trials:
+        paused.violations.append(f"{trials - paused.told} of {trials} paused writers were "
+                                 "never told their lease was gone")
+    paused_result = Result(15, title, "writer paused 1.5x TTL", backend, trials,
+                           paused.figures.sections, paused.figures.overlaps, None, None, None,
+                           details=_pause_details(paused, ttl, contenders, overrun),
+                           violations=paused.violations)
+    killed = _kill_trials(run.child("killed"), profile.rwlock_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, rw=True)
+    killed_result = Result(15, title, "writer killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           KILL_RECOVERY, details=killed.details, violations=killed.violations)
+    return [contended, paused_result, killed_result]
+
+
+# ---- 16. leader election ----------------------------------------------------------------
+
+
+def elections(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 1, 3 and 4 again on a leader election: processes campaign, lead a short
+    term and resign; a leader is paused 1.5x its ttl; a leader is killed. Judged: two terms
+    never overlap unless the older leader was told it lost, a term is above every term that
+    ended before it began, a killed leader is succeeded within its ttl + ttl/3 + 1 s."""
+    title = "Leader election"
+    backend = run.target.backend
+    processes = profile.election_processes
+    contended_run = run.child("baseline")
+    figures, violations = _contended(contended_run, processes, profile.election_terms,
+                                     hold=[0, 0.005], election=True)
+    regressed, found = _terms(contended_run)
+    violations += found
+    contended = Result(16, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, None, None,
+                       details={"processes": processes, "ttl": 10.0,
+                                "term_regressions": regressed, **_figures_details(figures)},
+                       violations=violations)
+    ttl, contenders = profile.pause_ttl, profile.pause_contenders
+    trials = profile.election_pause_trials
+    paused_run = run.child("paused")
+    overrun = _capabilities(run.target.url).lease_overrun  # as scenario 15's pause
+    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True,
+                           overrun=overrun)
+    paused_regressed, found = _terms(paused_run)
+    paused.violations += found
+    if paused.told != trials:
+        paused.violations.append(f"{trials - paused.told} of {trials} paused leaders were "
+                                 "never told their leadership was gone")
+    paused_result = Result(16, title, "leader paused 1.5x TTL", backend, trials,
+                           paused.figures.sections, paused.figures.overlaps,
+                           paused.figures.stale_writes_accepted, None, None,
+                           details={"term_regressions": paused_regressed,
+                                    **_pause_details(paused, ttl, contenders, overrun)},
+                           violations=paused.violations)
+    killed_run = run.child("killed")
+    killed = _kill_trials(killed_run, profile.election_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, election=True)
+    killed_regressed, found = _terms(killed_run)
+    killed.violations += found
+    killed_result = Result(16, title, "leader killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           "SIGKILL to the next leader's win; bound ttl + ttl/3 + 1 s",
+                           details={"term_regressions": killed_regressed, **killed.details},
+                           violations=killed.violations)
+    return [contended, paused_result, killed_result]
+
+
+def _terms(run: Run) -> tuple[int, list[str]]:
+    """Terms never go back: each above every term that ended before it began (the rule of a
+    rwlock's writes, every term being as exclusive as a write). The count, and the
+    violation with the first case."""
+    regressed = write_fence_regressions(run.history().sections, every=True)
+    if not regressed:
+        return 0, []
+    earlier, later = regressed[0]
+    return len(regressed), [f"{len(regressed)} terms not above every term that ended before "
+                            f"they began (first: {later.key} term {later.fence} after "
+                            f"{earlier.key} term {earlier.fence})"]
+
+
+WRITE_WAIT = ("a write's acquire call to its grant (longest); bound: one section of every "
+              "other process, each with its hold, a waiter's poll and 0.5 s, plus 1 s")
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     number: int
@@ -1385,6 +1604,15 @@ SCENARIOS: dict[str, Scenario] = {
                  "with gc_after shorter than the pauses between sections, a name's record is "
                  "removed again and again while processes take turns on it: fences never "
                  "repeat or go back, no two sections overlap"),
+        Scenario(15, "rwlock", "Read-write lock", ("shared", "rwlock"), rwlocks,
+                 "scenarios 1, 3 and 4 on a read-write lock, sections reading or writing at "
+                 "random: readers share it, a writer never overlaps anyone, a write's fence "
+                 "exceeds every earlier one, no writer starves, a paused writer is told, a "
+                 "killed writer's lock comes back"),
+        Scenario(16, "election", "Leader election", ("shared", "election"), elections,
+                 "scenarios 1, 3 and 4 on an election: terms never overlap unless the older "
+                 "leader is told, terms keep increasing, a paused leader is told, a killed "
+                 "leader is succeeded within its ttl + ttl/3 + 1 s"),
     ]
 }
 

@@ -1,9 +1,11 @@
 """The worker processes the scenarios drive: ``python -m safety.workers COMMAND CONFIG_JSON``.
 
-Each worker is a real process using tenure's public API only. It appends what it did to its
-own history file (``safety.history``) and talks to the controller in JSON lines: commands
-on stdin, reports on stdout. Every worker ends itself at ``config["lifetime"]`` seconds at the
-latest, so nothing outlives a run that went wrong.
+Each worker is a real process using tenure's public API only. The lease it takes is a lock,
+a semaphore's permit (config ``limit``), one side of a read-write lock (``rw``: the sides to
+pick from, section by section) or a campaign of an election (``election``). It appends
+what it did to its own history file (``safety.history``) and talks to the controller in JSON
+lines: commands on stdin, reports on stdout. Every worker ends itself at
+``config["lifetime"]`` seconds at the latest, so nothing outlives a run that went wrong.
 
 Commands:
 - ``sections``: acquire / hold / release in a loop (random acquire style, hold and pause),
@@ -55,19 +57,36 @@ def command() -> list[str]:
     return sys.stdin.readline().split()
 
 
-Held = tenure.Lock | tenure.Semaphore
-"""A mutex, or one permit of a semaphore when the config gives a ``limit`` (scenario 12)."""
+Held = tenure.Lock | tenure.Semaphore | tenure.Leadership
+"""A mutex, one permit of a semaphore when the config gives a ``limit`` (scenario 12), one
+side of a read-write lock when it gives ``rw`` (scenario 15), or a campaign of an election
+when it gives ``election`` (scenario 16)."""
+
+
+def _side(config: Config, rng: random.Random) -> str | None:
+    """The side of a read-write lock the next lease takes, picked at random among the
+    config's ``rw`` ("read", "write"); None without ``rw`` (a mutex or a permit)."""
+    sides: list[str] | None = config.get("rw")
+    return rng.choice(sides) if sides else None
 
 
 def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl: float,
            renew: bool = False, timeout: float | None = None,
-           on_lost: Callable[[Any], Any] | None = None) -> Held:
-    """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore."""
+           on_lost: Callable[[Any], Any] | None = None, side: str | None = None) -> Held:
+    """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore,
+    ``side`` one side of the read-write lock of the name, ``config["election"]`` a candidate
+    of the election of the name (its value the worker's name; leadership is always renewed,
+    and a campaign waits as long as ``acquire`` is told to)."""
     name = config["name"] if name is None else name
+    if config.get("election"):
+        return locks.election(name, ttl=ttl).candidate(config["worker"], on_lost=on_lost)
     limit: int | None = config.get("limit")
     if limit is not None:
         return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout,
                                on_lost=on_lost)
+    if side is not None:
+        rw = locks.rwlock(name, ttl=ttl, renew=renew, timeout=timeout, on_lost=on_lost)
+        return rw.read() if side == "read" else rw.write()
     return locks.lock(name, ttl=ttl, renew=renew, timeout=timeout, on_lost=on_lost)
 
 
@@ -111,9 +130,11 @@ def sections(config: Config, recorder: Recorder) -> None:
     locks = tenure.connect(config["url"])
     report(ready=True)
     while not stop.requested and (count is None or done < count):
+        style, side = rng.choice(modes), _side(config, rng)
+        asked = now_ns()
         try:
-            section = _one_section(locks, rng.choice(modes), seq=seq + 1, resource=resource,
-                                   config=config, rng=rng)
+            section = _one_section(locks, style, seq=seq + 1, resource=resource,
+                                   config=config, rng=rng, side=side)
         except tenure.BackendError as exc:
             if not tolerate:
                 raise
@@ -124,6 +145,9 @@ def sections(config: Config, recorder: Recorder) -> None:
             seq = section.seq
             recorder.write(section)
             done += 1
+        elif style != "try":  # a waiting acquire gave up: what a starved waiter shows
+            recorder.event("acquire-timeout", worker, side=side,
+                           waited=(now_ns() - asked) / 1e9)
         _sleep(config.get("think", [0, 0]), rng)
     locks.close()
     report(done=done)
@@ -137,18 +161,20 @@ def _one_section(
     resource: ResourceClient | None,
     config: Config,
     rng: random.Random,
+    side: str | None = None,
 ) -> Section | None:
-    """One attempt in the given acquire style; the section, or None if not acquired."""
+    """One attempt in the given acquire style (on ``side`` of a read-write lock); the
+    section, or None if not acquired."""
     wait = float(config.get("acquire_timeout", 30.0))
     lock = _lease(locks, config, ttl=config["ttl"], renew=config.get("renew", False),
-                  timeout=wait)
+                  timeout=wait, side=side)
     asked = now_ns()
     if mode == "with":
         section = None
         try:
             with lock:
                 section = _body(lock, worker=config["worker"], seq=seq, asked=asked,
-                                resource=resource, config=config, rng=rng)
+                                resource=resource, config=config, rng=rng, side=side)
         except tenure.LockTimeout:
             return None
         except (tenure.LockLost, tenure.BackendError) as exc:
@@ -161,7 +187,7 @@ def _one_section(
     if not took:
         return None
     section = _body(lock, worker=config["worker"], seq=seq, asked=asked, resource=resource,
-                    config=config, rng=rng)
+                    config=config, rng=rng, side=side)
     return dataclasses.replace(section, release=_release(lock))
 
 
@@ -174,6 +200,7 @@ def _body(
     resource: ResourceClient | None,
     config: Config,
     rng: random.Random,
+    side: str | None,
 ) -> Section:
     start = now_ns()
     fence = lock.fence
@@ -193,7 +220,8 @@ def _body(
         _sleep(config.get("hold", [0, 0]), rng)
     lost = lock.lost.is_set()
     end = now_ns()
-    return Section(worker, seq, lock.name, asked, start, end, fence, read, wrote, accepted, lost)
+    return Section(worker, seq, lock.name, asked, start, end, fence, read, wrote, accepted, lost,
+                   mode=side)
 
 
 # ---- scenario 3: the paused holder -----------------------------------------------------------
@@ -204,12 +232,14 @@ def victim(config: Config, recorder: Recorder) -> None:
     # No resource for a semaphore's victim: its permits' holders rightly write side by side.
     resource = ResourceClient(config["resource"]) if config.get("resource") else None
     locks = tenure.connect(config["url"])
+    rng = random.Random(config["seed"])
     seq = 0
     report(ready=True)
     while (words := command()) and words[0] == "go":
         seq += 1
         key = f"{worker}:{seq}"
-        lock = _lease(locks, config, ttl=config["ttl"], renew=True)
+        side = _side(config, rng)
+        lock = _lease(locks, config, ttl=config["ttl"], renew=True, side=side)
         asked = now_ns()
         if not lock.acquire(timeout=30):
             report(entered=False)
@@ -230,7 +260,7 @@ def victim(config: Config, recorder: Recorder) -> None:
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(worker, seq, lock.name, asked, start, end, fence, value,
-                               wrote if ok else None, accepted, lost, outcome))
+                               wrote if ok else None, accepted, lost, outcome, side))
         # Its wall clock too: scenario 10 checks that a jump of it reached this process.
         report(done=True, accepted=accepted, lost=lost, release=outcome, wall=time.time())
     locks.close()
@@ -254,7 +284,8 @@ def holder(config: Config, recorder: Recorder) -> None:
             else:
                 state["lost_at"] = now_ns()
 
-    lock = _lease(locks, config, ttl=config["ttl"], renew=True, on_lost=on_lost)
+    side = _side(config, random.Random(config["seed"]))
+    lock = _lease(locks, config, ttl=config["ttl"], renew=True, on_lost=on_lost, side=side)
     report(ready=True)
     command()  # "go": started ahead of its turn, so that start-up costs no trial time
     asked = now_ns()
@@ -274,7 +305,7 @@ def holder(config: Config, recorder: Recorder) -> None:
             accepted = resource.write(f"{config['worker']}:1", lock.fence, wrote)
     with told:
         report(acquired=True, asked=asked, start=start, fence=lock.fence,
-               lost_at=state["lost_at"])
+               lost_at=state["lost_at"], side=side)
         state["reported"] = True
     # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, or scenario
     # 13's holder, which records its own section: the controller cannot know whether it was
@@ -285,7 +316,7 @@ def holder(config: Config, recorder: Recorder) -> None:
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(config["worker"], 1, lock.name, asked, start, end, fence,
-                               read, wrote, accepted, lost=lost, release=outcome))
+                               read, wrote, accepted, lost=lost, release=outcome, mode=side))
         report(done=True)
     locks.close()
 
@@ -293,12 +324,14 @@ def holder(config: Config, recorder: Recorder) -> None:
 def waiter(config: Config, recorder: Recorder) -> None:
     worker = config["worker"]
     locks = tenure.connect(config["url"])
+    rng = random.Random(config["seed"])
     seq = 0
     report(ready=True)
     while (words := command()) and words[0] == "wait":
         name = words[1] if len(words) > 1 else config["name"]
         seq += 1
-        lock = _lease(locks, config, name, ttl=config["ttl"])
+        side = _side(config, rng)
+        lock = _lease(locks, config, name, ttl=config["ttl"], side=side)
         asked = now_ns()
         try:
             took = lock.acquire(timeout=float(config["acquire_timeout"]))
@@ -312,8 +345,9 @@ def waiter(config: Config, recorder: Recorder) -> None:
         fence = lock.fence
         end = now_ns()
         outcome = _release(lock)
-        recorder.write(Section(worker, seq, name, asked, start, end, fence, release=outcome))
-        report(acquired=True, asked=asked, start=start, fence=fence)
+        recorder.write(Section(worker, seq, name, asked, start, end, fence, release=outcome,
+                               mode=side))
+        report(acquired=True, asked=asked, start=start, fence=fence, side=side)
     locks.close()
 
 

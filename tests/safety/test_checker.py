@@ -9,14 +9,16 @@ from safety.checker import (
     fence_regressions,
     overlapping_pairs,
     stale_writes,
+    write_fence_regressions,
 )
 from safety.history import Access, Attempt, History, Section
 
 
 def section(worker: str, start: int, end: int, fence: int, *, name: str = "k",
-            asked: int | None = None, lost: bool = False, release: str = "ok") -> Section:
+            asked: int | None = None, lost: bool = False, release: str = "ok",
+            mode: str | None = None) -> Section:
     return Section(worker, start, name, start - 1 if asked is None else asked, start, end, fence,
-                   lost=lost, release=release)
+                   lost=lost, release=release, mode=mode)
 
 
 def test_back_to_back_sections_do_not_overlap() -> None:
@@ -118,3 +120,39 @@ def test_races_count_rounds_with_several_winners_and_with_none() -> None:
     assert figures.rounds_without_a_winner == 1
     assert figures.most_winners == 2
     assert figures.errors == 1
+
+
+def test_reads_may_overlap_but_a_write_overlaps_nobody() -> None:
+    reads = [section("a", 0, 100, 1, mode="read"), section("b", 10, 50, 2, mode="read"),
+             section("c", 20, 30, 3, mode="read")]
+    figures = check(History(sections=reads))
+    assert figures.overlaps == figures.overlap_pairs == 0
+    assert figures.most_readers_at_once == 3
+    assert figures.write_fence_regressions == 0
+    # A write inside the reads overlaps each of the two still in progress, told or not.
+    with_write = [*reads, section("w", 40, 60, 4, mode="write")]
+    figures = check(History(sections=with_write))
+    assert figures.overlap_pairs == 2
+    assert figures.overlaps == 3
+    assert figures.silent_overlaps == 2
+    # Sections of a mutex have no mode: they still exclude each other.
+    assert check(History(sections=[section("a", 0, 10, 1), section("b", 5, 20, 2)])).overlaps
+
+
+def test_a_write_fence_must_exceed_every_section_that_ended_before_it() -> None:
+    fine = [section("r1", 0, 50, 3, mode="read"), section("r2", 10, 20, 1, mode="read"),
+            section("w", 60, 70, 4, mode="write")]
+    assert write_fence_regressions(fine) == []
+    # r1 was granted before w (it ended before w began), yet its fence is higher; the
+    # "asked" rule alone misses it (w asked before r1 ended).
+    low = section("w", 60, 70, 2, mode="write", asked=5)
+    regressed = [*fine[:2], low]
+    assert write_fence_regressions(regressed) == [(fine[0], low)]
+    assert fence_regressions(regressed) == 0
+    assert check(History(sections=regressed)).write_fence_regressions == 1
+    # A writer told its lease was gone is not judged: others' grants were then rightful.
+    told = section("w", 60, 70, 2, mode="write", asked=5, lost=True)
+    assert write_fence_regressions([*fine[:2], told]) == []
+    # Reads are judged by the shared rule only: two readers' grants may come in any order.
+    assert write_fence_regressions([section("a", 0, 10, 5, mode="read"),
+                                    section("b", 20, 30, 4, mode="read", asked=5)]) == []

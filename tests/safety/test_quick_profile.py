@@ -256,3 +256,44 @@ def test_fences_never_go_back_when_idle_records_are_cleaned_up(
     assert result.overlaps == 0
     assert result.details["fence_regressions"] == 0
     assert result.details["records_removed_seen"] > 0
+
+
+@scenario("rwlock")
+def test_a_rwlock_shares_reads_never_a_write_paused_or_killed(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    baseline, paused, killed = run("rwlock", Target(backend_name, backend_url), tmp_path)
+    assert baseline.sections == QUICK.rwlock_sections
+    # Mode-aware: only pairs with a write in them count; readers did share the lock.
+    assert baseline.overlaps == 0
+    assert baseline.details["most_readers_at_once"] >= 2
+    assert baseline.details["fence_regressions"] == 0
+    assert baseline.details["write_fence_regressions"] == 0
+    assert baseline.worst_recovery is not None and baseline.recovery_bound is not None
+    assert baseline.worst_recovery <= baseline.recovery_bound  # no writer starved
+    # The paused writer's lock went to another, and the writer was told.
+    assert paused.overlaps
+    assert paused.details["victims_told_of_loss"] == QUICK.rwlock_pause_trials
+    assert paused.details["silent_overlaps"] == 0
+    assert killed.runs == QUICK.rwlock_kill_trials
+    assert killed.details["silent_overlaps"] == 0
+    assert killed.worst_recovery is not None and killed.recovery_bound is not None
+    assert killed.worst_recovery <= killed.recovery_bound
+
+
+@scenario("election")
+def test_an_election_never_has_two_leaders_untold_paused_or_killed(
+    backend_url: str, backend_name: str, tmp_path: pathlib.Path
+) -> None:
+    baseline, paused, killed = run("election", Target(backend_name, backend_url), tmp_path)
+    assert baseline.sections == QUICK.election_terms
+    assert baseline.overlaps == 0
+    assert baseline.details["fence_regressions"] == baseline.details["term_regressions"] == 0
+    # The paused leader was succeeded during its pause, and told on resuming.
+    assert paused.overlaps
+    assert paused.details["victims_told_of_loss"] == QUICK.election_pause_trials
+    assert paused.details["silent_overlaps"] == 0
+    assert killed.runs == QUICK.election_kill_trials
+    assert killed.details["silent_overlaps"] == 0
+    assert killed.worst_recovery is not None and killed.recovery_bound is not None
+    assert killed.worst_recovery <= killed.recovery_bound
