@@ -562,17 +562,18 @@ class _Killed:
 
 
 def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
-                 limit: int | None = None, rw: bool = False, election: bool = False
-                 ) -> _Killed:
+                 limit: int | None = None, rw: bool = False, election: bool = False,
+                 overrun: float = 0.0) -> _Killed:
     """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
     renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
     ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
     by fillers, so the waiter can only have the killed holder's permit. With ``rw`` they use
     a read-write lock: the holders write, the waiter reads or writes at random (either must
     wait for a writer). With ``election`` the holders are leaders and the waiter campaigns:
-    its win times the new leader."""
+    its win times the new leader. ``overrun``: seconds the backend declares its leases may
+    outlive their ttl on the server (``Capabilities.lease_overrun``), added to the bound."""
     holder_sides = ["write"] if rw else None
-    bound = ttl + ttl / 3 + 1.0
+    bound = ttl + ttl / 3 + 1.0 + overrun
     lanes = max(1, min(lanes, trials))
     recoveries: list[float] = []
     violations: list[str] = []
@@ -1458,7 +1459,7 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
                            details=_pause_details(paused, ttl, contenders, overrun),
                            violations=paused.violations)
     killed = _kill_trials(run.child("killed"), profile.rwlock_kill_trials, profile.kill_ttl,
-                          profile.kill_lanes, rw=True)
+                          profile.kill_lanes, rw=True, overrun=overrun)
     killed_result = Result(15, title, "writer killed (SIGKILL)", backend,
                            len(killed.recoveries), killed.figures.sections,
                            killed.figures.overlaps, None,
@@ -1507,7 +1508,7 @@ def elections(run: Run, profile: Profile) -> list[Result]:
                            violations=paused.violations)
     killed_run = run.child("killed")
     killed = _kill_trials(killed_run, profile.election_kill_trials, profile.kill_ttl,
-                          profile.kill_lanes, election=True)
+                          profile.kill_lanes, election=True, overrun=overrun)
     killed_regressed, found = _terms(killed_run)
     killed.violations += found
     killed_result = Result(16, title, "leader killed (SIGKILL)", backend,
