@@ -43,11 +43,12 @@ def tables(url: str, table: str) -> list[str]:
 
 
 def entries(url: str, table: str, name: str) -> list[tuple[Any, ...]]:
-    """(token, entry, mode, seq) of each stored entry of ``name``, by seq."""
+    """(token, entry, mode, seq) of each stored entry of ``name`` not released, by seq (a
+    released one stays, lapsed with seq 0, as the name's last use, until the next acquire)."""
     return raw(
         url,
         f"SELECT CAST(token AS CHAR), entry, mode, seq FROM `{table}_rwlock_entries` "
-        f"WHERE name = %s ORDER BY entry, seq",
+        f"WHERE name = %s AND seq > 0 ORDER BY entry, seq",
         (name.encode(),),
     )
 
@@ -75,13 +76,13 @@ def test_places_in_arrival_order_become_leases(mysql_url: str) -> None:
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
         first = store.acquire_queued(name, "a" * 32, 10, HOLDER, mode="write", queue_ttl=3)
-        assert first == Grant(1)
+        assert isinstance(first, Grant)
         for token, mode in (("b" * 32, "read"), ("c" * 32, "write"), ("d" * 32, "read")):
             assert isinstance(
                 store.acquire_queued(name, token, 10, HOLDER, mode=mode, queue_ttl=3), Busy
             )
         assert entries(mysql_url, "tenure_locks", name) == [
-            ("a" * 32, "lease", "write", 1),
+            ("a" * 32, "lease", "write", first.fence),
             ("b" * 32, "place", "read", 1),
             ("c" * 32, "place", "write", 2),
             ("d" * 32, "place", "read", 3),
@@ -95,42 +96,45 @@ def test_places_in_arrival_order_become_leases(mysql_url: str) -> None:
         assert isinstance(
             store.acquire_queued(name, "d" * 32, 10, HOLDER, mode="read", queue_ttl=3), Busy
         )
-        assert store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="read", queue_ttl=3) \
-            == Grant(2)
+        second = store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="read", queue_ttl=3)
+        assert isinstance(second, Grant) and second.fence > first.fence
         assert isinstance(
             store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3), Busy
         )
         assert store.release_queued(name, "b" * 32) is True
-        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
-            == Grant(3)
+        third = store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        assert isinstance(third, Grant) and third.fence > second.fence
         # A retried acquire (its reply lost) gets its own lease back, fence kept.
         assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
-            == Grant(3)
+            == third
         assert entries(mysql_url, "tenure_locks", name) == [
-            ("c" * 32, "lease", "write", 3),
+            ("c" * 32, "lease", "write", third.fence),
             ("d" * 32, "place", "read", 3),
         ]
         assert store.release_queued(name, "d" * 32) is False  # a place, not a lease
         assert store.release_queued(name, "c" * 32) is True
         assert entries(mysql_url, "tenure_locks", name) == []
         info = locks.inspect(name, kind="rwlock")
-        assert info is not None and info.fence == 3 and not info.held and info.queued == 0
+        assert info is not None and info.fence == third.fence and not info.held
+        assert info.queued == 0
 
 
 def test_lapsed_places_and_leases_are_dropped(mysql_url: str) -> None:
     name = f"rw:{uuid.uuid4().hex}"
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
-        assert store.acquire_queued(name, "a" * 32, 0.2, HOLDER, mode="read", queue_ttl=3) \
-            == Grant(1)
+        first = store.acquire_queued(name, "a" * 32, 0.2, HOLDER, mode="read", queue_ttl=3)
+        assert isinstance(first, Grant)
         assert isinstance(
             store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="write", queue_ttl=0.2), Busy
         )
         time.sleep(0.5)
         assert len(entries(mysql_url, "tenure_locks", name)) == 2  # stored until an acquire
-        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
-            == Grant(2)
-        assert entries(mysql_url, "tenure_locks", name) == [("c" * 32, "lease", "write", 2)]
+        granted = store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        assert isinstance(granted, Grant) and granted.fence > first.fence
+        assert entries(mysql_url, "tenure_locks", name) == [
+            ("c" * 32, "lease", "write", granted.fence)
+        ]
         assert store.extend_queued([]) == []
         store.release_queued(name, "c" * 32)
 
@@ -143,8 +147,9 @@ def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> N
 
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
-        assert store.acquire_queued(name, "a" * 32, 0.3, HOLDER, mode="write", queue_ttl=3) \
-            == Grant(1)
+        assert isinstance(
+            store.acquire_queued(name, "a" * 32, 0.3, HOLDER, mode="write", queue_ttl=3), Grant
+        )
         args = store._connect_args
         renewer = pymysql.connect(
             host=args["host"], port=args["port"], user=args["user"],

@@ -32,7 +32,8 @@ def sql_server(request: pytest.FixtureRequest) -> Any:
 def test_processes_lose_no_update(sql_url: str, tmp_path: pathlib.Path, name: str) -> None:
     count, fences = run_counter(sql_url, name, tmp_path, processes=6, rounds=200)
     assert count == 1200
-    assert fences == list(range(1, 1201))
+    # 1200 grants, each its own fence (``fences`` is sorted: no two alike).
+    assert len(fences) == 1200 and all(a < b for a, b in itertools.pairwise(fences))
 
 
 def test_sigkilled_holder_is_replaced_within_ttl_plus_one_second(sql_url: str, name: str) -> None:
@@ -66,7 +67,9 @@ def test_fences_increase_over_1000_acquisitions_and_server_restarts(
         seen += _cycles(locks, name, 200)
     assert len(seen) == 1000
     assert all(a < b for a, b in itertools.pairwise(seen)), seen
-    assert seen[-1] == 1000
+    with tenure.connect(url) as locks:
+        info = locks.inspect(name)
+    assert info is not None and info.fence == seen[-1]
 
 
 def test_lease_survives_a_server_restart(sql_server: Any, name: str) -> None:
@@ -108,4 +111,4 @@ def test_forked_child_uses_its_own_connections(sql_url: str) -> None:
         assert held.owned()
         held.release()
         info = locks.inspect(f"{base}:child")
-        assert info is not None and info.fence == 1 and not info.held
+        assert info is not None and not info.held  # the child's grant, stored

@@ -6,6 +6,7 @@ grant's fence check and decide again under the name's row lock, so both paths ar
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import uuid
 from collections.abc import Callable
@@ -33,11 +34,14 @@ def race(
     *,
     release: bool,
     make: Callable[[str], Any] | None = None,
+    fences: list[list[int]] | None = None,
 ) -> list[int]:
     """THREADS threads race, round after round, for ``names[round]`` (a lock, or what
     ``make`` returns for the name); each round starts when all threads are at the barrier.
-    Returns the number of winners of each round."""
+    Returns the number of winners of each round; ``fences``, if given, gets the winners'
+    fences of each round, sorted."""
     winners = [0] * len(names)
+    won_fences: list[list[int]] = [[] for _ in names]
     counted = threading.Lock()
     barrier = threading.Barrier(THREADS)
     failures: list[BaseException] = []
@@ -51,6 +55,7 @@ def race(
                 if won:
                     with counted:
                         winners[round_] += 1
+                        won_fences[round_].append(lock.fence)
                 barrier.wait(timeout=60)  # every attempt of this round is in before release
                 if won and release:
                     lock.release()
@@ -64,6 +69,8 @@ def race(
     for thread in threads:
         thread.join(240)
     assert not failures, failures[0]
+    if fences is not None:
+        fences.extend(sorted(round_fences) for round_fences in won_fences)
     return winners
 
 
@@ -72,10 +79,12 @@ def test_32_threads_race_for_1000_fresh_locks(sql_url: str) -> None:
     base = uuid.uuid4().hex
     names = [f"race:{base}:{round_}" for round_ in range(1000)]
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, names, release=False)
+        fences: list[list[int]] = []
+        winners = race(locks, names, release=False, fences=fences)
         assert winners == [1] * len(names)
-        fences = {info.fence for info in locks.list_locks(f"race:{base}:")}
-    assert fences == {1}
+        stored = {info.name: info.fence for info in locks.list_locks(f"race:{base}:")}
+    # One grant per name: its row holds the fence its one winner got.
+    assert stored == {name: won[0] for name, won in zip(names, fences, strict=True)}
 
 
 def test_32_threads_race_for_one_released_lock(sql_url: str) -> None:
@@ -83,10 +92,14 @@ def test_32_threads_race_for_one_released_lock(sql_url: str) -> None:
     name = f"race:{uuid.uuid4().hex}"
     rounds = 300
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, [name] * rounds, release=True)
+        fences: list[list[int]] = []
+        winners = race(locks, [name] * rounds, release=True, fences=fences)
         assert winners == [1] * rounds
         info = locks.inspect(name)
-    assert info is not None and info.fence == rounds and not info.held
+    # Every round's grant took a fence above the last, and the row holds the last.
+    order = [won[0] for won in fences]
+    assert all(later > earlier for earlier, later in itertools.pairwise(order))
+    assert info is not None and info.fence == order[-1] and not info.held
 
 
 def test_32_tasks_race_under_asyncio(sql_url: str) -> None:
@@ -106,17 +119,23 @@ def test_32_tasks_race_under_asyncio(sql_url: str) -> None:
 
 
 def test_32_threads_race_for_300_fresh_semaphores(sql_url: str) -> None:
-    """Every round's semaphore is new: exactly LIMIT of the 32 get a permit, fences 1..LIMIT."""
+    """Every round's semaphore is new: exactly LIMIT of the 32 get a permit, each its own
+    fence, and the record holds the last of them."""
     limit = 3
     base = uuid.uuid4().hex
     names = [f"race:{base}:{round_}" for round_ in range(300)]
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, names, release=False,
+        fences: list[list[int]] = []
+        winners = race(locks, names, release=False, fences=fences,
                        make=lambda name: locks.semaphore(name, limit=limit, ttl=60))
         assert winners == [limit] * len(names)
-        infos = [info for info in locks.list_locks(f"race:{base}:") if info.kind == "semaphore"]
+        infos = {info.name: info for info in locks.list_locks(f"race:{base}:")
+                 if info.kind == "semaphore"}
     assert len(infos) == len(names)
-    assert all(sorted(lease.fence for lease in info.leases) == [1, 2, 3] for info in infos)
+    for name, won in zip(names, fences, strict=True):
+        assert len(set(won)) == limit
+        assert sorted(lease.fence for lease in infos[name].leases) == won
+        assert infos[name].fence == won[-1]
 
 
 def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
@@ -126,11 +145,15 @@ def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
     rounds = 200
     name = f"race:{uuid.uuid4().hex}"
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, [name] * rounds, release=True,
+        fences: list[list[int]] = []
+        winners = race(locks, [name] * rounds, release=True, fences=fences,
                        make=lambda name: locks.semaphore(name, limit=limit, ttl=60))
         assert winners == [limit] * rounds
         info = locks.inspect(name, kind="semaphore")
-    assert info is not None and info.fence == limit * rounds and not info.leases
+    # Every grant took its own fence, above every fence of the rounds before.
+    order = [fence for won in fences for fence in won]
+    assert all(later > earlier for earlier, later in itertools.pairwise(order))
+    assert info is not None and info.fence == order[-1] and not info.leases
 
 
 def test_a_retried_permit_acquire_finds_its_own_permit(sql_url: str) -> None:

@@ -4,11 +4,26 @@ Two tables beside the lock table, made on the first read-write (or fair) lock ac
 user of plain locks alone needs no privilege on them:
 
 - ``{table}_rwlocks``: one record row per name: ``fence`` (the last fence issued, shared by
-  reads and writes, never going back) and ``arrivals`` (the last arrival position given to a
-  waiting place). Its row lock serialises the acquires of the name. Never deleted.
+  reads and writes) and ``arrivals`` (the last arrival position given to a waiting place).
+  Its row lock serialises the acquires of the name. Deleted by the clean-up only.
 - ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
   ``entry`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a
-  place's arrival position), ``expires_at`` by the server's clock, the holder's details.
+  place's arrival position; 0 once released), ``expires_at`` by the server's clock, the
+  holder's details. A released lease or place stays, lapsed, with ``expires_at`` = when it
+  ended, until the name's next acquire (which drops lapsed entries) or the clean-up: so the
+  entries say when the name was last used.
+
+Fences never go back (DESIGN rule 10): a grant's fence is max(the record's fence + 1, the
+server's clock in microseconds) (``floor_fence``), read in the acquire's own transaction, so
+a record the clean-up removed (or the server lost) starts again above every fence it gave.
+
+Clean-up (``gc_after``, ``collect``): one transaction over the records of at most ``batch``
+names in key order. It locks those record rows first, as every acquire does (acquires of
+those names wait; same order, so no deadlock), then deletes the records that have no entry
+ending after now - gc_after in a fresh read (so no live lease and no waiting place, and the
+last one ended that long ago), and the entries that ended before then. Entries are added only
+under the record's lock, so none appears for a locked name meanwhile; a record created while
+the pass ran is not in that read, and stays.
 
 An acquire is ACQUIRE: one short transaction whose statements travel as one text (the
 connections allow multi-statement texts), so the whole decision costs one round trip, like a
@@ -39,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tenure.backends.mysql._sql import NOW
+from tenure.backends.mysql._sql import CUTOFF, NOW, floor_fence
 
 __all__ = ["RwlockStatements"]
 
@@ -48,6 +63,8 @@ _MINE = f"{_NAME} AND token = %(token)s"
 _AT = "CAST(@tenure_now AS DATETIME(6))"
 """The acquire's one instant. A user variable keeps a DATETIME as text: cast back, so every
 comparison and sum is a DATETIME one."""
+_FLOORED = floor_fence("fence").replace(NOW, _AT)
+"""A grant's fence, by the acquire's one instant."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +119,8 @@ CREATE TABLE IF NOT EXISTS {self.entries} (
     # Inputs: name, token, ttl_us, queue_us, mode, host, pid, thread. The whole acquire, one
     # transaction (see the module docstring):
     # 1. Takes the name's record lock (creating the record), reads the clock once.
-    # 2. Drops the name's lapsed leases and places (how many: @tenure_dropped).
+    # 2. Drops the name's released entries, then its lapsed leases and places (how many:
+    #    @tenure_dropped; a release already woke this process's waiters).
     # 3. The token's own live lease (@tenure_mine, its fence: a retry) or place
     #    (@tenure_place, its arrival position).
     # 4. Counts the live entries of others that block it (@tenure_blockers): for 'write'
@@ -111,6 +129,7 @@ CREATE TABLE IF NOT EXISTS {self.entries} (
     #    the microseconds left of the soonest-ending live lease of others (@tenure_soonest).
     # 5. A retry: the lease's expiry reset to now + ttl, fence kept. Else grantable: the
     #    record's fence + 1 (@tenure_granted), the token's place removed and its lease added.
+    #    (The fence: max(the record's fence + 1, the clock in microseconds).)
     #    Else: its place's expiry reset to now + queue_ttl keeping its position, or a place
     #    at the tail (the record's arrivals + 1).
     # Output: its one result set, one row (retried fence, granted fence, soonest
@@ -123,6 +142,7 @@ START TRANSACTION;
 INSERT INTO {records} (name, fence, arrivals) VALUES (UNHEX(%(name)s), 0, 0)
 ON DUPLICATE KEY UPDATE fence = fence;
 SET @tenure_now = {NOW};
+DELETE FROM {entries} WHERE {_NAME} AND expires_at <= {_AT} AND seq = 0;
 DELETE FROM {entries} WHERE {_NAME} AND expires_at <= {_AT};
 SET @tenure_dropped = ROW_COUNT();
 SELECT MAX(IF(entry = 'lease', seq, NULL)), MAX(IF(entry = 'place', seq, NULL))
@@ -134,7 +154,7 @@ SELECT COALESCE(SUM(token <> %(token)s AND (%(mode)s = 'write' OR mode = 'write'
                      MIN(IF(entry = 'lease' AND token <> %(token)s, expires_at, NULL)))
 FROM {entries} WHERE {_NAME} AND expires_at > {_AT}
 INTO @tenure_blockers, @tenure_soonest;
-SELECT IF(@tenure_mine IS NULL AND @tenure_blockers = 0, fence + 1, NULL),
+SELECT IF(@tenure_mine IS NULL AND @tenure_blockers = 0, {_FLOORED}, NULL),
        IF(@tenure_mine IS NULL AND @tenure_blockers > 0 AND @tenure_place IS NULL,
           arrivals + 1, NULL)
 FROM {records} WHERE {_NAME}
@@ -159,15 +179,17 @@ COMMIT;
 SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped
 """
 
-    # Inputs: name, token. Removes the token's lease or place, each statement on its own
-    # (autocommit). Output: one result set, one row: 1 if it removed a live lease, else 0.
-    # The first DELETE alone decides the answer; the second clears a place or a lapsed lease.
+    # Inputs: name, token. Ends the token's lease or place (lapsed now, seq 0: see the
+    # module docstring), each statement on its own (autocommit). Output: one result set, one
+    # row: 1 if it ended a live lease, else 0. The first UPDATE alone decides the answer; the
+    # second ends a place, or marks a lapsed lease released.
     @property
     def release(self) -> str:
         return f"""
-DELETE FROM {self.entries} WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW};
+UPDATE {self.entries} SET expires_at = {NOW}, seq = 0
+WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW};
 SET @tenure_released = ROW_COUNT();
-DELETE FROM {self.entries} WHERE {_MINE};
+UPDATE {self.entries} SET expires_at = LEAST(expires_at, {NOW}), seq = 0 WHERE {_MINE};
 SELECT @tenure_released
 """
 
@@ -188,14 +210,45 @@ SELECT @tenure_released
             f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW}"
         )
 
-    # Input: name. Removes every live lease of the name (places and the record's fence stay;
-    # lapsed leases are left to the next acquire). Affected rows: the live leases freed.
+    # Input: name. Ends every live lease of the name, as a release does (places and the
+    # record's fence stay; ended leases are left to the next acquire). Affected rows (rows
+    # matched): the live leases freed.
     @property
     def break_queue(self) -> str:
         return (
-            f"DELETE FROM {self.entries} "
+            f"UPDATE {self.entries} SET expires_at = {NOW}, seq = 0 "
             f"WHERE {_NAME} AND entry = 'lease' AND expires_at > {NOW}"
         )
+
+    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch,
+    # gc_us. One pass of the clean-up (see the module docstring), one transaction. Output:
+    # one row (hex of the name this pass ended at, NULL: the batch reached the end of the
+    # table, start over;
+    # records deleted).
+    @property
+    def collect(self) -> str:
+        records, entries = self.records, self.entries
+        batch = "{0}name > UNHEX(%(after)s) AND {0}name <= @tenure_sweep_end"
+        return f"""
+START TRANSACTION;
+SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
+    SELECT name FROM {records} WHERE name > UNHEX(%(after)s) ORDER BY name LIMIT %(batch)s
+) AS batch;
+SELECT COUNT(*) INTO @tenure_sweep_locked FROM {records} WHERE {batch.format("")} FOR UPDATE;
+DELETE FROM {records} WHERE {batch.format("")} AND name IN (
+    SELECT name FROM (
+        SELECT r.name FROM {records} AS r
+        WHERE {batch.format("r.")} AND NOT EXISTS (
+            SELECT 1 FROM {entries} AS e WHERE e.name = r.name AND e.expires_at > {CUTOFF}
+        )
+        GROUP BY r.name
+    ) AS idle
+);
+SET @tenure_sweep_deleted = ROW_COUNT();
+DELETE FROM {entries} WHERE {batch.format("")} AND expires_at <= {CUTOFF};
+COMMIT;
+SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), @tenure_sweep_deleted
+"""
 
     # One row per live lease, oldest grant first (or one row of NULL lease columns for a
     # record with none), each with the record's name, fence and live places; one consistent

@@ -40,10 +40,21 @@ next state. Only the VALUES lists of the first and middle record rows set the st
 VALUES are evaluated for every row before the duplicate is found, so an absent row's VALUES
 say what happens to a new row, and an existing row's update has the last word.
 
-Fences are granted under the record's row lock from its counter: strictly increasing per
-name, in grant order, never reused (the counter stays when permits are freed or the limit
-changes). Time is the server's ``UTC_TIMESTAMP(6)``, fixed for the whole statement. A slot
-above a lowered limit keeps its row, never granted until the limit grows again.
+Fences are granted under the record's row lock from its counter and the server's clock,
+max(counter + 1, the clock in microseconds) (``floor_fence``): strictly increasing per name,
+in grant order, never reused (the counter stays when permits are freed or the limit
+changes), and never going back when the clean-up removed the name's rows or the server lost
+them.
+
+Clean-up (``gc_after``, ``collect``): a freed slot keeps in ``expires_at`` when its permit
+ended, so a name whose slots all ended before now - gc_after is idle that long. One pass, one
+transaction over the names of at most ``batch`` rows in key order: it locks their record rows
+first (as every acquire does, so no acquire of those names runs meanwhile and none waits in
+between: same order, no deadlock), then deletes every row of the names that are idle in a
+fresh read. A name created while the pass ran is not in that read, and stays.
+
+Time is the server's ``UTC_TIMESTAMP(6)``, fixed for the whole statement. A slot above a
+lowered limit keeps its row, never granted until the limit grows again.
 """
 
 from __future__ import annotations
@@ -51,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tenure.backends.mysql._sql import FREE, NOW
+from tenure.backends.mysql._sql import CUTOFF, FREE, NOW, floor_fence
 
 __all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
@@ -160,6 +171,33 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def break_semaphore(self) -> str:
         return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE}"
 
+    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch,
+    # gc_us. One pass of the clean-up (see the module docstring), one transaction. Output:
+    # one row (hex of the name this pass ended at, NULL: the batch reached the end of the
+    # table, start over;
+    # rows deleted).
+    @property
+    def collect(self) -> str:
+        batch = "name > UNHEX(%(after)s) AND name <= @tenure_sweep_end"
+        return f"""
+START TRANSACTION;
+SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
+    SELECT name FROM {self.quoted} WHERE name > UNHEX(%(after)s) ORDER BY name, slot
+    LIMIT %(batch)s
+) AS batch;
+SELECT COUNT(*) INTO @tenure_sweep_locked FROM {self.quoted}
+WHERE {batch} AND slot = 0 FOR UPDATE;
+DELETE FROM {self.quoted} WHERE {batch} AND name IN (
+    SELECT name FROM (
+        SELECT name FROM {self.quoted} WHERE {batch} GROUP BY name
+        HAVING SUM(slot = 0) = 1 AND COALESCE(SUM(slot > 0 AND expires_at > {CUTOFF}), 0) = 0
+    ) AS idle
+);
+SET @tenure_sweep_deleted = ROW_COUNT();
+COMMIT;
+SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), @tenure_sweep_deleted
+"""
+
     # One row per live permit (or one row of NULLs for a semaphore with none), each with its
     # semaphore's name, fence and limit; one consistent read.
     def _info(self, where: str) -> str:
@@ -221,7 +259,7 @@ INSERT INTO {quoted} (name, slot, fence, permits, token, expires_at, acquired_at
 VALUES {rows}
 ON DUPLICATE KEY UPDATE
     acquired_at = IF({_CLAIM}, {NOW}, acquired_at),
-    fence = IF({_CLAIM}, {_VALUE} + 1,
+    fence = IF({_CLAIM}, {floor_fence(_VALUE)},
                IF(slot = 0 AND {_PHASE} = {GRANTED}, {_VALUE}, fence)),
     token = IF({_CLAIM}, %(token)s, token),
     expires_at = IF({_RETRY} OR (slot > 0 AND {_PHASE} = {PASS2} AND {_OURS}),

@@ -10,8 +10,10 @@ CLIENT_FOUND_ROWS flag, "inserted" and "found but unchanged" both count 1; witho
 a retried acquire that changes nothing counts 0). Instead the statement reports its outcome
 through ``LAST_INSERT_ID(expr)``, whose last value in a statement is sent back in the OK
 packet as the insert id (``cursor.lastrowid``):
-- the row is absent: the VALUES list sets it to 1, the new row's fence;
-- the update part grants the lock: it sets it to the new fence (>= 1);
+- the row is absent: the VALUES list sets it to the server's clock in microseconds since
+  the epoch, the new row's fence;
+- the update part grants the lock: it sets it to the new fence, max(the stored fence + 1, the
+  server's clock in microseconds);
 - the update part refuses: it sets it to 0.
 ``IF()`` evaluates only the branch it takes, and the VALUES list is evaluated before the
 duplicate is found, so the update part always has the last word.
@@ -21,6 +23,21 @@ The update part's assignments run left to right, each seeing the columns already
 SIMULTANEOUS_ASSIGNMENT can't change that). So ``acquired_at``, ``fence`` and ``token`` are
 assigned first, judged on the old row by ``CLAIMABLE``; after ``token``, "we won" is simply
 ``token <=> %(token)s`` (tokens are 128-bit random), which the remaining columns test.
+
+Fences never go back (DESIGN rule 10): strictly increasing per name while its row lives, by
+the counter, and never below the server's clock in microseconds, so a row removed by the
+clean-up below (or lost with the server's data) starts again above every fence it handed out,
+as long as the server's clock does not step back by more than the time the row was gone. The
+clock reads ``EPOCH_US``, in the same statement as the grant: no extra round trip, and no
+client clock.
+
+Clean-up (``gc_after``): a released or broken lease keeps its row, with ``expires_at`` set to
+the moment it ended, so every row carries when its last lease ended (or ends). ``COLLECT``
+deletes, in one pass over at most ``batch`` rows in key order (resumed at ``after`` by the next
+pass), the rows of that range whose last lease ended before now - gc_after. The condition is
+the row's own, judged by the DELETE on the row's latest version under its row lock: a lease
+granted meanwhile makes the row live again, and the row stays. A row released by a tenure
+older than this clean-up has no end time (NULL): it is idle for an unknown time, and goes.
 
 Time is ``UTC_TIMESTAMP(6)``: like ``NOW(6)`` it is fixed at the start of the statement
 (``SYSDATE()`` is the one that moves), so every mention in a statement is the same instant,
@@ -69,14 +86,32 @@ GATE_TAKE = "SELECT GET_LOCK(%(gate)s, %(hold_wait)s)"
 GATE_RELEASE = "DO RELEASE_LOCK(%(gate)s)"
 
 NOW = "UTC_TIMESTAMP(6)"
+EPOCH_US = f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {NOW})"
+"""The server's clock in microseconds since the epoch, a BIGINT: DATETIME arithmetic, so no
+time zone setting takes part (``UNIX_TIMESTAMP`` would read the session's)."""
+CUTOFF = f"{NOW} - INTERVAL %(gc_us)s MICROSECOND"
+"""Input ``gc_us``: a record whose last lease ended before this is idle long enough."""
+
+
+def floor_fence(counter: str) -> str:
+    """The fence of a new grant: after ``counter`` (the last fence granted) and never below
+    the server's clock, so that it never goes back when the record was removed or lost."""
+    return f"GREATEST({counter} + 1, {EPOCH_US})"
+
+
 CLAIMABLE = f"(token IS NULL OR expires_at <= {NOW} OR token <=> %(token)s)"
 OURS = "token <=> %(token)s"
 LIVE = f"token IS NOT NULL AND expires_at > {NOW}"
-FREE = "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+FREE = (
+    f"token = NULL, expires_at = {NOW}, acquired_at = NULL, host = NULL, pid = NULL, "
+    "thread = NULL"
+)
 FREE_GATED = FREE.replace(
     "thread = NULL", "thread = IF(RELEASE_LOCK(%(gate)s) IS NULL, NULL, NULL)"
 )
-"""``FREE``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row)."""
+"""``FREE``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row).
+``FREE`` keeps in ``expires_at`` when the lease ended (it was live until now): the clean-up's
+measure of how long the record has been idle."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +153,8 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 """
 
     # Inputs: name, token, ttl_us, host, pid, thread. Output: the insert id (see the module
-    # docstring): the fence when granted (absent row: 1; free or expired row: fence + 1;
+    # docstring): the fence when granted (absent row: the server's clock in microseconds;
+    # free or expired row: max(fence + 1, that clock);
     # already ours, a retried acquire: the same fence, with the expiry reset and acquired_at
     # kept), 0 when another token holds a live lease (nothing changed).
     @property
@@ -128,11 +164,11 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def _acquire(self, pid: str) -> str:
         return f"""
 INSERT INTO {self.quoted} (name, fence, token, expires_at, acquired_at, host, pid, thread)
-VALUES (UNHEX(%(name)s), LAST_INSERT_ID(1), %(token)s,
+VALUES (UNHEX(%(name)s), LAST_INSERT_ID({EPOCH_US}), %(token)s,
         {NOW} + INTERVAL %(ttl_us)s MICROSECOND, {NOW}, %(host)s, %(pid)s, %(thread)s)
 ON DUPLICATE KEY UPDATE
     acquired_at = IF({CLAIMABLE}, IF({OURS}, acquired_at, {NOW}), acquired_at),
-    fence = IF({CLAIMABLE}, LAST_INSERT_ID(IF({OURS}, fence, fence + 1)),
+    fence = IF({CLAIMABLE}, LAST_INSERT_ID(IF({OURS}, fence, {floor_fence('fence')})),
                fence + LAST_INSERT_ID(0)),
     token = IF({CLAIMABLE}, %(token)s, token),
     expires_at = IF({OURS}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
@@ -214,6 +250,24 @@ ON DUPLICATE KEY UPDATE
     @property
     def break_lock(self) -> str:
         return f"UPDATE {self.quoted} SET {FREE} WHERE name = UNHEX(%(name)s) AND {LIVE}"
+
+    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch, gc_us.
+    # One pass of the clean-up (see the module docstring), autocommit statements sent as one
+    # text: the end of the next ``batch`` names in key order, then the DELETE of the idle
+    # rows up to it. A range of the primary key: it reads at most ``batch`` rows, whatever
+    # the table's size. Output: one row (hex of the name this pass ended at, NULL: the end
+    # of the table was reached, so the next pass starts over; rows deleted).
+    @property
+    def collect(self) -> str:
+        return f"""
+SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
+    SELECT name FROM {self.quoted} WHERE name > UNHEX(%(after)s) ORDER BY name LIMIT %(batch)s
+) AS batch;
+DELETE FROM {self.quoted}
+WHERE name > UNHEX(%(after)s) AND name <= @tenure_sweep_end
+  AND (expires_at IS NULL OR expires_at <= {CUTOFF});
+SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), ROW_COUNT()
+"""
 
     @property
     def _info(self) -> str:

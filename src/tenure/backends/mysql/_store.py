@@ -35,6 +35,15 @@ passes. Why this shape:
   (``FALLBACK_PAUSE``) across processes.
 - Fork-safe: a child abandons the parent's gate connections untouched (closing them would end
   the parent's sessions and open its gates) and takes gates on connections of its own.
+
+Clean-up of idle records (``gc_after``, DESIGN rule 10): a grant or a release that finds the
+last clean-up pass of this store more than ``SWEEP_INTERVAL`` (or ``gc_after``, if shorter)
+ago runs one pass after its own statement: one text per table in use, one round trip each,
+each a range of at most ``SWEEP_BATCH`` rows of the primary key, resumed where the last pass
+ended (see the ``collect`` statements). So the uncontended cycle pays it about once a
+minute, never per operation; the work per pass is bounded whatever the table's size; every
+client that uses the tables shares the sweep; no thread of its own. A pass that fails is
+skipped (the operation it follows has succeeded already); the next is due an interval later.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ import pymysql.cursors  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._waiters import Waiters, permit_key, queue_key
 from tenure.backends._sql_common import (
@@ -100,6 +110,13 @@ statement's worth). MariaDB honours fractions; MySQL takes whole seconds and rou
 there a rare collision leaves that lease without a gate, and its waiters on back-off."""
 FALLBACK_PAUSE = 0.05
 """Longest pause of a waiter whose holder holds no gate (the back-off of old)."""
+SWEEP_INTERVAL = 60.0
+"""Seconds between two clean-up passes of one store (at most; ``gc_after`` if shorter)."""
+SWEEP_BATCH = 500
+"""Rows of the primary key one clean-up pass reads per table."""
+LONGEST_GC_US = 3_000_000_000 * 1_000_000
+"""``gc_after`` in microseconds is capped near 95 years: the server's DATETIME arithmetic
+would leave its range (and compare as NULL) beyond some thousands of years."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,9 +133,14 @@ _waiters_mutex = threading.Lock()
 class MySQLStore:
     """One lock table on one server. Thread-safe."""
 
-    def __init__(self, connect_args: dict[str, Any], options: SqlOptions, display: str) -> None:
+    def __init__(
+        self, connect_args: dict[str, Any], options: SqlOptions, display: str,
+        gc_after: float | None = DEFAULT_GC_AFTER,
+    ) -> None:
         self.options = options
         self.display = display
+        self.gc_after = gc_after
+        """Seconds an idle name's records are kept (None: forever); see ``collect_if_due``."""
         self._connect_args = {
             **connect_args,
             "charset": "utf8mb4",
@@ -166,6 +188,11 @@ class MySQLStore:
         self._permits_ready = False
         self._rwlocks_ready = False
         self._closed = False
+        self._sweep_due = 0.0
+        """``time.monotonic()`` from which the next clean-up pass may run: the first grant or
+        release runs one (a short-lived process would otherwise never sweep)."""
+        self._sweep_after = {"locks": "", "permits": "", "rwlocks": ""}
+        """Per table: hex of the name where the last pass ended ('' = from the start)."""
 
     # ---- connections -------------------------------------------------------------------
 
@@ -287,6 +314,42 @@ class MySQLStore:
                 f"tenure's {SCHEMA_VERSION}: upgrade tenure"
             )
 
+    # ---- clean-up of idle records (``gc_after``) -------------------------------------
+
+    def collect_if_due(self) -> None:
+        """Run one clean-up pass if the last one is an interval old (see the module
+        docstring); called after a grant or a release, never before its statement."""
+        if self.gc_after is None:
+            return
+        self._check_fork()
+        now = time.monotonic()
+        with self._mutex:
+            if now < self._sweep_due or self._closed:
+                return
+            self._sweep_due = now + min(SWEEP_INTERVAL, self.gc_after)
+        # The operation this follows has succeeded: a failed pass is only skipped.
+        with contextlib.suppress(BackendError):
+            self._run(self._collect)
+
+    def _collect(self, cursor: Cursor) -> None:
+        gc_us = min(_micros(self.gc_after or 0.0), LONGEST_GC_US)
+        # The semaphore and read-write tables exist once any client used them: a client that
+        # never does still sweeps them (looking for them again each pass until they exist).
+        if not self._permits_ready:
+            self._permits_ready = _table_exists(cursor, self.sql, self.semaphores.quoted)
+        if not self._rwlocks_ready:
+            self._rwlocks_ready = _table_exists(cursor, self.sql, self.rwlocks.entries_name)
+        passes = [("locks", self.sql.collect, _run_batch)]
+        if self._permits_ready:
+            passes.append(("permits", self.semaphores.collect, _run_transaction))
+        if self._rwlocks_ready:
+            passes.append(("rwlocks", self.rwlocks.collect, _run_transaction))
+        for table, statement, run in passes:
+            params = {"after": self._sweep_after[table], "batch": SWEEP_BATCH, "gc_us": gc_us}
+            end, _ = run(cursor, statement, params)
+            with self._mutex:
+                self._sweep_after[table] = "" if end is None else str(end).lower()
+
     # ---- the atomic steps ----------------------------------------------------------------
 
     def _gate(self, name: str) -> str:
@@ -347,6 +410,7 @@ class MySQLStore:
                 _close_quietly(connection)
             if replaced is not None:
                 _close_quietly(replaced[1])  # cannot hold the gate this session just took
+            self.collect_if_due()
         return outcome
 
     def _checkout_open(self) -> Connection:
@@ -429,6 +493,7 @@ class MySQLStore:
             released = self._run(release_gated, connection)
         if released:
             self.waiters.notify(name)
+        self.collect_if_due()
         return released
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
@@ -537,6 +602,7 @@ class MySQLStore:
                 return changed
             state = self._run(attempt)  # the limit is ours now (or was changed back)
         if state % 8 in (GRANTED, MINE):
+            self.collect_if_due()
             return Grant(state // 8)
         # Refused: a second round trip, on the contended path only, for the waiter's pause.
         return Busy(self._run(soonest))
@@ -574,6 +640,7 @@ class MySQLStore:
         params = {"name": _hex(name), "token": token}
         released = self._run(lambda cursor: _execute(cursor, self.semaphores.release, params) == 1)
         self.waiters.notify(permit_key(name))
+        self.collect_if_due()
         return released
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
@@ -673,6 +740,7 @@ class MySQLStore:
         if retried is not None:
             return Grant(int(retried))
         if granted is not None:
+            self.collect_if_due()
             return Grant(int(granted))
         return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
 
@@ -683,6 +751,7 @@ class MySQLStore:
         (released,) = self._run(lambda cursor: _run_batch(cursor, self.rwlocks.release, params))
         # A place that left may have been all that held a waiter back, as a lease may.
         self.waiters.notify(queue_key(name))
+        self.collect_if_due()
         return released is not None and int(released) == 1
 
     def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
@@ -777,6 +846,11 @@ def _semaphore_infos(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
                  limit=limit, leases=tuple(leases))
         for name, (fence, limit, leases) in by_name.items()
     ]
+
+
+def _table_exists(cursor: Cursor, sql: Statements, table: str) -> bool:
+    cursor.execute(sql.schema, {"table": table.strip("`")})
+    return cursor.fetchone() is not None
 
 
 def _run_transaction(cursor: Cursor, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:

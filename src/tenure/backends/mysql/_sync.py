@@ -23,6 +23,7 @@ from tenure._sync.blocking_store import BlockingQueueBackend
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
+from tenure._options import DEFAULT_GC_AFTER, gc_after_option
 from tenure._types import Busy, Capabilities
 from tenure._urls import redact
 from tenure.backends._sql_common import sql_options
@@ -31,6 +32,8 @@ from tenure.backends.mysql._store import FALLBACK_PAUSE, GateWait, MySQLStore
 
 __all__ = ["BACKEND", "MySQLBackend"]
 
+OWN_OPTIONS = ("gc_after",)
+"""This backend's own options beside the shared SQL ones."""
 URL_OPTIONS = ("unix_socket", "ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert",
                "ssl_verify_identity")
 """Query parameters that go to PyMySQL as they are."""
@@ -41,14 +44,22 @@ KEYWORD_OPTIONS = ("ssl",)
 class MySQLBackend(BlockingQueueBackend[MySQLStore]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
-    connections kept (default 10); ``unix_socket``, ``ssl_ca``, ``ssl_cert``, ``ssl_key``,
-    ``ssl_verify_cert``, ``ssl_verify_identity`` for PyMySQL; keyword ``ssl`` (an
+    connections kept (default 10), ``gc_after`` seconds an idle name's records are kept
+    (default 30 days; ``none``: forever; fences never go back either way); ``unix_socket``,
+    ``ssl_ca``, ``ssl_cert``, ``ssl_key``, ``ssl_verify_cert``, ``ssl_verify_identity`` for
+    PyMySQL; keyword ``ssl`` (an
     ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""
 
     schemes = SCHEMES
     capabilities = Capabilities(
-        fencing="strictly increasing per name, stored in the table across releases and restarts",
+        fencing=(
+            "strictly increasing per name: max(the stored fence + 1, the server's clock in "
+            "microseconds), in the granting statement; stored across releases and restarts, "
+            "and never going back when gc_after removed an idle name's record or the server "
+            "lost its data"
+        ),
         fences_survive_restart=True,
+        fences_count_per_name=False,
         leases_survive_restart=True,
         wakeups="notification (a GET_LOCK the holder's session holds until its release)",
         multi_host=True,
@@ -77,7 +88,10 @@ class MySQLBackend(BlockingQueueBackend[MySQLStore]):
                 f"not {display!r}"
             )
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-        settings, extra = sql_options("mysql", query, options, (*URL_OPTIONS, *KEYWORD_OPTIONS))
+        settings, extra = sql_options(
+            "mysql", query, options, (*OWN_OPTIONS, *URL_OPTIONS, *KEYWORD_OPTIONS)
+        )
+        gc_after = gc_after_option("mysql", extra.pop("gc_after", DEFAULT_GC_AFTER))
         keyword_in_url = set(query) & set(KEYWORD_OPTIONS)
         if keyword_in_url:
             raise ConfigurationError(f"{sorted(keyword_in_url)} can only be keyword options")
@@ -91,7 +105,7 @@ class MySQLBackend(BlockingQueueBackend[MySQLStore]):
         for key, value in extra.items():
             flag = key in ("ssl_verify_cert", "ssl_verify_identity") and isinstance(value, str)
             connect_args[key] = value.lower() in ("1", "true", "yes", "on") if flag else value
-        return cls(MySQLStore(connect_args, settings, display))
+        return cls(MySQLStore(connect_args, settings, display, gc_after))
 
     def wait_for_release(
         self, name: str, timeout: float, busy: Busy | None = None
