@@ -176,9 +176,6 @@ class MemoryStore:
 
     # ---- clean-up ---------------------------------------------------------------------------
 
-    def _next_fence(self, last: int) -> int:
-        return max(last + 1, self.fence_floor())
-
     def _used(
         self, table: int, name: str, record: _Record, now: float, gc_after: float | None
     ) -> None:
@@ -233,7 +230,8 @@ class MemoryStore:
     ) -> Grant | Busy:
         with self._mutex:
             now = self.clock()
-            self._collect(now)
+            if self._due and self._due[0][0] <= now:  # (inline: most acquires have none due)
+                self._collect(now)
             entry = self._entries.get(name)
             if entry is None:
                 entry = self._entries[name] = _Entry()
@@ -244,7 +242,7 @@ class MemoryStore:
             if self._live(entry, now):
                 return Busy(entry.expires_at - now)
             self._used(_LOCK, name, entry, now, gc_after)
-            entry.fence = self._next_fence(entry.fence)
+            entry.fence = max(entry.fence + 1, self.fence_floor())
             entry.token = token
             entry.expires_at = now + ttl
             entry.holder = holder
@@ -346,7 +344,8 @@ class MemoryStore:
     ) -> Grant | Busy:
         with self._mutex:
             now = self.clock()
-            self._collect(now)
+            if self._due and self._due[0][0] <= now:  # (inline: most acquires have none due)
+                self._collect(now)
             entry = self._semaphores.get(name)
             if entry is None:
                 entry = self._semaphores[name] = _Semaphore()
@@ -361,7 +360,7 @@ class MemoryStore:
             entry.limit = limit
             if len(entry.permits) >= limit:
                 return Busy(min(p.expires_at for p in entry.permits.values()) - now)
-            entry.fence = self._next_fence(entry.fence)
+            entry.fence = max(entry.fence + 1, self.fence_floor())
             entry.permits[token] = _Permit(
                 now + ttl, holder, datetime.datetime.now(datetime.UTC), entry.fence
             )
@@ -442,7 +441,8 @@ class MemoryStore:
     ) -> Grant | Busy:
         with self._mutex:
             now = self.clock()
-            self._collect(now)
+            if self._due and self._due[0][0] <= now:  # (inline: most acquires have none due)
+                self._collect(now)
             entry = self._queues.get(name)
             if entry is None:
                 entry = self._queues[name] = _Queue()
@@ -454,7 +454,7 @@ class MemoryStore:
                 return Grant(mine.fence)
             if entry.grantable(token, mode):
                 entry.places.pop(token, None)
-                entry.fence = self._next_fence(entry.fence)
+                entry.fence = max(entry.fence + 1, self.fence_floor())
                 entry.leases[token] = _Lease(
                     mode, now + ttl, holder, datetime.datetime.now(datetime.UTC), entry.fence
                 )

@@ -36,10 +36,12 @@ class MemoryBackend(
     schemes = SCHEMES
     local = True
     capabilities = Capabilities(
-        fencing="strictly increasing per name, and never going back within this host's "
-        "clock: each is at least the wall clock in microseconds, so also after clean-up "
+        fencing="strictly increasing per name, and never going back: each is at least this "
+        "host's wall clock in microseconds, so also in a new process and after clean-up "
         "removed a name idle for gc_after (30 days by default)",
-        fences_survive_restart=False,
+        # The "server" is the process: a new one starts empty, yet above every fence an
+        # earlier one issued, by the clock floor (unless the host's clock is set back).
+        fences_survive_restart=True,
         fences_count_per_name=False,
         leases_survive_restart=False,
         wakeups="in-process",
