@@ -4,6 +4,8 @@ on its own (a racing upsert's duplicate-key error), in both flavours."""
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import time
 import uuid
 from collections.abc import Iterator
@@ -116,6 +118,24 @@ def test_bad_options_are_configuration_errors(url: str, options: dict[str, objec
         tenure.connect(url, **options)
 
 
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("mongodb://h/?gc_after=0", {}),
+        ("mongodb://h/?gc_after=-5", {}),
+        ("mongodb://h/?gc_after=soon", {}),
+        ("mongodb://h/?gc_after=inf", {}),
+        ("mongodb://h/", {"gc_after": True}),
+        ("mongodb://h/", {"gc_after": "nan"}),
+    ],
+)
+def test_bad_gc_after_is_a_configuration_error_naming_it(
+    url: str, options: dict[str, object]
+) -> None:
+    with pytest.raises(tenure.ConfigurationError, match="gc_after"):
+        tenure.connect(url, **options)
+
+
 def test_passwords_are_never_shown() -> None:
     with tenure.connect("mongodb://app:s3cret@127.0.0.1:9/?directConnection=true",
                         timeout=0.3) as locks:
@@ -140,6 +160,7 @@ def test_concerns_and_index_are_in_place_after_first_use(
         assert "tenure_gc_at" not in raw["tenure"][collection_name].index_information()
         lock = locks.lock("a", ttl=5)
         assert lock.acquire()
+        granted = lock.fence
         collection = backend._locks()
         assert collection.write_concern.document == {"w": "majority"}
         assert collection.read_concern.level == "majority"
@@ -154,7 +175,7 @@ def test_concerns_and_index_are_in_place_after_first_use(
         # Released: the document and its fence stay, the lease fields go.
         document = raw["tenure"][collection_name].find_one({"_id": "a"})
         assert document is not None and set(document) == {"_id", "fence", "gc_at"}
-        assert document["fence"] == 1
+        assert document["fence"] == granted
 
 
 def test_without_clean_up_there_is_no_index_and_no_date(
@@ -172,23 +193,121 @@ def test_clean_up_removes_only_long_unused_documents(
     mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
 ) -> None:
     """gc_after counts from the end of the lease or the release, never from the grant; a
-    removed document's name starts again at fence 1 (the documented trade-off)."""
+    removed document's name starts again above every fence it issued (the server's clock)."""
     url = with_collection(mongodb_url, collection=collection_name, gc_after="0.5")
     collection = raw["tenure"][collection_name]
     with tenure.connect(url) as locks:
         held = locks.lock("held", ttl=3)
         assert held.acquire()
         for _ in range(2):
-            with locks.lock("unused", ttl=5):
-                pass
+            with locks.lock("unused", ttl=5) as unused:
+                last = unused.fence
         time.sleep(1.5)
         # (The stand-in deletes expired documents when next touched; MongoDB within ~60 s.)
         assert collection.find_one({"_id": "unused"}) is None
         assert collection.find_one({"_id": "held"}) is not None
         assert held.owned()
         with locks.lock("unused", ttl=5) as again:
-            assert again.fence == 1
+            assert again.fence is not None and last is not None and again.fence > last
         held.release()
+
+
+PRIMITIVES = ("lock", "semaphore", "rwlock")
+
+
+def _handle(locks: tenure.Locks, primitive: str, name: str) -> Any:
+    if primitive == "lock":
+        return locks.lock(name, ttl=5)
+    if primitive == "semaphore":
+        return locks.semaphore(name, limit=2, ttl=5)
+    return locks.rwlock(name, ttl=5).write()
+
+
+def _documents_of(collection_name: str, primitive: str) -> str:
+    return collection_name if primitive == "lock" else f"{collection_name}.{primitive}s"
+
+
+@pytest.mark.parametrize("primitive", PRIMITIVES)
+def test_a_lost_document_does_not_restart_fences(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]],
+    primitive: str,
+) -> None:
+    """A grant's fence is at least the server's clock in microseconds ($$NOW of the same
+    write), so a name whose document is gone (deleted by hand here; lost with the server's
+    data, or cleaned up) starts again above every fence it issued, never at 1."""
+    collection = raw["tenure"][_documents_of(collection_name, primitive)]
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        handle = _handle(locks, primitive, "a")
+        before = time.time()
+        fences = []
+        for _ in range(3):
+            assert handle.acquire(blocking=False)
+            fences.append(handle.fence)
+            handle.release()
+        assert fences == sorted(set(fences))
+        # The floor is the server's clock (here the same host's, within a few seconds).
+        assert abs(fences[0] / 1e6 - before) < 5
+        document = collection.find_one({"_id": "a"})
+        assert document is not None and document["fence"] == fences[-1]
+        assert collection.delete_one({"_id": "a"}).deleted_count == 1
+        assert handle.acquire(blocking=False)
+        assert handle.fence > fences[-1]
+        handle.release()
+
+
+def test_a_lock_grants_fence_is_floored_by_the_same_writes_clock(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """The floor is $$NOW of the granting write itself: the fence is at least acquired_at
+    (that write's $$NOW) in microseconds, and a burst within one millisecond still counts up."""
+    collection = raw["tenure"][collection_name]
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        backend = locks.backend
+        assert isinstance(backend, MongoDBBackend)
+        fences = []
+        for index in range(20):
+            fence = backend.acquire("a", f"t{index}", 5.0, HOLDER)
+            assert isinstance(fence, Grant)
+            document = collection.find_one({"_id": "a"})
+            assert document is not None
+            acquired = document["acquired_at"].replace(tzinfo=datetime.UTC)
+            assert fence.fence >= int(acquired.timestamp() * 1000) * 1000
+            fences.append(fence.fence)
+            assert backend.release("a", f"t{index}")
+        assert all(later > earlier for earlier, later in itertools.pairwise(fences))
+
+
+def test_a_semaphore_document_is_cleaned_up_only_when_unused(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """A document with a live permit is kept whatever gc_after; an unused one goes, and its
+    name's next fence is still larger."""
+    url = with_collection(mongodb_url, collection=collection_name, gc_after="0.3")
+    collection = raw["tenure"][f"{collection_name}.semaphores"]
+    with tenure.connect(url) as locks:
+        held = locks.semaphore("held", limit=2, ttl=3)
+        assert held.acquire()
+        unused = locks.semaphore("unused", limit=2, ttl=5)
+        for _ in range(2):
+            assert unused.acquire()
+            last = unused.fence
+            unused.release()
+        time.sleep(1.5)
+        # (The stand-in deletes expired documents when next touched; MongoDB within ~60 s.)
+        assert collection.find_one({"_id": "unused"}) is None
+        assert collection.find_one({"_id": "held"}) is not None
+        assert held.owned()
+        assert unused.acquire()
+        assert unused.fence is not None and last is not None and unused.fence > last
+        unused.release()
+        held.release()
+    kept = with_collection(mongodb_url, collection=collection_name, gc_after="none")
+    with tenure.connect(kept) as locks:
+        semaphore = locks.semaphore("kept", limit=1, ttl=5)
+        assert semaphore.acquire()
+        semaphore.release()
+    document = collection.find_one({"_id": "kept"})
+    assert document is not None and "gc_at" not in document
 
 
 def test_a_refused_acquire_writes_nothing(
@@ -226,7 +345,8 @@ def test_busy_reports_the_holders_time_left(mongodb_url: str) -> None:
     name = f"busy:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         backend = locks.backend
-        assert backend.acquire(name, "holder", 3.0, HOLDER) == Grant(1)
+        first = backend.acquire(name, "holder", 3.0, HOLDER)
+        assert isinstance(first, Grant)
         busy = backend.acquire(name, "waiter", 3.0, HOLDER)
         assert isinstance(busy, Busy) and busy.ttl_left is not None
         assert 2.0 < busy.ttl_left <= 3.0
@@ -235,9 +355,10 @@ def test_busy_reports_the_holders_time_left(mongodb_url: str) -> None:
         assert isinstance(later, Busy) and later.ttl_left is not None
         assert 1.5 < later.ttl_left <= busy.ttl_left - 0.4
         # Same token again (a retried acquire): the same fence, a fresh lease.
-        assert backend.acquire(name, "holder", 3.0, HOLDER) == Grant(1)
+        assert backend.acquire(name, "holder", 3.0, HOLDER) == first
         assert backend.release(name, "holder")
-        assert backend.acquire(name, "waiter", 3.0, HOLDER) == Grant(2)
+        second = backend.acquire(name, "waiter", 3.0, HOLDER)
+        assert isinstance(second, Grant) and second.fence > first.fence
 
 
 def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
@@ -246,7 +367,7 @@ def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
         backend = locks.backend
         names = [prefix + str(i) for i in range(3)]
         for name in names:
-            assert backend.acquire(name, "token-" + name, 5.0, HOLDER) == Grant(1)
+            assert isinstance(backend.acquire(name, "token-" + name, 5.0, HOLDER), Grant)
         renewals = [Renewal(name, "token-" + name, 5.0) for name in names]
         assert backend.extend_many(renewals) == [True, True, True]
         assert backend.break_lock(names[1])
@@ -259,10 +380,11 @@ async def test_async_flavour(mongodb_url: str) -> None:
     prefix = f"async:{uuid.uuid4().hex}:"
     async with tenure.connect_async(mongodb_url) as locks:
         backend = locks.backend
-        assert await backend.acquire(prefix + "a", "t1", 5.0, HOLDER) == Grant(1)
+        first = await backend.acquire(prefix + "a", "t1", 5.0, HOLDER)
+        assert isinstance(first, Grant)
         busy = await backend.acquire(prefix + "a", "t2", 5.0, HOLDER)
         assert isinstance(busy, Busy) and busy.ttl_left is not None and busy.ttl_left > 4
-        assert await backend.acquire(prefix + "b", "t3", 5.0, HOLDER) == Grant(1)
+        assert isinstance(await backend.acquire(prefix + "b", "t3", 5.0, HOLDER), Grant)
         renewals = [Renewal(prefix + "a", "t1", 5.0), Renewal(prefix + "b", "t9", 5.0)]
         assert await backend.extend_many(renewals) == [True, False]
         assert await backend.owned(prefix + "a", "t1")
@@ -274,7 +396,7 @@ async def test_async_flavour(mongodb_url: str) -> None:
         assert not await backend.release(prefix + "b", "t3")
         assert await backend.release(prefix + "a", "t1")
         info = await backend.inspect(prefix + "a")
-        assert info is not None and info.fence == 1 and not info.held
+        assert info is not None and info.fence == first.fence and not info.held
         assert await backend.inspect(prefix + "never") is None
 
 

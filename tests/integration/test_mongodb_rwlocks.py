@@ -44,6 +44,12 @@ def backend_of(locks: tenure.Locks) -> MongoDBBackend:
     return backend
 
 
+def grant(outcome: Grant | Busy) -> int:
+    """The fence of a grant (fences increase with gaps: each is at least the server's clock)."""
+    assert isinstance(outcome, Grant), outcome
+    return outcome.fence
+
+
 def acquire(backend: MongoDBBackend, name: str, token: str, mode: str,
             ttl: float = 5.0, holder: Holder = HOLDER) -> Grant | Busy:
     return backend.acquire_queued(name, token, ttl, holder, mode=mode, queue_ttl=QUEUE_TTL)
@@ -68,15 +74,18 @@ def test_the_collection_is_made_on_first_use_with_its_index(
         assert set(document) == {"_id", "fence", "next_seq", "leases", "places", "updated_at",
                                  "gc_at"}
         (lease,) = document["leases"]
-        assert lease["mode"] == "write" and lease["fence"] == writer.fence == 1
+        assert lease["mode"] == "write" and lease["fence"] == writer.fence == document["fence"]
+        granted = writer.fence
         assert set(lease) == {"token", "mode", "expires_at", "fence", "acquired_at", "host",
                               "pid", "thread"}
         assert document["gc_at"] > lease["expires_at"]
         writer.release()
         # Released: the document and its fence stay; the lock's own document is apart.
         document = database[rwlocks].find_one({"_id": "a"})
-        assert document is not None and document["leases"] == [] and document["fence"] == 1
-        assert database[collection_name].find_one({"_id": "a"})["fence"] == 1
+        assert document is not None and document["leases"] == []
+        assert document["fence"] == granted
+        # The plain lock's fence is its own, granted before the read-write lock's.
+        assert database[collection_name].find_one({"_id": "a"})["fence"] < granted
 
 
 def test_clean_up_removes_only_long_unused_documents(
@@ -103,7 +112,7 @@ def test_a_refreshed_place_keeps_its_arrival_position(mongodb_url: str) -> None:
     name = f"order:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         backend = backend_of(locks)
-        assert acquire(backend, name, "holder", "write") == Grant(1)
+        holder = grant(acquire(backend, name, "holder", "write"))
         assert isinstance(acquire(backend, name, "first", "write"), Busy)
         assert isinstance(acquire(backend, name, "second", "write"), Busy)
         assert isinstance(acquire(backend, name, "first", "write"), Busy)  # a refresh
@@ -111,17 +120,19 @@ def test_a_refreshed_place_keeps_its_arrival_position(mongodb_url: str) -> None:
         assert isinstance(acquire(backend, name, "reader", "read"), Busy)
         assert backend.release_queued(name, "holder")
         assert isinstance(acquire(backend, name, "second", "write"), Busy)
-        assert acquire(backend, name, "first", "write") == Grant(2)
+        first = grant(acquire(backend, name, "first", "write"))
+        assert first > holder
         info = backend.inspect_queue(name)
-        assert info is not None and info.queued == 2 and info.fence == 2
+        assert info is not None and info.queued == 2 and info.fence == first
         assert backend.release_queued(name, "first")
         assert isinstance(acquire(backend, name, "reader", "read"), Busy)
-        assert acquire(backend, name, "second", "write") == Grant(3)
+        second = grant(acquire(backend, name, "second", "write"))
+        assert second > first
         # A retry of a granted token: the same fence, its lease restarted, no new place.
-        assert acquire(backend, name, "second", "write") == Grant(3)
+        assert acquire(backend, name, "second", "write") == Grant(second)
         assert backend.release_queued(name, "second")
-        assert acquire(backend, name, "reader", "read") == Grant(4)
-        assert acquire(backend, name, "late reader", "read") == Grant(5)
+        reader = grant(acquire(backend, name, "reader", "read"))
+        assert grant(acquire(backend, name, "late reader", "read")) > reader > second
         # A place that gives up leaves: release_queued says no lease was held.
         assert isinstance(acquire(backend, name, "writer", "write"), Busy)
         assert backend.release_queued(name, "writer") is False
@@ -133,8 +144,8 @@ def test_busy_reports_the_soonest_holders_time_left(mongodb_url: str) -> None:
     name = f"busy:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         backend = backend_of(locks)
-        assert acquire(backend, name, "long", "read", ttl=10.0) == Grant(1)
-        assert acquire(backend, name, "short", "read", ttl=3.0) == Grant(2)
+        long = grant(acquire(backend, name, "long", "read", ttl=10.0))
+        assert grant(acquire(backend, name, "short", "read", ttl=3.0)) > long
         busy = acquire(backend, name, "writer", "write")
         assert isinstance(busy, Busy) and busy.ttl_left is not None
         assert 2.0 < busy.ttl_left <= 3.0
@@ -153,7 +164,7 @@ def test_text_is_stored_as_text(mongodb_url: str) -> None:
     holder = Holder("$host", 7, "$$NOW")
     with tenure.connect(mongodb_url) as locks:
         backend = backend_of(locks)
-        assert acquire(backend, name, "$token", "read", holder=holder) == Grant(1)
+        first = grant(acquire(backend, name, "$token", "read", holder=holder))
         assert isinstance(acquire(backend, name, "$$ROOT", "write", holder=holder), Busy)
         info = backend.inspect_queue(name)
         assert info is not None and info.name == name and info.queued == 1
@@ -161,7 +172,7 @@ def test_text_is_stored_as_text(mongodb_url: str) -> None:
         assert backend.queued_owned(name, "$token")
         assert not backend.queued_owned(name, "$$ROOT")
         assert backend.release_queued(name, "$token")
-        assert acquire(backend, name, "$$ROOT", "write", holder=holder) == Grant(2)
+        assert grant(acquire(backend, name, "$$ROOT", "write", holder=holder)) > first
         assert [info.name for info in backend.list_queues(name)] == [name]
 
 
@@ -171,7 +182,7 @@ def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
         backend = backend_of(locks)
         names = [prefix + str(i) for i in range(3)]
         for name in names:
-            assert acquire(backend, name, "token-" + name, "read") == Grant(1)
+            grant(acquire(backend, name, "token-" + name, "read"))
         renewals = [Renewal(name, "token-" + name, 5.0, "rwlock") for name in names]
         assert backend.extend_queued(renewals) == [True, True, True]
         assert backend.break_queue(names[1])
@@ -199,5 +210,7 @@ def test_a_racing_upserts_duplicate_key_error_is_tried_again(
             return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(type(collection), "find_one_and_update", racing_once)
-        assert acquire(backend, name, "token", "write") == Grant(1)
+        fence = grant(acquire(backend, name, "token", "write"))
         assert len(calls) == 2
+        info = backend.inspect_queue(name)
+        assert info is not None and info.fence == fence  # granted once, by the second try

@@ -12,6 +12,7 @@ non-owner's release refused."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -46,9 +47,11 @@ class Place:
 
 
 class QueueModel:
-    """What the server should hold: leases and places by key, one fence counter."""
+    """What the server should hold: leases and places by key, one fence counter floored by
+    ``floor`` (the store's fence floor, here the fake clock in microseconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, floor: Callable[[], int]) -> None:
+        self.floor = floor
         self.leases: dict[str, Lease] = {}
         self.places: dict[str, Place] = {}
         self.arrivals = 0
@@ -78,7 +81,7 @@ class QueueModel:
             return self.leases[key].fence
         if self.grantable(key, mode):
             self.places.pop(key, None)
-            self.fence += 1
+            self.fence = max(self.fence + 1, self.floor())
             self.leases[key] = Lease(mode, now + TTL, self.fence)
             return self.fence
         if enqueue:
@@ -104,10 +107,15 @@ class QueuedMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.backend = MemoryBackend(MemoryStore(self.clock))
+        # Fences floored by the fake clock in microseconds, as the store floors them by the
+        # wall clock: the model then follows every fence exactly, floor and counter alike.
+        self.backend = MemoryBackend(MemoryStore(self.clock, self._floor))
         self.locks = Locks(self.backend, clock=self.clock)
-        self.model = QueueModel()
+        self.model = QueueModel(self._floor)
         self.granted_fences: list[int] = []
+
+    def _floor(self) -> int:
+        return int(self.clock.now * 1_000_000)
 
     @property
     def now(self) -> float:

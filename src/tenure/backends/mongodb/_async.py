@@ -94,9 +94,12 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport
 
     schemes = SCHEMES
     capabilities = Capabilities(
-        fencing="strictly increasing per name, kept in the lock's document across releases "
-        "(until clean-up deletes a document unused for gc_after, 30 days by default)",
+        fencing="strictly increasing per name, and never going back: kept in the lock's "
+        "document across releases, and each at least the server's clock in microseconds, so "
+        "also after clean-up deleted a document unused for gc_after (30 days by default) or "
+        "the server lost it",
         fences_survive_restart=True,
+        fences_count_per_name=False,
         leases_survive_restart=True,
         wakeups="in-process; back-off across processes",
         multi_host=True,

@@ -21,9 +21,10 @@ Rules every document below follows:
   where a string starting with ``$`` would be read as a field path. Every other caller-chosen
   string written by a pipeline (token, host, thread) is wrapped in ``$literal`` for the same
   reason: a thread named ``"$where"`` is stored as that text.
-- Fences start at 1 and grow by one per grant, in the document, which a release keeps. The
-  one way a fence restarts is the TTL clean-up deleting a document unused for ``gc_after``
-  (30 days by default; ``none`` disables it): docs/backends/mongodb.md says when that matters.
+- A grant's fence is ``max(fence + 1, $$NOW in microseconds)`` (``next_fence``): it grows
+  by at least one per grant in the document, which a release keeps, and never falls below
+  the server's clock, so a document the TTL clean-up deleted (unused for ``gc_after``, 30
+  days by default) or the server lost starts again above every fence it issued, not at 1.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tenure._types import Holder, LockInfo
 
 __all__ = [
     "GRANTED_FIELDS",
+    "next_fence",
     "acquire_update",
     "break_filter",
     "extend_update",
@@ -69,6 +71,23 @@ GRANTED_FIELDS = ("token", "expires_at", "acquired_at", "host", "pid", "thread")
 _STATE = "tenure_grant"
 
 
+def next_fence(stored: str = "$fence") -> Document:
+    """The fence of a new grant: one more than the last one issued (``stored``, a field path;
+    absent in a new document), and never below the server's clock in microseconds.
+
+    The clock floor is what keeps fences from going back when the document is gone: deleted by
+    the TTL clean-up, removed by hand, or lost with the server's data. ``$$NOW`` counts whole
+    milliseconds, so two grants of one name within one millisecond (or after the server's
+    clock stepped back) share a floor; the ``+ 1`` then still makes each fence larger than the
+    last one the document holds. ``$toLong`` of a date is its milliseconds since the epoch
+    (MongoDB 4.0+); microseconds since the epoch (~1.8e15) are far inside an int64.
+    """
+    return {"$max": [
+        {"$add": [{"$ifNull": [stored, 0]}, 1]},
+        {"$multiply": [{"$toLong": "$$NOW"}, 1000]},
+    ]}
+
+
 def milliseconds(seconds: float) -> int:
     """A ttl as the whole milliseconds BSON dates count in (at least one)."""
     return max(1, round(seconds * 1000))
@@ -88,7 +107,7 @@ def name_filter(name: str) -> Document:
 #   "new"   - absent (the upsert starts from {_id: NAME}), released, or expired;
 #   "again" - held by TOKEN (a retried acquire whose reply was lost): not a new grant;
 #   "busy"  - held by another token whose lease is live.
-# Stage 2 writes: for "new", fence + 1 (1 for a new document), TOKEN, expiry
+# Stage 2 writes: for "new", max(fence + 1, $$NOW in microseconds), TOKEN, expiry
 # $$NOW + TTL_MS, acquired_at $$NOW, the holder; for "again", only the expiry (fence and
 # acquired_at kept); for "busy", every field its own value, so nothing changes.
 # Stage 3 removes the scratch field.
@@ -112,9 +131,7 @@ def acquire_update(
         return {"$cond": [busy, f"${field}", value]}
 
     granted: Document = {
-        "fence": if_new(
-            {"$add": [{"$ifNull": ["$fence", 0]}, 1]}, "fence"
-        ),
+        "fence": if_new(next_fence(), "fence"),
         "token": unless_busy({"$literal": token}, "token"),
         "expires_at": unless_busy(expires_at, "expires_at"),
         "acquired_at": if_new("$$NOW", "acquired_at"),

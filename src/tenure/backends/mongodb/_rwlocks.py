@@ -7,7 +7,8 @@ of the same name), in the collection ``{collection}.rwlocks``::
     {
         "_id": NAME,            # the lock's name, a plain string
         "fence": <int64>,       # the last fence issued, to reads and writes alike; never goes
-                                # back, kept across releases and breaks
+                                # back (a grant's is at least the server's clock in
+                                # microseconds), kept across releases and breaks
         "next_seq": <int64>,    # the last arrival position handed to a waiting place
         "leases": [             # the holders, in grant order
             {"token": <str>, "mode": "read" | "write", "expires_at": <date>,
@@ -40,6 +41,7 @@ from typing import Any
 
 from tenure._async.capabilities import WRITE
 from tenure._types import Holder, LeaseInfo, LockInfo
+from tenure.backends.mongodb._documents import next_fence
 
 __all__ = [
     "acquire_queued_update",
@@ -124,8 +126,9 @@ def has_entry(name: str, token: str) -> Document:
 # ("mine": a retry after a lost reply), has it a place, and at which arrival position.
 # Stage 3 takes the places ahead of TOKEN (those that arrived before its place; all of them
 # when it has none) and judges the grant: a write needs no live holder and no place ahead; a
-# read needs no live write holder and no write place ahead. Stage 4 bumps the fence on a grant
-# and the arrival counter when a new place is handed out. Stage 5 writes: on a grant the live
+# read needs no live write holder and no write place ahead. Stage 4 sets the fence to
+# max(fence + 1, $$NOW in microseconds) on a grant and bumps the arrival counter when a new
+# place is handed out. Stage 5 writes: on a grant the live
 # leases plus TOKEN's (mode, $$NOW + TTL_MS, the new fence, the holder) and the live places
 # less TOKEN's; on "mine" TOKEN's lease restarted; otherwise TOKEN's place refreshed to
 # $$NOW + QUEUE_TTL_MS where it stands, or added at the tail. Stage 6 removes the scratch;
@@ -202,8 +205,9 @@ def acquire_queued_update(
         {"$set": {"tenure_ahead": ahead}},
         {"$set": {"tenure_grant": {"$and": [{"$eq": ["$tenure_mine", False]}, turn]}}},
         {"$set": {
-            "fence": {"$add": [{"$ifNull": ["$fence", 0]},
-                               {"$cond": ["$tenure_grant", 1, 0]}]},
+            "fence": {"$cond": [
+                "$tenure_grant", next_fence(), {"$ifNull": ["$fence", 0]},
+            ]},
             "next_seq": {"$add": [{"$ifNull": ["$next_seq", 0]},
                                   {"$cond": [fresh_place, 1, 0]}]},
         }},

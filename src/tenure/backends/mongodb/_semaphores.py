@@ -5,7 +5,8 @@ One document per semaphore name, in the collection ``{collection}.semaphores``::
 
     {
         "_id": NAME,            # the semaphore's name, a plain string
-        "fence": <int64>,       # the last fence issued; never goes back, kept across releases
+        "fence": <int64>,       # the last fence issued; never goes back (a grant's is at
+                                # least the server's clock in microseconds), kept across releases
         "limit": <int>,         # the limit the live permits were taken with
         "permits": [            # the permits, each a lease of its own
             {"token": <str>, "expires_at": <date>, "fence": <int64>,
@@ -26,6 +27,7 @@ import datetime
 from typing import Any
 
 from tenure._types import Holder, LeaseInfo, LockInfo
+from tenure.backends.mongodb._documents import next_fence
 
 __all__ = [
     "acquire_permit_update",
@@ -65,7 +67,8 @@ def holds_permit(name: str, token: str) -> Document:
 # Used as ONE find_one_and_update(filter={_id: NAME}, upsert=True, return_document=AFTER).
 # Inputs: TOKEN, TTL_MS, LIMIT, the holder, GC_AFTER_MS. Stage 1 keeps the live permits;
 # stage 2 judges: ours is live (a retry), or a grant is allowed (fewer than LIMIT live, and
-# none live under another limit); stage 3 bumps the fence and stores LIMIT on a grant;
+# none live under another limit); stage 3 sets the fence to max(fence + 1, $$NOW in
+# microseconds) and stores LIMIT on a grant;
 # stage 4 writes the permits: the live ones plus ours (a grant), with ours restarted (a
 # retry), or just the live ones. Output: the after-image: granted iff TOKEN is among its
 # permits (that permit's fence is the grant's); else its limit tells a refused limit from a
@@ -110,8 +113,9 @@ def acquire_permit_update(
             ]},
         }},
         {"$set": {
-            "fence": {"$add": [{"$ifNull": ["$fence", 0]},
-                               {"$cond": ["$tenure_grant", 1, 0]}]},
+            "fence": {"$cond": [
+                "$tenure_grant", next_fence(), {"$ifNull": ["$fence", 0]},
+            ]},
             "limit": {"$cond": ["$tenure_grant", limit, "$limit"]},
         }},
         {"$set": written},
