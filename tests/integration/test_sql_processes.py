@@ -66,7 +66,8 @@ def test_fences_increase_over_1000_acquisitions_and_server_restarts(
         seen += _cycles(locks, name, 200)
     assert len(seen) == 1000
     assert all(a < b for a, b in itertools.pairwise(seen)), seen
-    assert seen[-1] == 1000
+    if locks.capabilities.fences_count_per_name:
+        assert seen[-1] == 1000  # no grant skipped a number
 
 
 def test_lease_survives_a_server_restart(sql_server: Any, name: str) -> None:
@@ -108,4 +109,6 @@ def test_forked_child_uses_its_own_connections(sql_url: str) -> None:
         assert held.owned()
         held.release()
         info = locks.inspect(f"{base}:child")
-        assert info is not None and info.fence == 1 and not info.held
+        assert info is not None and info.fence > 0 and not info.held
+        if locks.capabilities.fences_count_per_name:
+            assert info.fence == 1

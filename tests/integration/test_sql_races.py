@@ -6,6 +6,7 @@ grant's fence check and decide again under the name's row lock, so both paths ar
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import uuid
 from collections.abc import Callable
@@ -33,10 +34,14 @@ def race(
     *,
     release: bool,
     make: Callable[[str], Any] | None = None,
+    fences: list[list[int]] | None = None,
 ) -> list[int]:
     """THREADS threads race, round after round, for ``names[round]`` (a lock, or what
     ``make`` returns for the name); each round starts when all threads are at the barrier.
-    Returns the number of winners of each round."""
+    Returns the number of winners of each round; ``fences``, if given, gets the winners'
+    fences of each round."""
+    if fences is not None:
+        fences[:] = [[] for _ in names]
     winners = [0] * len(names)
     counted = threading.Lock()
     barrier = threading.Barrier(THREADS)
@@ -51,6 +56,8 @@ def race(
                 if won:
                     with counted:
                         winners[round_] += 1
+                        if fences is not None:
+                            fences[round_].append(lock.fence)
                 barrier.wait(timeout=60)  # every attempt of this round is in before release
                 if won and release:
                     lock.release()
@@ -71,22 +78,35 @@ def test_32_threads_race_for_1000_fresh_locks(sql_url: str) -> None:
     """The insert path: every round's name is new, so all 32 race to create its row."""
     base = uuid.uuid4().hex
     names = [f"race:{base}:{round_}" for round_ in range(1000)]
+    won: list[list[int]] = []
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, names, release=False)
+        winners = race(locks, names, release=False, fences=won)
         assert winners == [1] * len(names)
-        fences = {info.fence for info in locks.list_locks(f"race:{base}:")}
-    assert fences == {1}
+        stored = {info.name: info.fence for info in locks.list_locks(f"race:{base}:")}
+        counting = locks.capabilities.fences_count_per_name
+    # Every row holds its one winner's fence: no loser bumped it (a counting backend's
+    # first fence is 1).
+    assert stored == {name: fence for name, (fence,) in zip(names, won, strict=True)}
+    if counting:
+        assert set(stored.values()) == {1}
 
 
 def test_32_threads_race_for_one_released_lock(sql_url: str) -> None:
     """The update path: one row, freed by the last winner, taken again by exactly one."""
     name = f"race:{uuid.uuid4().hex}"
     rounds = 300
+    won: list[list[int]] = []
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
-        winners = race(locks, [name] * rounds, release=True)
+        winners = race(locks, [name] * rounds, release=True, fences=won)
         assert winners == [1] * rounds
         info = locks.inspect(name)
-    assert info is not None and info.fence == rounds and not info.held
+        counting = locks.capabilities.fences_count_per_name
+    # Every grant took a greater fence, and losers took none: the row keeps the last one's.
+    fences = [fence for (fence,) in won]
+    assert all(a < b for a, b in itertools.pairwise(fences)), fences
+    assert info is not None and info.fence == fences[-1] and not info.held
+    if counting:
+        assert info.fence == rounds
 
 
 def test_32_tasks_race_under_asyncio(sql_url: str) -> None:
@@ -116,7 +136,11 @@ def test_32_threads_race_for_300_fresh_semaphores(sql_url: str) -> None:
         assert winners == [limit] * len(names)
         infos = [info for info in locks.list_locks(f"race:{base}:") if info.kind == "semaphore"]
     assert len(infos) == len(names)
-    assert all(sorted(lease.fence for lease in info.leases) == [1, 2, 3] for info in infos)
+    for info in infos:  # every grant its own fence, the record holding the greatest
+        fences = sorted(lease.fence for lease in info.leases)
+        assert len(set(fences)) == limit and info.fence == fences[-1], (info, fences)
+        if locks.capabilities.fences_count_per_name:
+            assert fences == [1, 2, 3]
 
 
 def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
@@ -125,12 +149,21 @@ def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
     limit = 3
     rounds = 200
     name = f"race:{uuid.uuid4().hex}"
+    won: list[list[int]] = []
     with tenure.connect(sql_url, pool_size=THREADS) as locks:
         winners = race(locks, [name] * rounds, release=True,
-                       make=lambda name: locks.semaphore(name, limit=limit, ttl=60))
+                       make=lambda name: locks.semaphore(name, limit=limit, ttl=60),
+                       fences=won)
         assert winners == [limit] * rounds
         info = locks.inspect(name, kind="semaphore")
-    assert info is not None and info.fence == limit * rounds and not info.leases
+        counting = locks.capabilities.fences_count_per_name
+    # Each round's fences all above the previous round's, all distinct; the record keeps
+    # the greatest.
+    for earlier, later in itertools.pairwise(won):
+        assert max(earlier) < min(later) and len(set(later)) == limit, (earlier, later)
+    assert info is not None and info.fence == max(won[-1]) and not info.leases
+    if counting:
+        assert info.fence == limit * rounds
 
 
 def test_a_retried_permit_acquire_finds_its_own_permit(sql_url: str) -> None:
