@@ -501,7 +501,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         """Start the clean-up of ``table`` (a ``sweep`` statement) in the background if it is
         due: at most once per ``min(gc_after, SWEEP_EVERY)`` per table and backend object,
         after a grant or a release of its kind. The acquire/release cycle itself never waits
-        for it nor sends anything more; the clean-up borrows a connection of the pool."""
+        for it nor sends anything more."""
         gc_after = self._gc_after
         if gc_after is None:
             return
@@ -524,7 +524,9 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
 
         def clean_up() -> None:
             try:
-                removed = self._run(sweep)
+                # On a connection of its own: the pool the lock steps use stays as it was
+                # (no extra idle connection left behind, none taken from under them).
+                removed = self._run(sweep, pooled=False)
             except BackendError as exc:  # a lock wait given up, a server away: next time
                 logger.debug("tenure: PostgreSQL clean-up of %s: %s", table, exc)
                 return
@@ -599,16 +601,20 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         if not keep:
             _close_quietly(connection)
 
-    def _run(self, work: Callable[[Connection], T]) -> T:
+    def _run(self, work: Callable[[Connection], T], *,
+                   pooled: bool = True) -> T:
+        """Run ``work`` on a connection of the pool, or (``pooled=False``) on one of its own,
+        closed afterwards."""
         if self._closed:
             raise BackendError(f"PostgreSQL {self._display}: the client is closed")
         # A statement cancelled half-way may still commit after the caller's undo (a
         # release): it runs to its end first. The deadlines bound the wait.
-        return io.complete(self._run_unshielded(work))
+        return io.complete(self._run_unshielded(work, pooled))
 
-    def _run_unshielded(self, work: Callable[[Connection], T]) -> T:
+    def _run_unshielded(self, work: Callable[[Connection], T],
+                              pooled: bool) -> T:
         self._claim()
-        connection = self._checkout()
+        connection = self._checkout() if pooled else self._connect()
         deadline: Deadline | None = None
         try:
             with guard(connection.fileno(), self._options.timeout) as deadline:
@@ -624,7 +630,10 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
                     self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
-        self._checkin(connection)
+        if pooled:
+            self._checkin(connection)
+        else:
+            _close_quietly(connection)
         return result
 
     def _execute(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
