@@ -54,10 +54,24 @@ def exists(url: str, table: str) -> bool:
 
 
 def entries(url: str, table: str, name: str) -> list[tuple[Any, ...]]:
-    """(token, kind, mode, seq) of every row of ``name``, by seq."""
+    """(token, kind, mode, seq) of every row of ``name`` with a holder, by seq: ended ones
+    (released, broken: kept, with no holder, as the name's last use) are left out."""
     sql = RwlockStatements(table)
     return raw(url, f"SELECT token, kind, mode, seq FROM {sql.quoted_entries} "
-                    "WHERE name = %s ORDER BY kind, seq", (name,))
+                    "WHERE name = %s AND pid IS NOT NULL ORDER BY kind, seq", (name,))
+
+
+def ended(url: str, table: str, name: str) -> list[str]:
+    """The tokens of the name's ended entries."""
+    sql = RwlockStatements(table)
+    return [token for (token,) in raw(
+        url, f"SELECT token FROM {sql.quoted_entries} WHERE name = %s AND pid IS NULL "
+             "ORDER BY token", (name,))]
+
+
+def granted(answer: Grant | Busy) -> int:
+    assert isinstance(answer, Grant), answer
+    return answer.fence
 
 
 def record(url: str, table: str, name: str) -> tuple[Any, ...]:
@@ -86,47 +100,57 @@ def test_tables_are_made_by_the_first_read_write_acquire_only(
         assert not exists(postgresql_url, sql.records)
         assert not exists(postgresql_url, sql.entries)
         with locks.rwlock(name, ttl=10).read() as reader:
-            assert reader.fence == 1
+            fence = reader.fence
+            assert fence is not None
             ((_, *lease),) = entries(postgresql_url, table, name)
-            assert lease == ["lease", "read", 1]
+            assert lease == ["lease", "read", fence]
         assert exists(postgresql_url, sql.records) and exists(postgresql_url, sql.entries)
     assert entries(postgresql_url, table, name) == []
-    assert record(postgresql_url, table, name) == (1, 0)
+    assert len(ended(postgresql_url, table, name)) == 1  # the released lease, as last use
+    assert record(postgresql_url, table, name) == (fence, 0)
 
 
 def test_places_keep_their_arrival_order_and_become_leases(
     postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
 ) -> None:
-    assert acquire(backend, name, "w1", "write") == Grant(1)
+    first = granted(acquire(backend, name, "w1", "write"))
     waiting = acquire(backend, name, "r1", "read")
     assert isinstance(waiting, Busy)
     assert waiting.ttl_left is not None and 9 < waiting.ttl_left <= 10
     assert isinstance(acquire(backend, name, "w2", "write"), Busy)
     assert isinstance(acquire(backend, name, "r1", "read"), Busy)  # refreshed, same place
     assert entries(postgresql_url, table, name) == [
-        ("w1", "lease", "write", 1), ("r1", "place", "read", 1), ("w2", "place", "write", 2),
+        ("w1", "lease", "write", first), ("r1", "place", "read", 1),
+        ("w2", "place", "write", 2),
     ]
-    assert record(postgresql_url, table, name) == (1, 2)
+    assert record(postgresql_url, table, name) == (first, 2)
     assert backend.release_queued(name, "w1") is True
     late = acquire(backend, name, "w2", "write")
     assert isinstance(late, Busy) and late.ttl_left is None  # only a place ahead blocks it
-    assert acquire(backend, name, "r1", "read") == Grant(2)
+    second = granted(acquire(backend, name, "r1", "read"))
+    assert second > first
     assert isinstance(acquire(backend, name, "r2", "read"), Busy)  # behind the writer
     assert entries(postgresql_url, table, name) == [
-        ("r1", "lease", "read", 2), ("w2", "place", "write", 2), ("r2", "place", "read", 3),
+        ("r1", "lease", "read", second), ("w2", "place", "write", 2),
+        ("r2", "place", "read", 3),
     ]
-    assert acquire(backend, name, "r1", "read") == Grant(2)  # a retry keeps its fence
+    assert ended(postgresql_url, table, name) == []  # w1's, dropped by the grant
+    assert acquire(backend, name, "r1", "read") == Grant(second)  # a retry keeps its fence
     assert backend.release_queued(name, "r1") is True
-    assert acquire(backend, name, "w2", "write") == Grant(3)
+    third = granted(acquire(backend, name, "w2", "write"))
+    assert third > second
     assert backend.release_queued(name, "r2") is False  # a place leaves, no lease released
-    assert entries(postgresql_url, table, name) == [("w2", "lease", "write", 3)]
+    assert entries(postgresql_url, table, name) == [("w2", "lease", "write", third)]
+    assert ended(postgresql_url, table, name) == ["r2"]
     info = backend.inspect_queue(name)
-    assert info is not None and info.kind == "rwlock" and info.fence == 3 and info.queued == 0
+    assert info is not None and info.kind == "rwlock" and info.fence == third
+    assert info.queued == 0
     (lease,) = info.leases
-    assert (lease.mode, lease.fence, lease.holder) == ("write", 3, HOLDER)
+    assert (lease.mode, lease.fence, lease.holder) == ("write", third, HOLDER)
     assert backend.break_queue(name) is True
     assert backend.break_queue(name) is False
-    assert record(postgresql_url, table, name) == (3, 3)
+    assert record(postgresql_url, table, name) == (third, 3)
+    assert ended(postgresql_url, table, name) == ["r2", "w2"]
 
 
 def test_a_renewal_committed_while_a_grant_waits_is_not_taken_for_an_expired_lease(
@@ -134,7 +158,7 @@ def test_a_renewal_committed_while_a_grant_waits_is_not_taken_for_an_expired_lea
 ) -> None:
     """The grant reads the name's entries FOR UPDATE: it waits for the renewal's row lock and
     then judges the lease at the version the renewal committed."""
-    assert acquire(backend, name, "holder", "write", ttl=0.5) == Grant(1)
+    granted(acquire(backend, name, "holder", "write", ttl=0.5))
     sql = RwlockStatements(table)
     conninfo = postgresql_url.partition("?")[0]
     with psycopg.connect(conninfo, autocommit=True) as renewal:
@@ -161,7 +185,7 @@ def test_lapsed_places_are_dropped_and_waiters_told(
     postgresql_url: str, table: str, backend: PostgreSQLBackend,
     name: str,
 ) -> None:
-    assert acquire(backend, name, "holder", "write") == Grant(1)
+    fence = granted(acquire(backend, name, "holder", "write"))
     assert isinstance(acquire(backend, name, "gone", "write", queue_ttl=0.2), Busy)
     conninfo = postgresql_url.partition("?")[0]
     with psycopg.connect(conninfo, autocommit=True) as listener:
@@ -171,7 +195,7 @@ def test_lapsed_places_are_dropped_and_waiters_told(
         notices = [notice.payload for notice in listener.notifies(timeout=5, stop_after=1)]
     assert notices == [f"rwlock:{name}"]
     assert entries(postgresql_url, table, name) == [
-        ("holder", "lease", "write", 1), ("next", "place", "write", 2),
+        ("holder", "lease", "write", fence), ("next", "place", "write", 2),
     ]
     info = backend.inspect_queue(name)
     assert info is not None and info.queued == 1
@@ -207,11 +231,12 @@ def test_without_pipeline_mode_the_same_transaction_runs_message_by_message(
     """libpq before 14 has no pipeline mode: the acquire sends its transaction's messages one
     by one, with the same outcome."""
     monkeypatch.setattr(postgresql_sync, "PIPELINES", False)
-    assert acquire(backend, name, "writer", "write") == Grant(1)
+    first = granted(acquire(backend, name, "writer", "write"))
     assert isinstance(acquire(backend, name, "reader", "read"), Busy)
     assert backend.release_queued(name, "writer") is True
-    assert acquire(backend, name, "reader", "read") == Grant(2)
-    assert entries(postgresql_url, table, name) == [("reader", "lease", "read", 2)]
+    second = granted(acquire(backend, name, "reader", "read"))
+    assert second > first
+    assert entries(postgresql_url, table, name) == [("reader", "lease", "read", second)]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

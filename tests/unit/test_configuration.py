@@ -178,6 +178,7 @@ def test_client_options_are_checked() -> None:
         ("mysql://u@127.0.0.1:1/db?timeout=3601", "mysql option timeout must be <= 3600"),
         ("mysql://u@127.0.0.1:1/db?pool_size=1.5", "mysql option pool_size must be an integer"),
         ("postgresql://u@127.0.0.1:1/db?timeout=nan", "postgresql option timeout must be a finite"),
+        ("postgresql://u@127.0.0.1:1/db?gc_after=0", "postgresql option gc_after must be > 0"),
     ],
 )
 def test_numeric_options_are_checked_alike_by_every_backend(

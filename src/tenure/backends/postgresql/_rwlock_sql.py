@@ -26,6 +26,13 @@ Time is the server's ``clock_timestamp()``, once per statement. A release, a bre
 acquire that dropped a lapsed lease or place NOTIFY the lock table's channel with
 ``rwlock:`` and the name, so the waiters' one LISTEN connection serves these locks too.
 
+Fences and clean-up (rule 10): a grant's fence is max(the record's fence + 1, the server's
+clock in microseconds), in GRANT, so fences never go back even when the record is gone. A
+release (or a break) ends its entry (expiry set to now, holder cleared) instead of deleting
+it: ended entries record when the name was last used, until the next GRANT of the name drops
+them (without a NOTIFY: their release already sent one) or SWEEP removes the name. SWEEP
+deletes a name's record and entries when every entry ended more than ``gc_after`` ago.
+
 Parameters are psycopg's ``%(name)s``: ``name``/``token`` text, ``ttl``/``queue_ttl`` float
 seconds, ``mode`` 'read' or 'write', ``host``/``thread`` text, ``pid`` integer, ``channel``
 the NOTIFY channel (the lock table's name).
@@ -35,10 +42,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from tenure.backends.postgresql._sql import FENCE_FLOOR, IDLE_SINCE
+
 __all__ = ["WAKE_PREFIX", "RwlockStatements"]
 
 WAKE_PREFIX = "rwlock:"
 _NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+_ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
+"""An ended entry: kept, not live, as the time its name was last used; no holder (``pid``
+NULL) tells it from a lease or place that lapsed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,11 +132,13 @@ RETURNING rec.fence
     #    'write', any lease or place ahead; for 'read', a 'write' lease or a 'write' place
     #    ahead. "Ahead" = places with an arrival before the caller's own live place (all of
     #    them when it has none).
-    # 4. Grantable: the record's fence + 1, and the caller's row becomes a lease with it
+    # 4. Grantable: max(the record's fence + 1, FENCE_FLOOR), and the caller's row becomes
+    #    a lease with it
     #    (its place, or a lapsed entry of its own, overwritten).
     # 5. Not grantable: a live place of the caller gets its expiry reset to now + queue_ttl,
     #    keeping its position; without one, a place at the tail (the record's arrivals + 1).
-    # 6. If a lapsed entry was dropped, NOTIFY (it may have held a waiter back).
+    # 6. If a lapsed lease or place was dropped, NOTIFY (it may have held a waiter back);
+    #    ended entries (released or broken) sent theirs then.
     # Output: one row (renewed fence, granted fence, seconds left of the soonest-ending live
     # lease, woken); at most one of the fences is not NULL.
     @property
@@ -133,7 +147,7 @@ RETURNING rec.fence
         return f"""
 WITH {_NOW},
 locked AS MATERIALIZED (
-    SELECT e.token, e.kind, e.mode, e.seq, e.expires_at
+    SELECT e.token, e.kind, e.mode, e.seq, e.expires_at, e.pid
     FROM {entries} AS e WHERE e.name = %(name)s
     ORDER BY e.token FOR UPDATE
 ),
@@ -144,7 +158,7 @@ dropped AS (
     DELETE FROM {entries} AS e USING locked, now
     WHERE e.name = %(name)s AND e.token = locked.token
       AND locked.expires_at <= now.t AND locked.token <> %(token)s
-    RETURNING e.token
+    RETURNING e.token, locked.pid
 ),
 mine AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM live WHERE token = %(token)s AND kind = 'lease') AS retry,
@@ -168,9 +182,10 @@ renewed AS (
 ),
 counted AS (
     UPDATE {records} AS rec
-    SET fence = rec.fence + CASE WHEN verdict.grantable THEN 1 ELSE 0 END,
+    SET fence = CASE WHEN verdict.grantable THEN greatest(rec.fence + 1, {FENCE_FLOOR})
+                     ELSE rec.fence END,
         arrivals = rec.arrivals + CASE WHEN verdict.grantable THEN 0 ELSE 1 END
-    FROM verdict
+    FROM verdict, now
     WHERE rec.name = %(name)s
       AND (verdict.grantable OR (NOT verdict.retry AND verdict.place IS NULL))
     RETURNING verdict.grantable, rec.fence, rec.arrivals
@@ -199,7 +214,7 @@ refreshed AS (
 ),
 woken AS (
     SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
-    FROM (SELECT 1 FROM dropped LIMIT 1) AS any_dropped
+    FROM (SELECT 1 FROM dropped WHERE dropped.pid IS NOT NULL LIMIT 1) AS any_dropped
 )
 SELECT (SELECT seq FROM renewed),
        (SELECT seq FROM written WHERE kind = 'lease'),
@@ -209,20 +224,22 @@ SELECT (SELECT seq FROM renewed),
 FROM now
 """
 
-    # Inputs: name, token, channel. Removes the token's lease or place; NOTIFYs waiters.
-    # Output: one row (whether it was a live lease) if there was one, none otherwise.
+    # Inputs: name, token, channel. Ends the token's live lease or place (see the module's
+    # doc); NOTIFYs waiters. Output: one row (whether it was a lease) if one was live, none
+    # otherwise. A lapsed one is left as it is: it no longer counts, and its expiry was its
+    # end. Locks only the token's own row.
     @property
     def release(self) -> str:
         return f"""
 WITH {_NOW},
-removed AS (
-    DELETE FROM {self.quoted_entries} AS e
-    WHERE e.name = %(name)s AND e.token = %(token)s
-    RETURNING e.kind, e.expires_at
+ended AS (
+    UPDATE {self.quoted_entries} AS e SET {_ENDED}
+    FROM now
+    WHERE e.name = %(name)s AND e.token = %(token)s AND e.expires_at > now.t
+    RETURNING e.kind
 )
-SELECT removed.kind = 'lease' AND removed.expires_at > now.t,
-       pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
-FROM removed, now
+SELECT ended.kind = 'lease', pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+FROM ended
 """
 
     # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Resets each live
@@ -260,9 +277,9 @@ SELECT 1 FROM {self.quoted_entries} AS e, now
 WHERE e.name = %(name)s AND e.token = %(token)s AND e.kind = 'lease' AND e.expires_at > now.t
 """
 
-    # Inputs: name, channel. Removes every lease of the name (places stay, the record's
-    # fence stays), locking them in token order; NOTIFYs waiters if one was live. Output:
-    # one row per live lease removed.
+    # Inputs: name, channel. Ends every live lease of the name as a release does (places
+    # stay, the record's fence stays), locking them in token order; NOTIFYs waiters if one
+    # was live. Output: one row per live lease ended.
     @property
     def break_queue(self) -> str:
         entries = self.quoted_entries
@@ -273,13 +290,53 @@ locked AS MATERIALIZED (
     WHERE e.name = %(name)s AND e.kind = 'lease'
     ORDER BY e.token FOR UPDATE
 ),
-removed AS (
-    DELETE FROM {entries} AS e USING locked
+ended AS (
+    UPDATE {entries} AS e SET {_ENDED}
+    FROM locked, now
     WHERE e.name = %(name)s AND e.token = locked.token AND e.kind = 'lease'
-    RETURNING e.expires_at
+      AND e.expires_at > now.t
+    RETURNING 1
 )
-SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
-FROM removed, now WHERE removed.expires_at > now.t
+SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
+"""
+
+    # Inputs: gc_after (seconds), limit. The clean-up: deletes the record and entries of
+    # at most `limit` names whose every entry ended (expired, released) before IDLE_SINCE; a
+    # record without entries (a tenure before rule 10 deleted them) is idle too. Candidates
+    # come from the statement's snapshot; a record is then locked (records other sessions
+    # hold, such as a GRANT's, skipped) only if its fence and arrivals are still the ones
+    # read. A grant or a new place bumps one of them, and entries are only ever added or
+    # revived by GRANT, under the record's lock: a name used since the snapshot is left
+    # alone, and nothing can be added to a locked one. Locks the record, then entries, in
+    # GRANT's order. Output: one row (names deleted).
+    @property
+    def sweep(self) -> str:
+        entries, records = self.quoted_entries, self.quoted_records
+        return f"""
+WITH {_NOW},
+candidates AS MATERIALIZED (
+    SELECT rec.name, rec.fence, rec.arrivals FROM {records} AS rec, now
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {entries} AS e
+        WHERE e.name = rec.name AND e.expires_at >= {IDLE_SINCE})
+    LIMIT %(limit)s
+),
+locked AS MATERIALIZED (
+    SELECT rec.name FROM {records} AS rec, candidates
+    WHERE rec.name = candidates.name AND rec.fence = candidates.fence
+      AND rec.arrivals = candidates.arrivals
+    FOR UPDATE OF rec SKIP LOCKED
+),
+entries_gone AS (
+    DELETE FROM {entries} AS e USING locked, now
+    WHERE e.name = locked.name AND e.expires_at < {IDLE_SINCE}
+),
+records_gone AS (
+    DELETE FROM {records} AS rec USING locked
+    WHERE rec.name = locked.name
+    RETURNING 1
+)
+SELECT count(*) FROM records_gone
 """
 
     # Input: name (inspect) or prefix (list). Output: one row per record (name, fence,

@@ -4,6 +4,15 @@ One table beside the lock table, ``{table}_permits``, keyed (name, token): each 
 row, and the semaphore's own record is the row whose token is ``''`` (its fence counter, and
 the limit stored with its live permits; no expiry).
 
+Fences and clean-up (rule 10): a grant's fence is max(the record's fence + 1, the server's
+clock in microseconds), in the granting statement, so fences never go back even when the
+record is gone. A release ends its permit (expiry set to now, holder cleared) instead of
+deleting it: the ended row is the time the name was last used, until the next acquire of the
+name drops it (as it drops expired permits) or SWEEP removes the name. A name's permit rows
+are never all gone while it is in use: an acquire drops expired permits only in the
+statement that grants one (or finds others live). SWEEP deletes a name's record and its
+permit rows when every permit ended more than ``gc_after`` ago.
+
 A grant needs a count of the live permits that no concurrent grant can change before the
 grant is written. One statement under READ COMMITTED reads its rows from the snapshot taken
 when it starts, before any row lock it then waits for, so it cannot hold the count still; it
@@ -30,10 +39,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from tenure.backends.postgresql._sql import FENCE_FLOOR, IDLE_SINCE
+
 __all__ = ["WAKE_PREFIX", "SemaphoreStatements"]
 
 WAKE_PREFIX = "semaphore:"
 _NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+_ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
+"""An ended permit: kept, not live, as the time its name was last used."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +99,14 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 )"""
 
     # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
-    # the module's doc). Drops expired permits; restarts our own live permit (a retry); else,
-    # if fewer than `limit` others are live and none is live under another limit, takes the
-    # next fence and adds our permit, provided the record's fence is still the one this
-    # statement's snapshot holds (the conflict clause's WHERE is judged on the row's latest
-    # version, locked). Output: one row (own fence, granted fence, live others, seconds left
-    # of the soonest permit, stored limit, room); at most one of the fences is not NULL, and
-    # both NULL with room true means the fence moved: decide again with LOCK_NAME + GRANT.
+    # the module's doc). Drops expired (and ended) permits; restarts our own live permit (a
+    # retry); else, if fewer than `limit` others are live and none is live under another
+    # limit, takes the next fence (max(fence + 1, FENCE_FLOOR)) and adds our permit,
+    # provided the record's fence is still the one this statement's snapshot holds (the
+    # conflict clause's WHERE is judged on the row's latest version, locked). Output: one
+    # row (own fence, granted fence, live others, seconds left of the soonest permit, stored
+    # limit, room); at most one of the fences is not NULL, and both NULL with room true
+    # means the fence moved: decide again with LOCK_NAME + GRANT.
     @property
     def acquire(self) -> str:
         return f"""
@@ -127,9 +141,10 @@ room AS (
 ),
 bumped AS (
     INSERT INTO {self.quoted} AS rec (name, token, fence, permits)
-    SELECT %(name)s, '', coalesce(room.fence, 0) + 1, %(limit)s FROM room
+    SELECT %(name)s, '', greatest(coalesce(room.fence, 0) + 1, {FENCE_FLOOR}), %(limit)s
+    FROM room, now
     ON CONFLICT (name, token) DO UPDATE SET fence = excluded.fence, permits = excluded.permits
-    WHERE rec.fence = excluded.fence - 1
+    WHERE rec.fence = coalesce((SELECT fence FROM room), 0)
     RETURNING rec.fence
 ),
 {self._granted}
@@ -176,8 +191,9 @@ state AS (
     WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
 ),
 bumped AS (
-    UPDATE {self.quoted} AS rec SET fence = rec.fence + 1, permits = %(limit)s
-    FROM state
+    UPDATE {self.quoted} AS rec
+    SET fence = greatest(rec.fence + 1, {FENCE_FLOOR}), permits = %(limit)s
+    FROM state, now
     WHERE rec.name = %(name)s AND rec.token = ''
       AND NOT EXISTS (SELECT 1 FROM mine)
       AND state.others < %(limit)s
@@ -190,19 +206,21 @@ SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
 FROM state, now
 """
 
-    # Inputs: name, token, channel. Removes our permit; NOTIFYs waiters. Output: one row
-    # (live) if the permit was there, none otherwise.
+    # Inputs: name, token, channel. Ends our permit if live (expiry now, holder cleared: the
+    # name's last use, see the module's doc); NOTIFYs waiters. Output: one row (true) if the
+    # permit was live, none otherwise. A lapsed permit is left as it is: its expiry was its
+    # end, and it no longer counts.
     @property
     def release(self) -> str:
         return f"""
 WITH {_NOW},
-removed AS (
-    DELETE FROM {self.quoted} AS p
-    WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> ''
-    RETURNING p.expires_at
+ended AS (
+    UPDATE {self.quoted} AS p SET {_ENDED}
+    FROM now
+    WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
+    RETURNING 1
 )
-SELECT removed.expires_at > now.t, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
-FROM removed, now
+SELECT true, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
 """
 
     # Inputs: names, tokens, ttls (arrays in step). Output: (name, token) of each permit
@@ -231,18 +249,57 @@ SELECT 1 FROM {self.quoted} AS p, now
 WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
 """
 
-    # Inputs: name, channel. Frees every permit; NOTIFYs waiters. Output: one row per permit
-    # that was live.
+    # Inputs: name, channel. Ends every live permit, as a release does; NOTIFYs waiters.
+    # Output: one row per permit that was live.
     @property
     def break_semaphore(self) -> str:
         return f"""
 WITH {_NOW},
-removed AS (
-    DELETE FROM {self.quoted} AS p WHERE p.name = %(name)s AND p.token <> ''
-    RETURNING p.expires_at
+ended AS (
+    UPDATE {self.quoted} AS p SET {_ENDED}
+    FROM now
+    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
+"""
+
+    # Inputs: gc_after (seconds), limit. The clean-up: deletes the record and permit rows of
+    # at most `limit` names whose every permit ended before IDLE_SINCE (a record without
+    # permit rows, left by a tenure before rule 10, which deleted released permits, too).
+    # Candidates come from the statement's snapshot; a record is then locked (other
+    # sessions' locked records skipped) only if its fence is still the one read, and every
+    # grant bumps it, so a name granted a permit since the snapshot is left alone. Holding
+    # the record's lock, nothing can add a permit (grants go through it). Run in a
+    # transaction with SWEEP_LOCK_TIMEOUT: an acquire locks expired permits before the
+    # record, this the other way round. Output: one row (names deleted).
+    @property
+    def sweep(self) -> str:
+        return f"""
+WITH {_NOW},
+candidates AS MATERIALIZED (
+    SELECT rec.name, rec.fence FROM {self.quoted} AS rec, now
+    WHERE rec.token = ''
+      AND NOT EXISTS (
+          SELECT 1 FROM {self.quoted} AS p
+          WHERE p.name = rec.name AND p.token <> '' AND p.expires_at >= {IDLE_SINCE})
+    LIMIT %(limit)s
 ),
-live AS (SELECT 1 FROM removed, now WHERE removed.expires_at > now.t)
-SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM live
+locked AS MATERIALIZED (
+    SELECT rec.name FROM {self.quoted} AS rec, candidates
+    WHERE rec.name = candidates.name AND rec.token = '' AND rec.fence = candidates.fence
+    FOR UPDATE OF rec SKIP LOCKED
+),
+permits_gone AS (
+    DELETE FROM {self.quoted} AS p USING locked, now
+    WHERE p.name = locked.name AND p.token <> '' AND p.expires_at < {IDLE_SINCE}
+),
+records_gone AS (
+    DELETE FROM {self.quoted} AS rec USING locked
+    WHERE rec.name = locked.name AND rec.token = ''
+    RETURNING 1
+)
+SELECT count(*) FROM records_gone
 """
 
     # Input: name (inspect) or prefix (list). Output: one row per semaphore (name, fence,

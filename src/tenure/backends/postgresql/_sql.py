@@ -16,8 +16,16 @@ ends a new lease a little sooner than the client believes), but ``clock_timestam
 not depend on how the statement is wrapped.
 
 Names and tokens are bind parameters, never SQL text. The table name is spliced in, quoted,
-after ``validate_table_name`` allowed only ``[A-Za-z_][A-Za-z0-9_]*``. The rows are never
-deleted: a release clears the holder and keeps ``fence``, which only ever grows.
+after ``validate_table_name`` allowed only ``[A-Za-z_][A-Za-z0-9_]*``.
+
+Fences (rule 10): a grant's fence is max(the stored fence + 1, the server's clock in
+microseconds), ``FENCE_FLOOR``, computed in the granting statement. So fences strictly
+increase per name while its row lives, and never go back when it is gone: a release clears
+the holder, keeps ``fence`` and stamps ``expires_at`` with the release time (the lease's
+end), and ``sweep`` deletes a row whose lease ended more than ``gc_after`` ago; the next
+grant of the name then starts from the server's clock, above every fence it handed out
+(provided the server's clock did not go back by more than that time). The same holds when the
+table lost its rows (a restore from an old backup, a dropped table).
 
 Parameters are psycopg's ``%(name)s``: ``name`` text, ``token`` text, ``ttl`` float seconds,
 ``host``/``thread`` text, ``pid`` integer, ``channel`` the NOTIFY channel (= the table name).
@@ -29,11 +37,23 @@ import dataclasses
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
 
-__all__ = ["Statements"]
+__all__ = ["FENCE_FLOOR", "IDLE_SINCE", "SWEEP_LOCK_TIMEOUT", "Statements"]
 
 _NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+FENCE_FLOOR = "(extract(epoch FROM now.t) * 1000000)::bigint"
+"""The server's clock in microseconds since the epoch, in a statement with the ``now`` CTE
+(exact: ``extract`` returns numeric since PostgreSQL 14; ~1.8e15 fits a bigint)."""
+IDLE_SINCE = "now.t - %(gc_after)s * interval '1 second'"
+"""A record whose every lease or place ended before this is idle (``gc_after`` in seconds)."""
+SWEEP_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, true)"
+"""Run first in a clean-up's transaction: a clean-up waits this long at most for a row lock,
+then gives up (and tries again next time) rather than be part of a deadlock another
+session would have to be aborted for."""
+# A release ends the lease at the server's now: the row's expires_at is then the time its
+# name was last used, which the clean-up (`sweep`) judges it by.
 _FREE = (
-    "token = NULL, expires_at = NULL, acquired_at = NULL, host = NULL, pid = NULL, thread = NULL"
+    "token = NULL, expires_at = now.t, acquired_at = NULL, host = NULL, pid = NULL, "
+    "thread = NULL"
 )
 _INFO = """
 SELECT held.name, held.fence, held.token IS NOT NULL AND held.expires_at > now.t,
@@ -90,10 +110,10 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
         return f"COMMENT ON TABLE {self.quoted} IS '{schema_mark(SCHEMA_VERSION)}'"
 
     # Inputs: name, token, ttl, host, pid, thread. One statement, one row out:
-    #   (fence, NULL)     granted: the row was absent (fence 1), free, expired, or already
-    #                     held with this token (a retried acquire: fence and acquired_at
-    #                     kept, expiry reset); otherwise the fence was bumped in this same
-    #                     statement.
+    #   (fence, NULL)     granted: the row was absent, free, expired, or already held with
+    #                     this token (a retried acquire: fence and acquired_at kept, expiry
+    #                     reset); otherwise the fence became max(fence + 1, FENCE_FLOOR) in
+    #                     this same statement (a new row's: FENCE_FLOOR).
     #   (NULL, ttl_left)  held by another token: nothing changed; ttl_left is the holder's
     #                     remaining lease in seconds (NULL if the row only appeared during
     #                     this statement), read from the statement's snapshot.
@@ -105,12 +125,12 @@ WITH {_NOW},
 taken AS (
     INSERT INTO {self.quoted} AS held
         (name, fence, token, expires_at, acquired_at, host, pid, thread)
-    SELECT %(name)s, 1, %(token)s, now.t + %(ttl)s * interval '1 second', now.t,
+    SELECT %(name)s, {FENCE_FLOOR}, %(token)s, now.t + %(ttl)s * interval '1 second', now.t,
            %(host)s, %(pid)s, %(thread)s
     FROM now
     ON CONFLICT (name) DO UPDATE SET
         fence = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
-                     THEN held.fence ELSE held.fence + 1 END,
+                     THEN held.fence ELSE greatest(held.fence + 1, excluded.fence) END,
         acquired_at = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
                            THEN held.acquired_at ELSE excluded.acquired_at END,
         token = excluded.token,
@@ -196,6 +216,34 @@ broken AS (
     RETURNING held.name
 )
 SELECT pg_notify(%(channel)s, name) FROM broken
+"""
+
+    # Inputs: gc_after (seconds), limit. The clean-up: deletes at most `limit` rows whose
+    # lease ended (expiry or release time) before IDLE_SINCE, or that a tenure before
+    # rule 10 released (no end recorded), skipping rows another session has locked. The
+    # idle condition is judged on each row's latest version once it is locked (FOR UPDATE
+    # re-checks it under READ COMMITTED), so a lease granted meanwhile is never deleted; an
+    # acquire waiting for a deleted row inserts it anew. Output: one row (rows deleted).
+    @property
+    def sweep(self) -> str:
+        idle = (
+            f"held.expires_at < {IDLE_SINCE} "
+            "OR (held.token IS NULL AND held.expires_at IS NULL)"
+        )
+        return f"""
+WITH {_NOW},
+idle AS (
+    SELECT held.name FROM {self.quoted} AS held, now
+    WHERE {idle}
+    LIMIT %(limit)s
+    FOR UPDATE OF held SKIP LOCKED
+),
+gone AS (
+    DELETE FROM {self.quoted} AS held USING idle, now
+    WHERE held.name = idle.name AND ({idle})
+    RETURNING 1
+)
+SELECT count(*) FROM gone
 """
 
     # Input: name. Output: at most one row (name, fence, live, host, pid, thread,

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from tenure._sync.backend import Backend
 from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
+from tenure._options import DEFAULT_GC_AFTER, gc_after_option
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._urls import redact
 from tenure._waiters import Waiters
@@ -50,7 +52,7 @@ from tenure.backends.postgresql import SCHEMES
 from tenure.backends.postgresql._rwlock_sql import WAKE_PREFIX as RWLOCK_WAKE_PREFIX
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._semaphore_sql import WAKE_PREFIX, SemaphoreStatements
-from tenure.backends.postgresql._sql import Statements
+from tenure.backends.postgresql._sql import SWEEP_LOCK_TIMEOUT, Statements
 from tenure.backends.postgresql._watchdog import Deadline, guard, shut_down
 
 __all__ = ["BACKEND", "PostgreSQLBackend"]
@@ -59,11 +61,19 @@ T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
 logger = logging.getLogger("tenure")
 
-OPTIONS = ("table", "timeout", "pool_size")
+OPTIONS = ("table", "timeout", "pool_size", "gc_after")
 PIPELINES = hasattr(psycopg, "Pipeline") and psycopg.Pipeline.is_supported()
 """Whether psycopg (3.1 and later) and the libpq under it (14 and later) have pipeline mode;
 without it the same messages go one by one (psycopg 3.0, the floor, has no pipelines)."""
 MAX_REMEMBERED_NOTICES = 4096
+SWEEP_EVERY = 600.0
+"""Seconds between two clean-ups of one table by one backend object, at most (and at most
+``gc_after``): an idle record goes between gc_after and gc_after + this after its last use."""
+SWEEP_LIMIT = 1000
+"""Names one clean-up removes at most; a clean-up that removed this many is due again at
+once, so a backlog goes in bounded steps."""
+SWEEP_LOCK_WAIT_MS = 100
+"""A clean-up waits this long at most for a row lock, then gives up until next time."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,13 +89,18 @@ class _Attempt:
 class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
-    seconds, at least 2), ``pool_size`` idle connections kept (default 10). Every other query
-    parameter goes to libpq (``sslmode``, ``application_name``, ``connect_timeout``...)."""
+    seconds, at least 2), ``pool_size`` idle connections kept (default 10), ``gc_after``
+    seconds a name's record outlives its last use before clean-up removes it (default 30
+    days; ``none`` keeps records forever). Every other query parameter goes to libpq
+    (``sslmode``, ``application_name``, ``connect_timeout``...)."""
 
     schemes = SCHEMES
     capabilities = Capabilities(
-        fencing="strictly increasing per name, stored in the table across releases and restarts",
+        fencing="strictly increasing per name, and never going back: each is at least the "
+        "server's clock in microseconds, so also after the clean-up of a name idle for "
+        "gc_after (30 days by default) or a table that lost its rows",
         fences_survive_restart=True,
+        fences_count_per_name=False,
         leases_survive_restart=True,
         wakeups="notification (LISTEN/NOTIFY)",
         multi_host=True,
@@ -97,8 +112,11 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     (the listening connection reconnecting)."""
 
     def __init__(self, conninfo: str, connect_args: dict[str, Any], options: SqlOptions,
-                 display: str) -> None:
+                 display: str, gc_after: float | None = DEFAULT_GC_AFTER) -> None:
         self._conninfo = conninfo
+        self._gc_after = gc_after
+        self._sweep_due: dict[str, float] = {}
+        """When each table's next clean-up may run (``time.monotonic()``), by table."""
         self._connect_args = connect_args
         self._options = options
         self._display = display
@@ -121,7 +139,8 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
             raise ConfigurationError(f"not a PostgreSQL URL: {redact(url)!r}")
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         ours = {key: value for key, value in query if key in OPTIONS}
-        settings, _ = sql_options("postgresql", ours, options)
+        settings, rest = sql_options("postgresql", ours, options, extra=("gc_after",))
+        gc_after = gc_after_option("postgresql", rest.pop("gc_after", DEFAULT_GC_AFTER))
         libpq_query = urllib.parse.urlencode([(k, v) for k, v in query if k not in OPTIONS])
         conninfo = urllib.parse.urlunsplit(parts._replace(query=libpq_query))
         try:
@@ -133,7 +152,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
             connect_args["connect_timeout"] = max(2, math.ceil(settings.timeout))
         if "application_name" not in params:
             connect_args["application_name"] = "tenure"
-        return cls(conninfo, connect_args, settings, redact(url))
+        return cls(conninfo, connect_args, settings, redact(url), gc_after)
 
     def describe(self) -> str:
         return self._display
@@ -153,12 +172,15 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         rows = self._execute(self._sql.acquire, params)
         fence, ttl_left = rows[0]
         if fence is not None:
+            self._collect(self._sql.table, self._sql.sweep)
             return Grant(int(fence))
         return Busy(None if ttl_left is None else max(0.0, float(ttl_left)), attempt)
 
     def release(self, name: str, token: str) -> bool:
         params = {"name": name, "token": token, "channel": self._sql.table}
-        return len(self._execute(self._sql.release, params)) == 1
+        released = len(self._execute(self._sql.release, params)) == 1
+        self._collect(self._sql.table, self._sql.sweep)
+        return released
 
     def extend(self, name: str, token: str, ttl: float) -> bool:
         params = {"name": name, "token": token, "ttl": ttl}
@@ -308,6 +330,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
 
         mine, granted, others, soonest, stored = self._run(decide)
         if mine is not None or granted is not None:
+            self._collect(sql.permits, sql.sweep)
             return Grant(int(mine if mine is not None else granted))
         if others and stored != limit:
             # Neither step writes anything on a mismatch (only expired permits go, as any
@@ -320,6 +343,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
             return False
         params = {"name": name, "token": token, "channel": self._sql.table}
         rows = self._execute(self._semaphores.release, params)
+        self._collect(self._semaphores.permits, self._semaphores.sweep)
         return bool(rows and rows[0][0])
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
@@ -427,6 +451,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
 
         renewed, granted, soonest, _ = self._run(decide)
         if renewed is not None or granted is not None:
+            self._collect(sql.records, sql.sweep)
             return Grant(int(renewed if renewed is not None else granted))
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
@@ -435,6 +460,7 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
             return False
         params = {"name": name, "token": token, "channel": self._sql.table}
         rows = self._execute(self._rwlocks.release, params)
+        self._collect(self._rwlocks.records, self._rwlocks.sweep)
         return bool(rows and rows[0][0])
 
     def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
@@ -468,6 +494,47 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
 
     def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         self.wait_for_release(RWLOCK_WAKE_PREFIX + name, timeout, busy)
+
+    # ---- clean-up (rule 10) -------------------------------------------------------------
+
+    def _collect(self, table: str, statement: str) -> None:
+        """Start the clean-up of ``table`` (a ``sweep`` statement) in the background if it is
+        due: at most once per ``min(gc_after, SWEEP_EVERY)`` per table and backend object,
+        after a grant or a release of its kind. The acquire/release cycle itself never waits
+        for it nor sends anything more."""
+        gc_after = self._gc_after
+        if gc_after is None:
+            return
+        now = time.monotonic()
+        with self._mutex:
+            if self._closed or self._sweep_due.get(table, 0.0) > now:
+                return
+            # Claimed under the mutex: other threads and tasks skip it until then.
+            self._sweep_due[table] = now + min(gc_after, SWEEP_EVERY)
+        params = {"gc_after": gc_after, "limit": SWEEP_LIMIT, "ms": str(SWEEP_LOCK_WAIT_MS)}
+
+        def sweep(connection: Connection) -> int:
+            # A transaction, only so that the lock timeout is its own and ends with it.
+            with connection.transaction():
+                connection.execute(SWEEP_LOCK_TIMEOUT, params)
+                cursor = connection.execute(statement, params)
+                row = cursor.fetchone()
+            assert row is not None
+            return int(row[0])
+
+        def clean_up() -> None:
+            try:
+                # On a connection of its own: the pool the lock steps use stays as it was
+                # (no extra idle connection left behind, none taken from under them).
+                removed = self._run(sweep, pooled=False)
+            except BackendError as exc:  # a lock wait given up, a server away: next time
+                logger.debug("tenure: PostgreSQL clean-up of %s: %s", table, exc)
+                return
+            if removed >= SWEEP_LIMIT:
+                with self._mutex:
+                    self._sweep_due[table] = 0.0  # more to remove: due again at once
+
+        io.start_background(clean_up, name="tenure-postgresql-clean-up")
 
     # ---- connections -------------------------------------------------------------------
 
@@ -534,16 +601,20 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         if not keep:
             _close_quietly(connection)
 
-    def _run(self, work: Callable[[Connection], T]) -> T:
+    def _run(self, work: Callable[[Connection], T], *,
+                   pooled: bool = True) -> T:
+        """Run ``work`` on a connection of the pool, or (``pooled=False``) on one of its own,
+        closed afterwards."""
         if self._closed:
             raise BackendError(f"PostgreSQL {self._display}: the client is closed")
         # A statement cancelled half-way may still commit after the caller's undo (a
         # release): it runs to its end first. The deadlines bound the wait.
-        return io.complete(self._run_unshielded(work))
+        return io.complete(self._run_unshielded(work, pooled))
 
-    def _run_unshielded(self, work: Callable[[Connection], T]) -> T:
+    def _run_unshielded(self, work: Callable[[Connection], T],
+                              pooled: bool) -> T:
         self._claim()
-        connection = self._checkout()
+        connection = self._checkout() if pooled else self._connect()
         deadline: Deadline | None = None
         try:
             with guard(connection.fileno(), self._options.timeout) as deadline:
@@ -559,7 +630,10 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
                     self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
-        self._checkin(connection)
+        if pooled:
+            self._checkin(connection)
+        else:
+            _close_quietly(connection)
         return result
 
     def _execute(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
