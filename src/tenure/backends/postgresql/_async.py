@@ -29,7 +29,11 @@ import psycopg.conninfo
 import psycopg.errors
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import (
+    AsyncLeaseValueSupport,
+    AsyncQueueSupport,
+    AsyncSemaphoreSupport,
+)
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option
@@ -84,7 +88,9 @@ class _Attempt:
     epoch: int
 
 
-class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport):
+class AsyncPostgreSQLBackend(
+    AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport, AsyncLeaseValueSupport
+):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
     seconds, at least 2), ``pool_size`` idle connections kept (default 10), ``gc_after``
@@ -160,12 +166,34 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
     async def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
+        return await self._acquire(name, token, ttl, holder, None)
+
+    async def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return await self._acquire(name, token, ttl, holder, value)
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        params = {"name": name, "token": token, "value": value}
+        return len(await self._execute(self._sql.set_value, params)) == 1
+
+    async def _acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None
+    ) -> Grant | Busy:
+        """The one acquire statement, for a plain lock (``value`` None) and an election."""
         listener = self._listener
         # Noted before the statement is sent, handed to wait_for_release in the Busy answer.
         attempt = None if listener is None else listener.attempt(name)
         params = {
             "name": name, "token": token, "ttl": ttl, "host": clip(holder.host, 1024),
-            "pid": holder.pid, "thread": clip(holder.thread, 1024),
+            "pid": holder.pid, "thread": clip(holder.thread, 1024), "value": value,
         }
         rows = await self._execute(self._sql.acquire, params)
         fence, ttl_left = rows[0]
@@ -623,8 +651,10 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
         except BaseException as exc:
             await _close_quietly(connection)
             if isinstance(exc, psycopg.Error):
-                if isinstance(exc, psycopg.errors.UndefinedTable):
-                    self._ready = False  # dropped behind our back: create it again next time
+                if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)):
+                    # Dropped (or made anew by an older tenure, without the value's columns)
+                    # behind our back: create or upgrade it again next time.
+                    self._ready = False
                     self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
@@ -649,24 +679,29 @@ class AsyncPostgreSQLBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupp
         return BackendError(f"PostgreSQL {self._display}: {exc}")
 
     async def _prepare(self, connection: Connection) -> None:
-        """Create the table on first use (once, even with many processes racing) and check
-        its schema version."""
+        """Create the table on first use, or add the election value's columns to one made
+        before them (once, even with many processes racing), and check its schema version."""
         params = {"table": self._sql.quoted}
         cursor = await connection.execute(self._sql.schema, params)
         row = await cursor.fetchone()
         assert row is not None
-        exists, comment = row
-        if not exists:
+        exists, comment, values = row
+        if exists:
+            _check_schema(self._sql.table, comment)  # never alter a table that is not ours
+        if not exists or not values:
             async with connection.transaction():
                 await connection.execute(self._sql.create_lock, params)
                 cursor = await connection.execute(self._sql.schema, params)
                 row = await cursor.fetchone()
                 assert row is not None
-                exists, comment = row
+                exists, comment, values = row
                 if not exists:
                     await connection.execute(self._sql.create)
                     await connection.execute(self._sql.comment)
                     comment = schema_mark()
+                elif not values:
+                    _check_schema(self._sql.table, comment)
+                    await connection.execute(self._sql.add_values)
         _check_schema(self._sql.table, comment)
 
     # ---- waiting -----------------------------------------------------------------------
@@ -813,7 +848,7 @@ def _check_schema(table: str, comment: str | None) -> None:
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
-    name, fence, live, host, pid, thread, acquired_at, ttl_left = row
+    name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
     if not live:
         return LockInfo(name, int(fence), None, None, None)
     return LockInfo(
@@ -822,6 +857,7 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         acquired_at.astimezone(datetime.UTC),
         max(0.0, float(ttl_left)),
+        value=value,
     )
 
 

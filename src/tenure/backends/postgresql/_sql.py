@@ -27,6 +27,14 @@ grant of the name then starts from the server's clock, above every fence it hand
 (provided the server's clock did not go back by more than that time). The same holds when the
 table lost its rows (a restore from an old backup, a dropped table).
 
+Election values: a leader's value lives in its lease row, in ``value``, with ``value_token``
+the token that wrote it. A value counts only while that token holds the live lease, so a tenure
+from before these columns (which neither sets nor clears them) can never make a stale value
+look current: its acquire leaves ``value_token`` naming an earlier holder, its release
+leaves ``token`` NULL. The columns are added to a table created before them, in place (plain
+nullable columns, a change of the catalogue only; the schema version is unchanged, so older
+tenure processes keep working on the same table).
+
 Parameters are psycopg's ``%(name)s``: ``name`` text, ``token`` text, ``ttl`` float seconds,
 ``host``/``thread`` text, ``pid`` integer, ``channel`` the NOTIFY channel (= the table name).
 """
@@ -37,7 +45,7 @@ import dataclasses
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
 
-__all__ = ["FENCE_FLOOR", "IDLE_SINCE", "SWEEP_LOCK_TIMEOUT", "Statements"]
+__all__ = ["FENCE_FLOOR", "IDLE_SINCE", "SWEEP_LOCK_TIMEOUT", "VALUE_COLUMNS", "Statements"]
 
 _NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
 FENCE_FLOOR = "(extract(epoch FROM now.t) * 1000000)::bigint"
@@ -49,16 +57,20 @@ SWEEP_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, true)"
 """Run first in a clean-up's transaction: a clean-up waits this long at most for a row lock,
 then gives up (and tries again next time) rather than be part of a deadlock another
 session would have to be aborted for."""
+VALUE_COLUMNS = ("value", "value_token")
+"""The election value's columns, added by ``add_values`` to a table made before them."""
 # A release ends the lease at the server's now: the row's expires_at is then the time its
 # name was last used, which the clean-up (`sweep`) judges it by.
 _FREE = (
     "token = NULL, expires_at = now.t, acquired_at = NULL, host = NULL, pid = NULL, "
-    "thread = NULL"
+    "thread = NULL, value = NULL, value_token = NULL"
 )
 _INFO = """
 SELECT held.name, held.fence, held.token IS NOT NULL AND held.expires_at > now.t,
        held.host, held.pid, held.thread, held.acquired_at,
-       extract(epoch FROM held.expires_at - now.t)::float8
+       extract(epoch FROM held.expires_at - now.t)::float8,
+       CASE WHEN held.value_token = held.token AND held.expires_at > now.t
+            THEN held.value END
 FROM {table} AS held, now
 """
 
@@ -72,13 +84,17 @@ class Statements:
     def quoted(self) -> str:
         return f'"{self.table}"'
 
-    # Inputs: table (the quoted name, as text). Output: one row (exists, comment), where
-    # comment carries the schema version. Read-only.
+    # Inputs: table (the quoted name, as text). Output: one row (exists, comment, values),
+    # where comment carries the schema version and values says whether the election value's
+    # columns are there (all of VALUE_COLUMNS). Read-only.
     @property
     def schema(self) -> str:
+        names = ", ".join(f"'{column}'" for column in VALUE_COLUMNS)
         return (
             "SELECT to_regclass(%(table)s) IS NOT NULL, "
-            "obj_description(to_regclass(%(table)s), 'pg_class')"
+            "obj_description(to_regclass(%(table)s), 'pg_class'), "
+            "(SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%(table)s) "
+            f"AND attname IN ({names}) AND NOT attisdropped) = {len(VALUE_COLUMNS)}"
         )
 
     # Run inside one short transaction with `schema` before and after: the advisory lock
@@ -100,20 +116,35 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     acquired_at timestamptz,
     host        text,
     pid         bigint,
-    thread      text
+    thread      text,
+    value       text,
+    value_token text
 ) WITH (fillfactor = 70)
 """
+
+    # Run under `create_lock`, after `schema` found a tenure table without the value's
+    # columns. IF NOT EXISTS: a process that raced us there (or one whose `schema` was
+    # read before another's ALTER committed) changes nothing. Nullable, no default: only the
+    # catalogue changes, no row is rewritten; the table's lock is held just that long.
+    @property
+    def add_values(self) -> str:
+        return (
+            f"ALTER TABLE {self.quoted} "
+            + ", ".join(f"ADD COLUMN IF NOT EXISTS {column} text" for column in VALUE_COLUMNS)
+        )
 
     @property
     def comment(self) -> str:
         # A utility statement takes no bind parameters; the text is our own constant.
         return f"COMMENT ON TABLE {self.quoted} IS '{schema_mark(SCHEMA_VERSION)}'"
 
-    # Inputs: name, token, ttl, host, pid, thread. One statement, one row out:
+    # Inputs: name, token, ttl, host, pid, thread, value (NULL for a plain lock). One
+    # statement, one row out:
     #   (fence, NULL)     granted: the row was absent, free, expired, or already held with
-    #                     this token (a retried acquire: fence and acquired_at kept, expiry
-    #                     reset); otherwise the fence became max(fence + 1, FENCE_FLOOR) in
-    #                     this same statement (a new row's: FENCE_FLOOR).
+    #                     this token (a retried acquire: fence, acquired_at and the value
+    #                     this token stored kept, expiry reset); otherwise the fence became
+    #                     max(fence + 1, FENCE_FLOOR) in this same statement (a new row's:
+    #                     FENCE_FLOOR), and the value is `value`, tagged with `token`.
     #   (NULL, ttl_left)  held by another token: nothing changed; ttl_left is the holder's
     #                     remaining lease in seconds (NULL if the row only appeared during
     #                     this statement), read from the statement's snapshot.
@@ -124,15 +155,19 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 WITH {_NOW},
 taken AS (
     INSERT INTO {self.quoted} AS held
-        (name, fence, token, expires_at, acquired_at, host, pid, thread)
+        (name, fence, token, expires_at, acquired_at, host, pid, thread, value, value_token)
     SELECT %(name)s, {FENCE_FLOOR}, %(token)s, now.t + %(ttl)s * interval '1 second', now.t,
-           %(host)s, %(pid)s, %(thread)s
+           %(host)s, %(pid)s, %(thread)s, %(value)s::text, %(token)s
     FROM now
     ON CONFLICT (name) DO UPDATE SET
         fence = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
                      THEN held.fence ELSE greatest(held.fence + 1, excluded.fence) END,
         acquired_at = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
                            THEN held.acquired_at ELSE excluded.acquired_at END,
+        value = CASE WHEN held.token IS NOT DISTINCT FROM excluded.token
+                          AND held.value_token IS NOT DISTINCT FROM excluded.token
+                     THEN held.value ELSE excluded.value END,
+        value_token = excluded.token,
         token = excluded.token,
         expires_at = excluded.expires_at,
         host = excluded.host,
@@ -163,6 +198,19 @@ released AS (
     RETURNING held.name
 )
 SELECT pg_notify(%(channel)s, name) FROM released
+"""
+
+    # Inputs: name, token, value. Replaces the value if this token holds a live lease and
+    # wrote the value stored with it. Output: one row if replaced, none otherwise.
+    @property
+    def set_value(self) -> str:
+        return f"""
+WITH {_NOW}
+UPDATE {self.quoted} AS held SET value = %(value)s
+FROM now
+WHERE held.name = %(name)s AND held.token = %(token)s AND held.value_token = %(token)s
+  AND held.expires_at > now.t
+RETURNING 1
 """
 
     # Inputs: name, token, ttl. Resets the expiry to now + ttl if this token holds a live
@@ -247,7 +295,8 @@ SELECT count(*) FROM gone
 """
 
     # Input: name. Output: at most one row (name, fence, live, host, pid, thread,
-    # acquired_at, ttl_left). Read-only, one snapshot.
+    # acquired_at, ttl_left, value), value only while its writer holds the live lease.
+    # Read-only, one snapshot.
     @property
     def inspect(self) -> str:
         return f"WITH {_NOW} " + _INFO.format(table=self.quoted) + " WHERE held.name = %(name)s"

@@ -31,7 +31,11 @@ import psycopg.conninfo
 import psycopg.errors
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
+from tenure._sync.capabilities import (
+    LeaseValueSupport,
+    QueueSupport,
+    SemaphoreSupport,
+)
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, ConfigurationError, limit_mismatch
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option
@@ -86,7 +90,9 @@ class _Attempt:
     epoch: int
 
 
-class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
+class PostgreSQLBackend(
+    Backend, SemaphoreSupport, QueueSupport, LeaseValueSupport
+):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement (default 5; libpq connects in whole
     seconds, at least 2), ``pool_size`` idle connections kept (default 10), ``gc_after``
@@ -162,12 +168,34 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
     ) -> Grant | Busy:
+        return self._acquire(name, token, ttl, holder, None)
+
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        return self._acquire(name, token, ttl, holder, value)
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        params = {"name": name, "token": token, "value": value}
+        return len(self._execute(self._sql.set_value, params)) == 1
+
+    def _acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None
+    ) -> Grant | Busy:
+        """The one acquire statement, for a plain lock (``value`` None) and an election."""
         listener = self._listener
         # Noted before the statement is sent, handed to wait_for_release in the Busy answer.
         attempt = None if listener is None else listener.attempt(name)
         params = {
             "name": name, "token": token, "ttl": ttl, "host": clip(holder.host, 1024),
-            "pid": holder.pid, "thread": clip(holder.thread, 1024),
+            "pid": holder.pid, "thread": clip(holder.thread, 1024), "value": value,
         }
         rows = self._execute(self._sql.acquire, params)
         fence, ttl_left = rows[0]
@@ -625,8 +653,10 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         except BaseException as exc:
             _close_quietly(connection)
             if isinstance(exc, psycopg.Error):
-                if isinstance(exc, psycopg.errors.UndefinedTable):
-                    self._ready = False  # dropped behind our back: create it again next time
+                if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)):
+                    # Dropped (or made anew by an older tenure, without the value's columns)
+                    # behind our back: create or upgrade it again next time.
+                    self._ready = False
                     self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
@@ -651,24 +681,29 @@ class PostgreSQLBackend(Backend, SemaphoreSupport, QueueSupport):
         return BackendError(f"PostgreSQL {self._display}: {exc}")
 
     def _prepare(self, connection: Connection) -> None:
-        """Create the table on first use (once, even with many processes racing) and check
-        its schema version."""
+        """Create the table on first use, or add the election value's columns to one made
+        before them (once, even with many processes racing), and check its schema version."""
         params = {"table": self._sql.quoted}
         cursor = connection.execute(self._sql.schema, params)
         row = cursor.fetchone()
         assert row is not None
-        exists, comment = row
-        if not exists:
+        exists, comment, values = row
+        if exists:
+            _check_schema(self._sql.table, comment)  # never alter a table that is not ours
+        if not exists or not values:
             with connection.transaction():
                 connection.execute(self._sql.create_lock, params)
                 cursor = connection.execute(self._sql.schema, params)
                 row = cursor.fetchone()
                 assert row is not None
-                exists, comment = row
+                exists, comment, values = row
                 if not exists:
                     connection.execute(self._sql.create)
                     connection.execute(self._sql.comment)
                     comment = schema_mark()
+                elif not values:
+                    _check_schema(self._sql.table, comment)
+                    connection.execute(self._sql.add_values)
         _check_schema(self._sql.table, comment)
 
     # ---- waiting -----------------------------------------------------------------------
@@ -815,7 +850,7 @@ def _check_schema(table: str, comment: str | None) -> None:
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
-    name, fence, live, host, pid, thread, acquired_at, ttl_left = row
+    name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
     if not live:
         return LockInfo(name, int(fence), None, None, None)
     return LockInfo(
@@ -824,6 +859,7 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         acquired_at.astimezone(datetime.UTC),
         max(0.0, float(ttl_left)),
+        value=value,
     )
 
 
