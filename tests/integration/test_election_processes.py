@@ -1,5 +1,5 @@
-"""Leader election with real processes on SQLite files, real Redis servers and 3-node etcd
-and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
+"""Leader election with real processes on SQLite files, real Redis and PostgreSQL servers and
+3-node etcd and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
 watching with `tenure leader --watch`; and `tenure elect` running its command on exactly one
 of three competing processes at a time."""
 
@@ -26,6 +26,7 @@ SERVERS = {
     "redis_cluster": "redis_cluster_url",
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
+    "postgresql": "postgresql_url",
 }
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
@@ -133,9 +134,12 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
             for line in lines] == expected
 
 
-# The backends the CLI tests run on: the file, and the consensus stores (whose lease values
-# live in the holder's key or node rather than in a row).
-CLI_SERVERS = {"sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url"}
+# The backends the CLI tests run on: the file, the consensus stores (whose lease values
+# live in the holder's key or node rather than in a row), and a SQL server.
+CLI_SERVERS = {
+    "sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url",
+    "postgresql": "postgresql_url",
+}
 
 
 def _cli_env(
