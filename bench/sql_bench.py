@@ -122,7 +122,7 @@ def make_lock(subject: Subject) -> tuple[_common.Pair, Callable[[], None]]:
                 state["token"] = secrets.token_hex(16)
                 row = connection.execute(sql.acquire, {
                     "name": LOCK_NAME, "token": state["token"], "ttl": 30.0, "host": "bench",
-                    "pid": os.getpid(), "thread": "bench",
+                    "pid": os.getpid(), "thread": "bench", "value": None,
                 }).fetchone()
                 assert row is not None and row[0] is not None
                 return row

@@ -7,6 +7,7 @@ ran, on the plain driver."""
 from __future__ import annotations
 
 import threading
+import urllib.parse
 import uuid
 
 import pytest
@@ -166,3 +167,25 @@ def test_a_table_that_is_not_tenure_s_is_not_altered(postgresql_url: str) -> Non
     with tenure.connect(postgresql_url, table=name) as locks, pytest.raises(ConfigurationError):
         locks.inspect("x")
     assert not set(VALUE_COLUMNS) & columns(postgresql_url, name)
+
+
+def test_a_user_who_may_not_alter_the_table_is_told_what_to_run(
+    postgresql_url: str, table: str
+) -> None:
+    role = f"app_{uuid.uuid4().hex[:12]}"
+    raw(postgresql_url, f'CREATE ROLE "{role}" LOGIN')
+    raw(postgresql_url, f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table}" TO "{role}"')
+    parts = urllib.parse.urlsplit(postgresql_url)
+    url = urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+    with tenure.connect(url, table=table) as locks, pytest.raises(ConfigurationError) as error:
+        locks.inspect("held")
+    assert "ADD COLUMN IF NOT EXISTS value text" in str(error.value)
+    assert not set(VALUE_COLUMNS) & columns(postgresql_url, table)
+    # Once the owner ran it, the same user works, elections included.
+    with tenure.connect(postgresql_url, table=table) as owner:
+        owner.inspect("held")
+    with tenure.connect(url, table=table) as locks:
+        leadership = locks.election("e", ttl=10).campaign(value="v")
+        leader = locks.election("e", ttl=10).leader()
+        assert leader is not None and leader.value == "v"
+        leadership.resign()

@@ -701,7 +701,14 @@ class AsyncPostgreSQLBackend(
                     comment = schema_mark()
                 elif not values:
                     _check_schema(self._sql.table, comment)
-                    await connection.execute(self._sql.add_values)
+                    try:
+                        await connection.execute(self._sql.add_values)
+                    except psycopg.errors.InsufficientPrivilege as exc:
+                        raise ConfigurationError(
+                            f"table {self._sql.table!r} was created by an older tenure and "
+                            f"this user may not add the columns elections need; have the "
+                            f"table's owner run: {self._sql.add_values.strip()}"
+                        ) from exc
         _check_schema(self._sql.table, comment)
 
     # ---- waiting -----------------------------------------------------------------------
