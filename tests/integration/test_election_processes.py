@@ -1,7 +1,7 @@
-"""Leader election with real processes on SQLite files, real Redis and PostgreSQL servers and
-3-node etcd and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
-watching with `tenure leader --watch`; and `tenure elect` running its command on exactly one
-of three competing processes at a time."""
+"""Leader election with real processes on SQLite files, real Redis and PostgreSQL servers, a
+MongoDB stand-in (mongoeco) and 3-node etcd and ZooKeeper clusters: three candidates, the
+leader SIGKILLed in turn, a fourth process watching with `tenure leader --watch`; and `tenure
+elect` running its command on exactly one of three competing processes at a time."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ SERVERS = {
     "sqlite": None,
     "redis": "redis_url",
     "redis_cluster": "redis_cluster_url",
+    "mongodb": "mongodb_url",
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
     "postgresql": "postgresql_url",
@@ -134,10 +135,11 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
             for line in lines] == expected
 
 
-# The backends the CLI tests run on: the file, the consensus stores (whose lease values
-# live in the holder's key or node rather than in a row), and a SQL server.
+# The backends the CLI tests run on: the file, a document store (the value in the lock's
+# document), the consensus stores (whose lease values live in the holder's key or node), and
+# a SQL server (the value in the lock's row).
 CLI_SERVERS = {
-    "sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url",
+    "sqlite": None, "mongodb": "mongodb_url", "etcd": "etcd_url", "zookeeper": "zookeeper_url",
     "postgresql": "postgresql_url",
 }
 

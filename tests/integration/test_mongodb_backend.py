@@ -416,3 +416,136 @@ def test_prefix_listing_is_exact(mongodb_url: str) -> None:
         assert base + "a" in [i.name for i in locks.list_locks("")]
         with pytest.raises(tenure.InvalidArgumentType):
             locks.list_locks(b"prefix")  # type: ignore[arg-type]
+
+
+# ---- election values ---------------------------------------------------------------------
+#
+# A tenure from before election values wrote lock documents without "value"/"value_token",
+# and still acquires with the same pipeline and releases by removing only its own fields.
+OLD_GRANTED_FIELDS = ("token", "expires_at", "acquired_at", "host", "pid", "thread")
+
+
+def _old_release(collection: Any, name: str, token: str) -> None:
+    result = collection.update_one(
+        _documents.held_by(name, token), [{"$unset": list(OLD_GRANTED_FIELDS)}]
+    )
+    assert result.matched_count == 1
+
+
+def _old_acquire(collection: Any, name: str, token: str, ttl_ms: int) -> None:
+    update = _documents.acquire_update(token, ttl_ms, HOLDER, None)
+    document = collection.find_one_and_update(
+        _documents.name_filter(name), update, upsert=True,
+        return_document=pymongo.ReturnDocument.AFTER,
+    )
+    assert document is not None and document["token"] == token
+
+
+def test_a_collection_from_before_values_gains_them_in_place(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """Documents without the value fields (held live, or lapsed) read as "no value", and the
+    next grant writes the value into the same document, continuing its fence."""
+    collection = raw["tenure"][collection_name]
+    now = datetime.datetime.now(datetime.UTC)
+    old = {"fence": 7, "acquired_at": now, "host": "old-host", "pid": 9, "thread": "main"}
+    collection.insert_one({"_id": "held", "token": "old", **old,
+                           "expires_at": now + datetime.timedelta(seconds=1)})
+    collection.insert_one({"_id": "lapsed", "token": "old", **old,
+                           "expires_at": now - datetime.timedelta(seconds=1)})
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        held = locks.election("held", ttl=5)
+        leader = held.leader()
+        assert leader is not None and leader.value is None and leader.term == 7
+        assert leader.holder == Holder("old-host", 9, "main")
+        assert locks.election("lapsed", ttl=5).leader() is None
+        for name in ("held", "lapsed"):
+            # "held" waits out the old holder's lease, by the server's clock.
+            leadership = locks.election(name, ttl=5).campaign(value=f"v-{name}", timeout=5)
+            assert leadership.term > 7
+            leader = locks.election(name, ttl=5).leader()
+            assert leader is not None
+            assert (leader.value, leader.term) == (f"v-{name}", leadership.term)
+            document = collection.find_one({"_id": name})
+            assert document is not None and document["value"] == f"v-{name}"
+            leadership.resign()
+            document = collection.find_one({"_id": name})
+            assert document is not None and "value" not in document
+            assert "value_token" not in document
+
+
+def test_an_old_client_never_makes_a_stale_value_look_current(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    """An old client neither writes nor removes the value: the leader's value stays in the
+    document after the old client's release, its grant or a lapse, and is never shown with
+    anybody else's lease, because it is tagged with the token that wrote it."""
+    collection = raw["tenure"][collection_name]
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        backend = locks.backend
+        assert isinstance(backend, MongoDBBackend)
+        # The leader's document, released by an old client (say, `tenure` of before).
+        assert isinstance(backend.acquire_with_value("a", "leader", 5.0, HOLDER,
+                                                     value="A"), Grant)
+        _old_release(collection, "a", "leader")
+        assert collection.find_one({"_id": "a"})["value"] == "A"  # type: ignore[index]
+        assert locks.election("a", ttl=5).leader() is None
+        _old_acquire(collection, "a", "old", 5000)
+        leader = locks.election("a", ttl=5).leader()
+        assert leader is not None and leader.value is None
+        info = locks.inspect("a")
+        assert info is not None and info.value is None and info.holder == HOLDER
+        # The former leader's token holds nothing now: its set_value changes nothing.
+        assert backend.set_value("a", "leader", "stale") is False
+        _old_release(collection, "a", "old")
+        # The leader's lease lapses (no release at all); an old client's grant follows.
+        assert isinstance(backend.acquire_with_value("a", "next", 0.2, HOLDER,
+                                                     value="B"), Grant)
+        time.sleep(0.5)
+        _old_acquire(collection, "a", "old2", 5000)
+        document = collection.find_one({"_id": "a"})
+        assert document is not None and (document["value"], document["value_token"]) == (
+            "B", "next")
+        leader = locks.election("a", ttl=5).leader()
+        assert leader is not None and leader.value is None
+
+
+def test_a_retry_keeps_the_value_and_set_value_needs_the_live_lease(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        backend = locks.backend
+        assert isinstance(backend, MongoDBBackend)
+        first = backend.acquire_with_value("a", "t", 5.0, HOLDER, value="first")
+        assert isinstance(first, Grant)
+        assert backend.set_value("a", "t", "proclaimed")
+        # A retried campaign (its reply lost) keeps what was proclaimed since, and the fence.
+        assert backend.acquire_with_value("a", "t", 5.0, HOLDER, value="first") == first
+        assert backend.inspect("a").value == "proclaimed"  # type: ignore[union-attr]
+        # Busy: the other candidate's value is not written.
+        assert isinstance(backend.acquire_with_value("a", "u", 5.0, HOLDER, value="u"), Busy)
+        assert backend.set_value("a", "u", "u") is False
+        assert backend.inspect("a").value == "proclaimed"  # type: ignore[union-attr]
+        # A plain acquire's holder may set a value (tagged with its own token).
+        assert isinstance(backend.acquire("b", "p", 5.0, HOLDER), Grant)
+        assert backend.inspect("b").value is None  # type: ignore[union-attr]
+        assert backend.set_value("b", "p", "set")
+        assert backend.inspect("b").value == "set"  # type: ignore[union-attr]
+        # Lapsed: set_value changes nothing.
+        assert isinstance(backend.acquire_with_value("c", "t", 0.2, HOLDER, value="c"), Grant)
+        time.sleep(0.5)
+        assert backend.set_value("c", "t", "late") is False
+        document = raw["tenure"][collection_name].find_one({"_id": "c"})
+        assert document is not None and document["value"] == "c"
+
+
+@pytest.mark.parametrize("value", ["$where", "$$NOW", "{\"$gt\": 1}", "a.b", ""])
+def test_election_values_are_data(mongodb_url: str, collection_name: str, value: str) -> None:
+    """Stored by the acquire pipeline ($literal) and by set_value (a classic $set) as text."""
+    with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
+        election = locks.election("e", ttl=5)
+        leadership = election.campaign(value=value, timeout=5)
+        assert election.leader().value == value  # type: ignore[union-attr]
+        leadership.proclaim(value + "!")
+        assert election.leader().value == value + "!"  # type: ignore[union-attr]
+        leadership.resign()

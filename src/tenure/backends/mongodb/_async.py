@@ -31,7 +31,11 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
+from tenure._async.capabilities import (
+    AsyncLeaseValueSupport,
+    AsyncQueueSupport,
+    AsyncSemaphoreSupport,
+)
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, limit_mismatch
@@ -52,6 +56,7 @@ from tenure.backends.mongodb._documents import (
     name_filter,
     owned_among,
     prefix_filter,
+    set_value_update,
     to_info,
 )
 from tenure.backends.mongodb._rwlocks import (
@@ -87,7 +92,9 @@ CLOCK_SAMPLE_INTERVAL = 60.0
 """Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
 
 
-class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport):
+class AsyncMongoDBBackend(
+    AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport, AsyncLeaseValueSupport
+):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
@@ -230,6 +237,31 @@ class AsyncMongoDBBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport
         # of this token) must come after it, and PyMongo's connections stay out of their
         # cancelled-mid-I/O paths.
         return await io.complete(self._acquire(name, token, update))
+
+    async def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        """``acquire``'s one step, with the value written (tagged with ``token``) in the same
+        pipeline that grants the lease; plain acquires keep their own, shorter pipeline."""
+        validate_name(name)
+        update = acquire_update(
+            token, milliseconds(ttl), holder, self.settings.gc_after_ms, value=value
+        )
+        return await io.complete(self._acquire(name, token, update))
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        validate_name(name)
+        with self._errors("set the value"):
+            locks = await self._locks()
+            result = await locks.update_one(held_by(name, token), set_value_update(token, value))
+        return result.matched_count == 1
 
     async def _acquire(self, name: str, token: str, update: list[Document]) -> Grant | Busy:
         with self._errors("acquire"):

@@ -11,7 +11,15 @@ One document per lock name, in one collection::
         "acquired_at": <date>,  # server clock when it was granted } it expired) held
         "host": <str>, "pid": <int>, "thread": <str>,   # who holds it, for ``tenure ls``
         "gc_at": <date>,        # TTL index: the document may be deleted after this
+        "value": <str>,         # an election leader's value, written with its grant or by
+        "value_token": <str>,   # set_value; counts only while value_token is the live token
     }
+
+An election's value is tagged with the token that wrote it (``value_token``) and is shown only
+while that same token holds a live lease. A plain lock's acquire (and a tenure from before
+these fields, which neither writes nor removes them) therefore needs no change: a new grant
+carries a new random token, so whatever value an earlier holder left can never look current.
+Documents from before these fields have neither and read as "no value".
 
 Rules every document below follows:
 - Time is the server's: ``$$NOW`` (one value for the whole operation). The client's wall clock
@@ -39,6 +47,7 @@ __all__ = [
     "next_fence",
     "acquire_update",
     "break_filter",
+    "set_value_update",
     "extend_update",
     "free_update",
     "held_by",
@@ -64,8 +73,11 @@ FREE: Document = {
     ]
 }
 
-GRANTED_FIELDS = ("token", "expires_at", "acquired_at", "host", "pid", "thread")
-"""The fields that exist only while a lease is held; release and break remove them."""
+GRANTED_FIELDS = (
+    "token", "expires_at", "acquired_at", "host", "pid", "thread", "value", "value_token"
+)
+"""The fields that exist only while a lease is held; release and break remove them (the
+value too: tagging already hides it, removing it keeps the document small)."""
 
 # The scratch field acquire's first stage writes and its last stage removes.
 _STATE = "tenure_grant"
@@ -117,8 +129,15 @@ def name_filter(name: str) -> Document:
 # Atomic: a single-document write, so no other write to NAME interleaves.
 
 
+# With VALUE (an election's campaign; None for a plain lock, whose pipeline is unchanged):
+# Stage 2 also writes, for "new", value VALUE tagged value_token TOKEN; for "again", keeps the
+# stored value when it is already tagged TOKEN (a retried campaign keeps what a proclaim may
+# have set since) and writes VALUE otherwise; for "busy", nothing.
+
+
 def acquire_update(
-    token: str, ttl_ms: int, holder: Holder, gc_after_ms: int | None
+    token: str, ttl_ms: int, holder: Holder, gc_after_ms: int | None,
+    value: str | None = None,
 ) -> Pipeline:
     new: Document = {"$eq": [f"${_STATE}", "new"]}
     busy: Document = {"$eq": [f"${_STATE}", "busy"]}
@@ -141,6 +160,11 @@ def acquire_update(
     }
     if gc_after_ms is not None:
         granted["gc_at"] = unless_busy({"$add": ["$$NOW", ttl_ms + gc_after_ms]}, "gc_at")
+    if value is not None:
+        ours: Document = {"$eq": [{"$ifNull": ["$value_token", None]}, {"$literal": token}]}
+        keep: Document = {"$or": [busy, {"$and": [{"$eq": [f"${_STATE}", "again"]}, ours]}]}
+        granted["value"] = {"$cond": [keep, "$value", {"$literal": value}]}
+        granted["value_token"] = unless_busy({"$literal": token}, "value_token")
     judge: Document = {
         "$switch": {
             "branches": [
@@ -184,6 +208,14 @@ def free_update(gc_after_ms: int | None) -> Pipeline:
     return pipeline
 
 
+# Input: VALUE, TOKEN. Used with held_by(NAME, TOKEN) as the filter of ONE update_one:
+# matched_count == 1 means TOKEN held the live lease and its value is now VALUE (tagged with
+# TOKEN); 0 means nothing changed. A classic update, not a pipeline: $set stores its operands
+# as they are, so a value starting with "$" is text.
+def set_value_update(token: str, value: str) -> Document:
+    return {"$set": {"value": value, "value_token": token}}
+
+
 # The operator's break: matches NAME only while anybody holds a live lease on it. Used with
 # free_update in ONE update_one; matched_count == 1 means a live lease was broken.
 def break_filter(name: str) -> Document:
@@ -200,7 +232,7 @@ def owned_among(names: list[str]) -> Document:
 #
 # An aggregation projection, so that liveness and the time left are computed by $$NOW on the
 # server. Output per document: _id, fence, live (bool), ttl_left_ms (null when no lease),
-# acquired_at, host, pid, thread.
+# acquired_at, host, pid, thread, value (null unless written by the token holding the lease).
 _INFO_PROJECTION: Document = {
     "_id": 1,
     "fence": 1,
@@ -215,6 +247,17 @@ _INFO_PROJECTION: Document = {
         ]
     },
     "ttl_left_ms": {"$subtract": ["$expires_at", "$$NOW"]},
+    # The value counts only when the live token wrote it (see the module docstring).
+    "value": {
+        "$cond": [
+            {"$and": [
+                {"$ne": [{"$ifNull": ["$value_token", None]}, None]},
+                {"$eq": ["$value_token", "$token"]},
+            ]},
+            "$value",
+            None,
+        ]
+    },
 }
 
 
@@ -267,4 +310,5 @@ def to_info(document: Document) -> LockInfo:
                str(document.get("thread", ""))),
         acquired_at if isinstance(acquired_at, datetime.datetime) else None,
         max(0.0, float(document["ttl_left_ms"]) / 1000.0),
+        value=value if isinstance(value := document.get("value"), str) else None,
     )

@@ -33,7 +33,11 @@ from pymongo.synchronous.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
+from tenure._sync.capabilities import (
+    LeaseValueSupport,
+    QueueSupport,
+    SemaphoreSupport,
+)
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, InvalidArgument, InvalidArgumentType, limit_mismatch
@@ -54,6 +58,7 @@ from tenure.backends.mongodb._documents import (
     name_filter,
     owned_among,
     prefix_filter,
+    set_value_update,
     to_info,
 )
 from tenure.backends.mongodb._rwlocks import (
@@ -89,7 +94,9 @@ CLOCK_SAMPLE_INTERVAL = 60.0
 """Seconds a sample of the server's clock is trusted (only for bounding waiters' pauses)."""
 
 
-class MongoDBBackend(Backend, SemaphoreSupport, QueueSupport):
+class MongoDBBackend(
+    Backend, SemaphoreSupport, QueueSupport, LeaseValueSupport
+):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._settings`` and docs/backends/mongodb.md."""
@@ -232,6 +239,31 @@ class MongoDBBackend(Backend, SemaphoreSupport, QueueSupport):
         # of this token) must come after it, and PyMongo's connections stay out of their
         # cancelled-mid-I/O paths.
         return io.complete(self._acquire(name, token, update))
+
+    def acquire_with_value(
+        self,
+        name: str,
+        token: str,
+        ttl: float,
+        holder: Holder,
+        *,
+        value: str,
+        waited: Busy | None = None,
+    ) -> Grant | Busy:
+        """``acquire``'s one step, with the value written (tagged with ``token``) in the same
+        pipeline that grants the lease; plain acquires keep their own, shorter pipeline."""
+        validate_name(name)
+        update = acquire_update(
+            token, milliseconds(ttl), holder, self.settings.gc_after_ms, value=value
+        )
+        return io.complete(self._acquire(name, token, update))
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        validate_name(name)
+        with self._errors("set the value"):
+            locks = self._locks()
+            result = locks.update_one(held_by(name, token), set_value_update(token, value))
+        return result.matched_count == 1
 
     def _acquire(self, name: str, token: str, update: list[Document]) -> Grant | Busy:
         with self._errors("acquire"):
