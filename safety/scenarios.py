@@ -1473,9 +1473,11 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
 
 def elections(run: Run, profile: Profile) -> list[Result]:
     """Scenarios 1, 3 and 4 again on a leader election: processes campaign, lead a short
-    term and resign; a leader is paused 1.5x its ttl; a leader is killed. Judged: two terms
+    term and resign; a leader is paused 1.5x its ttl, its write to a resource that checks
+    terms as fences coming after its successor's; a leader is killed. Judged: two terms
     never overlap unless the older leader was told it lost, a term is above every term that
-    ended before it began, a killed leader is succeeded within its ttl + ttl/3 + 1 s."""
+    ended before it began, the resource accepts no stale write, a killed leader is succeeded
+    within its ttl + ttl/3 + 1 s."""
     title = "Leader election"
     backend = run.target.backend
     processes = profile.election_processes
@@ -1493,7 +1495,7 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     trials = profile.election_pause_trials
     paused_run = run.child("paused")
     overrun = _capabilities(run.target.url).lease_overrun  # as scenario 15's pause
-    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=False, election=True,
+    paused = _pause_trials(paused_run, trials, ttl, contenders, fenced=True, election=True,
                            overrun=overrun)
     paused_regressed, found = _terms(paused_run)
     paused.violations += found
