@@ -1,7 +1,7 @@
-"""Leader election with real processes on SQLite files, real Redis servers and 3-node etcd
-and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a fourth process
-watching with `tenure leader --watch`; and `tenure elect` running its command on exactly one
-of three competing processes at a time."""
+"""Leader election with real processes on SQLite files, real Redis servers, a real MariaDB
+and 3-node etcd and ZooKeeper clusters: three candidates, the leader SIGKILLed in turn, a
+fourth process watching with `tenure leader --watch`; and `tenure elect` running its command
+on exactly one of three competing processes at a time."""
 
 from __future__ import annotations
 
@@ -26,19 +26,23 @@ SERVERS = {
     "redis_cluster": "redis_cluster_url",
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
+    "mysql": "mysql_url",
 }
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 TTL = 2.0
 
-# Campaigns, records "term pid" in its own file once elected, then leads until killed.
+# Campaigns, records "term pid" in its own file once elected, then leads until killed. The
+# file appears whole (written aside, then renamed): the test reads it as soon as it exists.
 CANDIDATE = """
 import os, pathlib, sys, time
 import tenure
 url, name, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
 with tenure.connect(url) as locks:
     leadership = locks.election(name, ttl=float(sys.argv[4])).campaign(value=f"pid-{os.getpid()}")
-    out.write_text(f"{leadership.term} {os.getpid()}")
+    aside = out.with_suffix(".tmp")
+    aside.write_text(f"{leadership.term} {os.getpid()}")
+    os.replace(aside, out)
     while True:
         time.sleep(0.05)
 """
@@ -135,7 +139,9 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
 
 # The backends the CLI tests run on: the file, and the consensus stores (whose lease values
 # live in the holder's key or node rather than in a row).
-CLI_SERVERS = {"sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url"}
+CLI_SERVERS = {
+    "sqlite": None, "etcd": "etcd_url", "zookeeper": "zookeeper_url", "mysql": "mysql_url",
+}
 
 
 def _cli_env(
