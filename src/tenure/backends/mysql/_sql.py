@@ -123,12 +123,15 @@ OURS = "token <=> %(token)s"
 LIVE = f"token IS NOT NULL AND expires_at > {NOW}"
 FREE = (
     f"token = NULL, expires_at = {NOW}, acquired_at = NULL, host = NULL, pid = NULL, "
-    "value = NULL, value_token = NULL, thread = NULL"
+    "thread = NULL"
 )
-FREE_GATED = FREE.replace(
+"""A lease row's end (the lock table's and the semaphore slots')."""
+FREE_LOCK = FREE + ", value = NULL, value_token = NULL"
+"""``FREE`` in the lock table, whose lease ends with its election value."""
+FREE_GATED = FREE_LOCK.replace(
     "thread = NULL", "thread = IF(RELEASE_LOCK(%(gate)s) IS NULL, NULL, NULL)"
 )
-"""``FREE``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row).
+"""``FREE_LOCK``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row).
 ``FREE`` keeps in ``expires_at`` when the lease ended (it was live until now): the clean-up's
 measure of how long the record has been idle."""
 
@@ -284,7 +287,7 @@ ON DUPLICATE KEY UPDATE{update}
     @property
     def release(self) -> str:
         return (
-            f"UPDATE {self.quoted} SET {FREE} "
+            f"UPDATE {self.quoted} SET {FREE_LOCK} "
             f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
         )
 
@@ -321,7 +324,7 @@ ON DUPLICATE KEY UPDATE{update}
     # fence. Affected rows: 1 = a live lease was freed.
     @property
     def break_lock(self) -> str:
-        return f"UPDATE {self.quoted} SET {FREE} WHERE name = UNHEX(%(name)s) AND {LIVE}"
+        return f"UPDATE {self.quoted} SET {FREE_LOCK} WHERE name = UNHEX(%(name)s) AND {LIVE}"
 
     # Inputs: after (hex of the name the last pass ended at; '' for the start), batch, gc_us.
     # One pass of the clean-up (see the module docstring), autocommit statements sent as one
