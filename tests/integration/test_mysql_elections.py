@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+import urllib.parse
 import uuid
 
+import pymysql  # type: ignore[import-untyped]
 import pytest
 
 import tenure
@@ -134,6 +136,36 @@ def test_many_clients_upgrade_one_old_table_at_once(mysql_url: str, table: str) 
     assert errors == []
     assert sorted(v or "" for v in values) == [f"v{i}" for i in range(6)]
     assert columns(mysql_url, table).count("value") == 1
+
+
+def test_an_upgrade_blocked_by_a_long_transaction_gives_up_and_is_tried_again(
+    mysql_url: str, table: str
+) -> None:
+    old_table(mysql_url, table)
+    parts = urllib.parse.urlsplit(mysql_url)
+    reader = pymysql.connect(
+        host=parts.hostname, port=parts.port, user=urllib.parse.unquote(parts.username or ""),
+        password=urllib.parse.unquote(parts.password or ""), database=parts.path.lstrip("/"),
+        connect_timeout=5,
+    )
+    try:
+        with reader.cursor() as cursor:
+            # An open transaction that read the table holds its metadata lock until it ends.
+            cursor.execute("START TRANSACTION")
+            cursor.execute(f"SELECT COUNT(*) FROM `{table}`")
+            cursor.fetchall()
+        with tenure.connect(mysql_url, table=table, timeout=2) as locks:
+            with pytest.raises(tenure.BackendError, match="ALTER"):
+                locks.inspect("leader")
+            reader.commit()
+            # The next operation upgrades the table and goes on.
+            leadership = locks.election("leader", ttl=10).campaign(value="v")
+            leader = locks.election("leader").leader()
+            assert leader is not None and leader.value == "v"
+            leadership.resign()
+    finally:
+        reader.close()
+    assert columns(mysql_url, table)[-2:] == ["value", "value_token"]
 
 
 def test_an_old_client_never_makes_a_stale_value_look_current(
