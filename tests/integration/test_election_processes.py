@@ -1,7 +1,8 @@
-"""Leader election with real processes on SQLite files, real Redis and PostgreSQL servers, a
-MongoDB stand-in (mongoeco) and 3-node etcd and ZooKeeper clusters: three candidates, the
-leader SIGKILLed in turn, a fourth process watching with `tenure leader --watch`; and `tenure
-elect` running its command on exactly one of three competing processes at a time."""
+"""Leader election with real processes on SQLite files, real Redis, PostgreSQL and MariaDB
+servers, a MongoDB stand-in (mongoeco) and 3-node etcd and ZooKeeper clusters: three
+candidates, the leader SIGKILLed in turn, a fourth process watching with `tenure leader
+--watch`; and `tenure elect` running its command on exactly one of three competing processes
+at a time."""
 
 from __future__ import annotations
 
@@ -28,19 +29,23 @@ SERVERS = {
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
     "postgresql": "postgresql_url",
+    "mysql": "mysql_url",
 }
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 TTL = 2.0
 
-# Campaigns, records "term pid" in its own file once elected, then leads until killed.
+# Campaigns, records "term pid" in its own file once elected, then leads until killed. The
+# file appears whole (written aside, then renamed): the test reads it as soon as it exists.
 CANDIDATE = """
 import os, pathlib, sys, time
 import tenure
 url, name, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
 with tenure.connect(url) as locks:
     leadership = locks.election(name, ttl=float(sys.argv[4])).campaign(value=f"pid-{os.getpid()}")
-    out.write_text(f"{leadership.term} {os.getpid()}")
+    aside = out.with_suffix(".tmp")
+    aside.write_text(f"{leadership.term} {os.getpid()}")
+    os.replace(aside, out)
     while True:
         time.sleep(0.05)
 """
@@ -137,10 +142,10 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
 
 # The backends the CLI tests run on: the file, a document store (the value in the lock's
 # document), the consensus stores (whose lease values live in the holder's key or node), and
-# a SQL server (the value in the lock's row).
+# the SQL servers (the value in the lock's row).
 CLI_SERVERS = {
     "sqlite": None, "mongodb": "mongodb_url", "etcd": "etcd_url", "zookeeper": "zookeeper_url",
-    "postgresql": "postgresql_url",
+    "postgresql": "postgresql_url", "mysql": "mysql_url",
 }
 
 

@@ -39,6 +39,16 @@ the row's own, judged by the DELETE on the row's latest version under its row lo
 granted meanwhile makes the row live again, and the row stays. A row released by a tenure
 older than this clean-up has no end time (NULL): it is idle for an unknown time, and goes.
 
+Election values (``acquire_value``, ``set_value``): a leader's value lives in its lease row,
+in ``value``, with ``value_token``, the token that wrote it. A value counts only while that
+token holds the row's live lease (``inspect`` shows it only then), so a tenure from before
+these columns, whose statements neither set nor clear them, can never make a stale value
+look current: its grants carry tokens of their own. The plain lock's statements leave both
+columns alone on a grant (nothing added to the mutex's acquire) and clear them on a release
+or a break. The columns are added to a table from before them at connect (``value_columns``,
+``add_value_columns``); the schema version is unchanged, so older tenure processes keep
+working on the same table.
+
 Time is ``UTC_TIMESTAMP(6)``: like ``NOW(6)`` it is fixed at the start of the statement
 (``SYSDATE()`` is the one that moves), so every mention in a statement is the same instant,
 and being UTC it needs no time-zone setting. Columns are DATETIME(6), never converted.
@@ -49,7 +59,8 @@ hex-encoded, ``UNHEX(%(name)s)``: the text that reaches the server is ``[0-9a-f]
 whatever the escaping rules of the connection (NO_BACKSLASH_ESCAPES, character sets).
 
 Parameters (PyMySQL's ``%(name)s``): ``name`` hex of the UTF-8 name, ``token`` text,
-``ttl_us`` integer microseconds, ``host``/``thread`` text (at most 255 characters), ``pid``.
+``ttl_us`` integer microseconds, ``host``/``thread`` text (at most 255 characters), ``pid``,
+``value`` text (an election's value: at most 4096 characters).
 """
 
 from __future__ import annotations
@@ -93,6 +104,14 @@ CUTOFF = f"{NOW} - INTERVAL %(gc_us)s MICROSECOND"
 """Input ``gc_us``: a record whose last lease ended before this is idle long enough."""
 
 
+VALUE_COLUMNS = (
+    "value TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL, "
+    "value_token VARBINARY(255) NULL"
+)
+"""An election's value (4096 characters at most: up to 16 KiB of UTF-8, within TEXT's
+64 KiB) and the token that wrote it; see the module docstring."""
+
+
 def floor_fence(counter: str) -> str:
     """The fence of a new grant: after ``counter`` (the last fence granted) and never below
     the server's clock, so that it never goes back when the record was removed or lost."""
@@ -106,10 +125,13 @@ FREE = (
     f"token = NULL, expires_at = {NOW}, acquired_at = NULL, host = NULL, pid = NULL, "
     "thread = NULL"
 )
-FREE_GATED = FREE.replace(
+"""A lease row's end (the lock table's and the semaphore slots')."""
+FREE_LOCK = FREE + ", value = NULL, value_token = NULL"
+"""``FREE`` in the lock table, whose lease ends with its election value."""
+FREE_GATED = FREE_LOCK.replace(
     "thread = NULL", "thread = IF(RELEASE_LOCK(%(gate)s) IS NULL, NULL, NULL)"
 )
-"""``FREE``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row).
+"""``FREE_LOCK``, and RELEASE_LOCK of the gate (evaluated once per updated row: the one row).
 ``FREE`` keeps in ``expires_at`` when the lease ended (it was live until now): the clean-up's
 measure of how long the record has been idle."""
 
@@ -148,9 +170,27 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     host        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     pid         BIGINT NULL,
     thread      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    {VALUE_COLUMNS},
     PRIMARY KEY (name)
 ) ENGINE = InnoDB COMMENT = '{schema_mark(SCHEMA_VERSION)}'
 """
+
+    # Input: table (unquoted). Output: one row, how many of the value columns the table
+    # has (0 for a table from before them, 2 once added).
+    @property
+    def value_columns(self) -> str:
+        return (
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = %(table)s AND COLUMN_NAME IN ('value', 'value_token')"
+        )
+
+    # No parameters. Adds both value columns in one statement (both or neither), at the end
+    # of the row: an instant change on MySQL 8 and MariaDB 10.3+, no table copy. Run when
+    # ``value_columns`` counted 0; a process that raced us there fails with a duplicate
+    # column (ER_DUP_FIELDNAME), which means done.
+    @property
+    def add_value_columns(self) -> str:
+        return f"ALTER TABLE {self.quoted} ADD COLUMN ({VALUE_COLUMNS})"
 
     # Inputs: name, token, ttl_us, host, pid, thread. Output: the insert id (see the module
     # docstring): the fence when granted (absent row: the server's clock in microseconds;
@@ -161,12 +201,36 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def acquire(self) -> str:
         return self._acquire("%(pid)s")
 
-    def _acquire(self, pid: str) -> str:
+    # ``acquire`` that also stores an election's value with the lease it grants. Extra
+    # input: value. A new lease (absent, free or expired row) stores ``value``, tagged with
+    # ``token``; a retry of ours (the row's token is ours) keeps the value already stored if
+    # we wrote it (a proclaim's may be newer than the retry's). Refused: nothing changes.
+    # The value columns are assigned first, judged on the old row as ``acquired_at`` is.
+    @property
+    def acquire_value(self) -> str:
+        return self._acquire("%(pid)s", value=True)
+
+    # ``acquire_gated`` that stores a value, as ``acquire_value`` does.
+    @property
+    def acquire_value_gated(self) -> str:
+        return self._acquire(
+            "%(pid)s + 0 * COALESCE(GET_LOCK(%(gate)s, %(hold_wait)s), 0)", value=True
+        )
+
+    def _acquire(self, pid: str, *, value: bool = False) -> str:
+        columns, values, update = "", "", ""
+        if value:
+            columns = ", value, value_token"
+            values = ", %(value)s, %(token)s"
+            update = f"""
+    value = IF({CLAIMABLE}, IF({OURS} AND value_token <=> %(token)s, value, %(value)s), value),
+    value_token = IF({CLAIMABLE}, %(token)s, value_token),"""
         return f"""
-INSERT INTO {self.quoted} (name, fence, token, expires_at, acquired_at, host, pid, thread)
+INSERT INTO {self.quoted}
+    (name, fence, token, expires_at, acquired_at, host, pid, thread{columns})
 VALUES (UNHEX(%(name)s), LAST_INSERT_ID({EPOCH_US}), %(token)s,
-        {NOW} + INTERVAL %(ttl_us)s MICROSECOND, {NOW}, %(host)s, %(pid)s, %(thread)s)
-ON DUPLICATE KEY UPDATE
+        {NOW} + INTERVAL %(ttl_us)s MICROSECOND, {NOW}, %(host)s, %(pid)s, %(thread)s{values})
+ON DUPLICATE KEY UPDATE{update}
     acquired_at = IF({CLAIMABLE}, IF({OURS}, acquired_at, {NOW}), acquired_at),
     fence = IF({CLAIMABLE}, LAST_INSERT_ID(IF({OURS}, fence, {floor_fence('fence')})),
                fence + LAST_INSERT_ID(0)),
@@ -223,7 +287,7 @@ ON DUPLICATE KEY UPDATE
     @property
     def release(self) -> str:
         return (
-            f"UPDATE {self.quoted} SET {FREE} "
+            f"UPDATE {self.quoted} SET {FREE_LOCK} "
             f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
         )
 
@@ -235,6 +299,17 @@ ON DUPLICATE KEY UPDATE
         return (
             f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
             f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+        )
+
+    # Inputs: name, token, value. Replaces the value if this token holds a live lease it
+    # was granted with a value (``value_token``: a plain lock's lease has none to replace).
+    # Affected rows (rows matched, so the same value again still counts): 1 = replaced.
+    @property
+    def set_value(self) -> str:
+        return (
+            f"UPDATE {self.quoted} SET value = %(value)s "
+            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s "
+            f"AND value_token = %(token)s AND expires_at > {NOW}"
         )
 
     # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
@@ -249,7 +324,7 @@ ON DUPLICATE KEY UPDATE
     # fence. Affected rows: 1 = a live lease was freed.
     @property
     def break_lock(self) -> str:
-        return f"UPDATE {self.quoted} SET {FREE} WHERE name = UNHEX(%(name)s) AND {LIVE}"
+        return f"UPDATE {self.quoted} SET {FREE_LOCK} WHERE name = UNHEX(%(name)s) AND {LIVE}"
 
     # Inputs: after (hex of the name the last pass ended at; '' for the start), batch, gc_us.
     # One pass of the clean-up (see the module docstring), autocommit statements sent as one
@@ -273,11 +348,14 @@ SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), ROW_COU
     def _info(self) -> str:
         return (
             f"SELECT name, fence, {LIVE}, host, pid, thread, acquired_at, "
-            f"TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) FROM {self.quoted} "
+            f"TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at), "
+            f"IF(value_token <=> token AND {LIVE}, value, NULL) FROM {self.quoted} "
         )
 
     # Input: name. Output: at most one row (name bytes, fence, live, host, pid, thread,
-    # acquired_at, ttl_left in microseconds). A consistent read: locks nothing.
+    # acquired_at, ttl_left in microseconds, the value: only while the token that wrote it
+    # holds the live lease). One consistent read of the row: holder, fence and value belong
+    # together. Locks nothing.
     @property
     def inspect(self) -> str:
         return self._info + "WHERE name = UNHEX(%(name)s)"

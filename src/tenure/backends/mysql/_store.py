@@ -103,6 +103,8 @@ Cursor = Any
 
 ER_LOCK_DEADLOCK = 1213
 ER_NO_SUCH_TABLE = 1146
+ER_BAD_FIELD_ERROR = 1054
+ER_DUP_FIELDNAME = 1060
 DEADLOCK_RETRIES = 5
 HOLD_WAIT = 0.05
 """How long a grant's ``GET_LOCK`` of the gate may wait for a waiter passing through it (one
@@ -280,8 +282,9 @@ class MySQLStore:
         except BaseException as exc:
             _close_quietly(connection)
             if isinstance(exc, pymysql.err.MySQLError):
-                if exc.args and exc.args[0] == ER_NO_SUCH_TABLE:
-                    # Dropped behind our back: look for (and create) the tables again.
+                if exc.args and exc.args[0] in (ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR):
+                    # Dropped behind our back (or made again by a tenure from before the
+                    # value columns): look for, create and upgrade the tables again.
                     self._ready = self._permits_ready = self._rwlocks_ready = False
                 raise BackendError(f"MySQL {self.display}: {exc}") from exc
             raise
@@ -290,7 +293,8 @@ class MySQLStore:
         return result
 
     def _prepare(self, connection: Connection) -> None:
-        """Create the table on first use and check its schema version."""
+        """Create the table on first use, check its schema version, and add the election
+        value columns to a table from before them."""
         with connection.cursor() as cursor:
             cursor.execute(self.sql.schema, {"table": self.sql.table})
             row = cursor.fetchone()
@@ -302,6 +306,30 @@ class MySQLStore:
             (version_text,) = cursor.fetchone()
             self._mariadb = "mariadb" in str(version_text).lower()
         comment = None if row is None else row[0]
+        self._check_version(comment)
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql.value_columns, {"table": self.sql.table})
+            (present,) = cursor.fetchone()
+            if int(present) < 2:
+                # An ALTER waiting for the table's metadata lock (a long transaction of
+                # someone else's on it) would queue every later statement on the table
+                # behind it: it gives up after the statement timeout instead, and the next
+                # operation tries again.
+                cursor.execute(
+                    "SET SESSION lock_wait_timeout = %s", (max(1, math.ceil(self.options.timeout)),)
+                )
+                try:
+                    cursor.execute(self.sql.add_value_columns)
+                except pymysql.err.MySQLError as exc:
+                    # Another process added them between our look and our ALTER: done.
+                    if exc.args[0] != ER_DUP_FIELDNAME:
+                        raise BackendError(
+                            f"MySQL {self.display}: cannot add the election value columns "
+                            f"to table {self.sql.table!r} (this needs the ALTER privilege "
+                            f"once; see the docs on leader elections): {exc}"
+                        ) from exc
+
+    def _check_version(self, comment: str | None) -> None:
         version = parse_schema_mark(comment)
         if version is None:
             raise ConfigurationError(
@@ -358,7 +386,11 @@ class MySQLStore:
         digest = hashlib.sha256((self._gate_prefix + name).encode("utf-8", "surrogatepass"))
         return "tenure:" + digest.hexdigest()[:48]
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy:
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None = None
+    ) -> Grant | Busy:
+        """``value``: an election's value, stored with the lease it grants (``None``: a
+        plain lock, whose statement leaves the value columns alone)."""
         gate = self._gate(name)
         self._check_fork()  # a forked child must not take the parent's mutex
         with self._mutex:
@@ -372,9 +404,12 @@ class MySQLStore:
         params = {
             "name": _hex(name), "token": token, "ttl_us": _micros(ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
-            "gate": gate, "hold_wait": HOLD_WAIT,
+            "gate": gate, "hold_wait": HOLD_WAIT, "value": value,
         }
-        statement = self.sql.acquire_gated if take_gate else self.sql.acquire
+        if value is None:
+            statement = self.sql.acquire_gated if take_gate else self.sql.acquire
+        else:
+            statement = self.sql.acquire_value_gated if take_gate else self.sql.acquire_value
 
         def attempt(cursor: Cursor) -> tuple[Grant | Busy, bool]:
             affected = _execute(cursor, statement, params)
@@ -521,6 +556,10 @@ class MySQLStore:
             if not extended:
                 self._drop_gate(renewal.name, renewal.token)
         return results
+
+    def set_value(self, name: str, token: str, value: str) -> bool:
+        params = {"name": _hex(name), "token": token, "value": value}
+        return self._run(lambda cursor: _execute(cursor, self.sql.set_value, params) == 1)
 
     def owned(self, name: str, token: str) -> bool:
         params = {"name": _hex(name), "token": token}
@@ -921,7 +960,7 @@ def _micros(seconds: float) -> int:
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
-    name, fence, live, host, pid, thread, acquired_at, left_us = row
+    name, fence, live, host, pid, thread, acquired_at, left_us, value = row
     text = bytes(name).decode("utf-8")
     if not live:
         return LockInfo(text, int(fence), None, None, None)
@@ -931,4 +970,5 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
         Holder(host, int(pid), thread),
         acquired_at.replace(tzinfo=datetime.UTC),
         max(0.0, int(left_us) / 1e6),
+        value=None if value is None else str(value),
     )
