@@ -92,6 +92,10 @@ class Resource:
         self._log.close()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
 
+    def latest_fence(self) -> int:
+        """The highest fence a write or read has shown the guard (0: none yet)."""
+        return self._guard.latest(self.NAME)
+
     def set_fenced(self, fenced: bool) -> None:
         with self._mutex:
             self.fenced = fenced

@@ -441,7 +441,8 @@ class _Disturbed:
 
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
                disturb: Callable[[WorkerProcess], None], limit: int | None = None,
-               rw: bool = False, election: bool = False) -> _Disturbed:
+               rw: bool = False, election: bool = False,
+               successor_wait: float = 0.0) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
     releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
@@ -450,7 +451,10 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
     the lock is a read-write lock: the victim is a writer, the contenders read or write at
     random, and there is no resource either (its readers would write side by side). With
     ``election`` everyone campaigns on an election of the name instead: the victim is a
-    leader, and leaders write the resource as a mutex's holders do."""
+    leader, and leaders write the resource as a mutex's holders do. ``successor_wait``: after
+    the disturbance, wait up to this long for a successor's fence to reach the resource
+    before the victim writes, so that its write is surely the stale one (on a loaded machine
+    the successor may not have entered yet when the disturbance ends)."""
     name = run.name("victim")
     shared = limit is not None or rw
     resource = Resource(run.workdir, fenced=fenced).start() if not shared else None
@@ -475,6 +479,12 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
                     violations.append("the victim could not acquire the lock")
                     continue
                 disturb(victim)
+                if resource is not None and successor_wait > 0:
+                    victim_fence = int(entered.get("fence") or 0)
+                    deadline = time.monotonic() + successor_wait
+                    while (resource.latest_fence() <= victim_fence
+                           and time.monotonic() < deadline):
+                        time.sleep(0.02)
                 victim.send("write")
                 reports.append({**victim.expect(60), "received": time.time()})
             victim.send("quit")
@@ -1036,8 +1046,11 @@ def clock_jumped(run: Run, profile: Profile) -> list[Result]:
         # for a contender told "busy for up to ttl" to try again.
         time.sleep(ttl * 1.5)
 
+    # Where the jump ends the lease, the victim writes only once a successor has written
+    # (or 10 ttl passed): its write is then the stale one, refused by the fence check.
     found = _disturbed(run, ttl=ttl, trials=profile.clock_trials,
-                       contenders=profile.pause_contenders, fenced=True, disturb=jump_clock)
+                       contenders=profile.pause_contenders, fenced=True, disturb=jump_clock,
+                       successor_wait=10 * ttl if setup.ends_leases else 0.0)
     figures, violations, jumps = found.figures, found.violations, len(found.reports)
     if setup.moves_workers:
         # The victim read its own clock just before each report, after the trial's jump: the

@@ -36,9 +36,11 @@ pytestmark = pytest.mark.slow
 
 READERS = WRITERS = 4
 ROUNDS = int(os.environ.get("TENURE_RWLOCK_ROUNDS", "10"))
-READ_HOLD = 0.1
+READ_HOLD = 0.3
 """Seconds a reader holds its lease: long beside a grant and a waiter's back-off (at most
-50 ms on backends without notifications across processes), so that readers overlap."""
+50 ms on backends without notifications across processes) even on a loaded machine, where
+a slow store (the MongoDB stand-in) took one grant after another with 0.1 s and readers
+never met, so that readers overlap."""
 WRITE_HOLD = 0.005
 FAIR_WAITERS = 8
 
