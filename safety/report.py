@@ -187,6 +187,8 @@ NOTE_KEYS: dict[int, list[str]] = {
     13: ["processes", "ttl", "promotion_seconds", "sections_spanning_a_failover",
          "of_which_told_of_loss", "silent_overlaps", "fence_regressions",
          "fence_before_and_after", "lost_updates", "backend_errors_seen"],
+    14: ["processes", "records_removed_seen", "records_used_again_seen",
+         "sections_on_other_names", "fence_regressions", "silent_overlaps"],
     15: ["processes", "reads", "writes", "most_readers_at_once", "longest_write_wait",
          "longest_read_wait", "victims_told_of_loss", "silent_overlaps", "fence_regressions",
          "write_fence_regressions", "median_recovery"],
