@@ -261,6 +261,31 @@ class MySQLStore:
         else:
             abandon(idle)
 
+    def _extend_each(self, statement: str, renewals: Sequence[Renewal]) -> list[bool]:
+        """Renew each lease with ``statement`` (a lock's, a permit's or a read-write lease's
+        extend): one connection, one autocommit statement per lease, each atomic on its own
+        (a batch in one transaction would only hold the first rows' locks for longer)."""
+
+        def extend_all(cursor: Cursor) -> list[bool]:
+            return [
+                _execute(cursor, statement, {
+                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
+                }) == 1
+                for r in renewals
+            ]
+
+        return self._run(extend_all)
+
+    def _rows(self, statement: str, params: dict[str, Any]) -> tuple[tuple[Any, ...], ...]:
+        """Every row ``statement`` reads (an inspect or a listing)."""
+
+        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+            cursor.execute(statement, params)
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
+
+        return self._run(read)
+
     def _run(
         self, work: Callable[[Cursor], T], connection: Connection | None = None,
         *, keep: Callable[[T], bool] = lambda _: False,
@@ -539,19 +564,9 @@ class MySQLStore:
         return extended
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        # One connection, one statement per lease: each is atomic on its own, and a batch
-        # in one transaction would only hold the first rows' locks for longer.
-        def extend_all(cursor: Cursor) -> list[bool]:
-            return [
-                _execute(cursor, self.sql.extend, {
-                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
-                }) == 1
-                for r in renewals
-            ]
-
         if not renewals:
             return []
-        results = self._run(extend_all)
+        results = self._extend_each(self.sql.extend, renewals)
         for renewal, extended in zip(renewals, results, strict=True):
             if not extended:
                 self._drop_gate(renewal.name, renewal.token)
@@ -575,17 +590,10 @@ class MySQLStore:
         return None if row is None else _info(row)
 
     def list_locks(self, prefix: str) -> list[LockInfo]:
-        try:
-            raw = prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            return []  # no accepted name holds unencodable text
-
-        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
-            cursor.execute(self.sql.list_locks, {"prefix": raw.hex(), "length": len(raw)})
-            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
-            return rows
-
-        return [_info(row) for row in self._run(read)]
+        params = _prefix_params(prefix)
+        if params is None:
+            return []
+        return [_info(row) for row in self._rows(self.sql.list_locks, params)]
 
     def break_lock(self, name: str) -> bool:
         params = {"name": _hex(name)}
@@ -683,17 +691,11 @@ class MySQLStore:
         return released
 
     def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if renewals and not self._permits(create=False):
+        if not renewals:
+            return []
+        if not self._permits(create=False):
             return [False] * len(renewals)
-        def extend_all(cursor: Cursor) -> list[bool]:
-            return [
-                _execute(cursor, self.semaphores.extend, {
-                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
-                }) == 1
-                for r in renewals
-            ]
-
-        return self._run(extend_all) if renewals else []
+        return self._extend_each(self.semaphores.extend, renewals)
 
     def permit_owned(self, name: str, token: str) -> bool:
         if not self._permits(create=False):
@@ -704,30 +706,14 @@ class MySQLStore:
     def inspect_semaphore(self, name: str) -> LockInfo | None:
         if not self._permits(create=False):
             return None
-        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
-            cursor.execute(self.semaphores.inspect, {"name": _hex(name)})
-            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
-            return rows
-
-        found = _semaphore_infos(self._run(read))
+        found = _semaphore_infos(self._rows(self.semaphores.inspect, {"name": _hex(name)}))
         return found[0] if found else None
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        if not self._permits(create=False):
+        params = _prefix_params(prefix)
+        if params is None or not self._permits(create=False):
             return []
-        try:
-            raw = prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            return []
-
-        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
-            cursor.execute(
-                self.semaphores.list_semaphores, {"prefix": raw.hex(), "length": len(raw)}
-            )
-            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
-            return rows
-
-        return _semaphore_infos(self._run(read))
+        return _semaphore_infos(self._rows(self.semaphores.list_semaphores, params))
 
     def break_semaphore(self, name: str) -> bool:
         if not self._permits(create=False):
@@ -798,17 +784,7 @@ class MySQLStore:
             return []
         if not self._rwlock_tables(create=False):
             return [False] * len(renewals)
-
-        # One connection, one autocommit statement per lease (each atomic on its own).
-        def extend_all(cursor: Cursor) -> list[bool]:
-            return [
-                _execute(cursor, self.rwlocks.extend, {
-                    "name": _hex(r.name), "token": r.token, "ttl_us": _micros(r.ttl),
-                }) == 1
-                for r in renewals
-            ]
-
-        return self._run(extend_all)
+        return self._extend_each(self.rwlocks.extend, renewals)
 
     def queued_owned(self, name: str, token: str) -> bool:
         if not self._rwlock_tables(create=False):
@@ -819,29 +795,14 @@ class MySQLStore:
     def inspect_queue(self, name: str) -> LockInfo | None:
         if not self._rwlock_tables(create=False):
             return None
-
-        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
-            cursor.execute(self.rwlocks.inspect, {"name": _hex(name)})
-            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
-            return rows
-
-        found = _queue_infos(self._run(read))
+        found = _queue_infos(self._rows(self.rwlocks.inspect, {"name": _hex(name)}))
         return found[0] if found else None
 
     def list_queues(self, prefix: str) -> list[LockInfo]:
-        if not self._rwlock_tables(create=False):
+        params = _prefix_params(prefix)
+        if params is None or not self._rwlock_tables(create=False):
             return []
-        try:
-            raw = prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            return []
-
-        def read(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
-            cursor.execute(self.rwlocks.list_queues, {"prefix": raw.hex(), "length": len(raw)})
-            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
-            return rows
-
-        return _queue_infos(self._run(read))
+        return _queue_infos(self._rows(self.rwlocks.list_queues, params))
 
     def break_queue(self, name: str) -> bool:
         if not self._rwlock_tables(create=False):
@@ -949,6 +910,16 @@ def _close_quietly(connection: Connection) -> None:
     except Exception:
         # close() sends COM_QUIT; on a broken connection just drop the socket.
         connection._force_close()
+
+
+def _prefix_params(prefix: str) -> dict[str, Any] | None:
+    """The listing statements' parameters for names starting with ``prefix`` (matched on
+    the stored UTF-8 bytes); None when no accepted name can (unencodable text)."""
+    try:
+        raw = prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return {"prefix": raw.hex(), "length": len(raw)}
 
 
 def _hex(name: str) -> str:
