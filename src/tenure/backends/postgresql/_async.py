@@ -334,25 +334,8 @@ class AsyncPostgreSQLBackend(
             if mine is not None or granted is not None or not room:
                 return mine, granted, others, soonest, stored
             # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock. In a pipeline the transaction's four messages go out
-            # together and their answers come back together (one round trip); the server
-            # runs them in order in one transaction, and a failed one aborts the rest and
-            # the connection is dropped (``_run``), so that transaction never commits.
-            async def locked_grant() -> psycopg.AsyncCursor[tuple[Any, ...]]:
-                await connection.execute("BEGIN")
-                await connection.execute(sql.lock_name, params)
-                cursor = await connection.execute(sql.grant, params)
-                await connection.execute("COMMIT")
-                return cursor
-
-            if PIPELINES:
-                async with connection.pipeline():
-                    cursor = await locked_grant()
-            else:  # libpq before 14: one round trip per message
-                cursor = await locked_grant()
-            row = await cursor.fetchone()
-            assert row is not None
-            return row
+            # the name's row lock.
+            return await _granted_under_lock(connection, sql.lock_name, sql.grant, params)
 
         mine, granted, others, soonest, stored = await self._run(decide)
         if mine is not None or granted is not None:
@@ -454,26 +437,8 @@ class AsyncPostgreSQLBackend(
         sql = self._rwlocks
         await self._rwlock_tables(create=True)
 
-        async def locked_grant(connection: Connection) -> psycopg.AsyncCursor[tuple[Any, ...]]:
-            await connection.execute("BEGIN")
-            await connection.execute(sql.lock_name, params)
-            cursor = await connection.execute(sql.grant, params)
-            await connection.execute("COMMIT")
-            return cursor
-
         async def decide(connection: Connection) -> tuple[Any, ...]:
-            # One transaction. In a pipeline its four messages go out together and their
-            # answers come back together (one round trip); the server runs them in order,
-            # and a failed one aborts the rest and the connection is dropped (``_run``), so
-            # that transaction never commits.
-            if PIPELINES:
-                async with connection.pipeline():
-                    cursor = await locked_grant(connection)
-            else:  # libpq before 14: one round trip per message
-                cursor = await locked_grant(connection)
-            row = await cursor.fetchone()
-            assert row is not None
-            return row
+            return await _granted_under_lock(connection, sql.lock_name, sql.grant, params)
 
         renewed, granted, soonest, _ = await self._run(decide)
         if renewed is not None or granted is not None:
@@ -838,6 +803,32 @@ def _storable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+async def _granted_under_lock(
+    connection: Connection, lock_name: str, grant: str, params: dict[str, Any]
+) -> tuple[Any, ...]:
+    """``grant``'s row, decided in one transaction under the name's record row lock
+    (``lock_name``): a semaphore's locked retry, a read-write lock's acquire. In a pipeline
+    the transaction's four messages go out together and their answers come back together
+    (one round trip); the server runs them in order, and a failed one aborts the rest and
+    the connection is dropped (``_run``), so that transaction never commits."""
+
+    async def send() -> psycopg.AsyncCursor[tuple[Any, ...]]:
+        await connection.execute("BEGIN")
+        await connection.execute(lock_name, params)
+        cursor = await connection.execute(grant, params)
+        await connection.execute("COMMIT")
+        return cursor
+
+    if PIPELINES:
+        async with connection.pipeline():
+            cursor = await send()
+    else:  # libpq before 14: one round trip per message
+        cursor = await send()
+    row = await cursor.fetchone()
+    assert row is not None
+    return row
 
 
 def _check_schema(table: str, comment: str | None) -> None:

@@ -336,25 +336,8 @@ class PostgreSQLBackend(
             if mine is not None or granted is not None or not room:
                 return mine, granted, others, soonest, stored
             # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock. In a pipeline the transaction's four messages go out
-            # together and their answers come back together (one round trip); the server
-            # runs them in order in one transaction, and a failed one aborts the rest and
-            # the connection is dropped (``_run``), so that transaction never commits.
-            def locked_grant() -> psycopg.Cursor[tuple[Any, ...]]:
-                connection.execute("BEGIN")
-                connection.execute(sql.lock_name, params)
-                cursor = connection.execute(sql.grant, params)
-                connection.execute("COMMIT")
-                return cursor
-
-            if PIPELINES:
-                with connection.pipeline():
-                    cursor = locked_grant()
-            else:  # libpq before 14: one round trip per message
-                cursor = locked_grant()
-            row = cursor.fetchone()
-            assert row is not None
-            return row
+            # the name's row lock.
+            return _granted_under_lock(connection, sql.lock_name, sql.grant, params)
 
         mine, granted, others, soonest, stored = self._run(decide)
         if mine is not None or granted is not None:
@@ -456,26 +439,8 @@ class PostgreSQLBackend(
         sql = self._rwlocks
         self._rwlock_tables(create=True)
 
-        def locked_grant(connection: Connection) -> psycopg.Cursor[tuple[Any, ...]]:
-            connection.execute("BEGIN")
-            connection.execute(sql.lock_name, params)
-            cursor = connection.execute(sql.grant, params)
-            connection.execute("COMMIT")
-            return cursor
-
         def decide(connection: Connection) -> tuple[Any, ...]:
-            # One transaction. In a pipeline its four messages go out together and their
-            # answers come back together (one round trip); the server runs them in order,
-            # and a failed one aborts the rest and the connection is dropped (``_run``), so
-            # that transaction never commits.
-            if PIPELINES:
-                with connection.pipeline():
-                    cursor = locked_grant(connection)
-            else:  # libpq before 14: one round trip per message
-                cursor = locked_grant(connection)
-            row = cursor.fetchone()
-            assert row is not None
-            return row
+            return _granted_under_lock(connection, sql.lock_name, sql.grant, params)
 
         renewed, granted, soonest, _ = self._run(decide)
         if renewed is not None or granted is not None:
@@ -840,6 +805,32 @@ def _storable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _granted_under_lock(
+    connection: Connection, lock_name: str, grant: str, params: dict[str, Any]
+) -> tuple[Any, ...]:
+    """``grant``'s row, decided in one transaction under the name's record row lock
+    (``lock_name``): a semaphore's locked retry, a read-write lock's acquire. In a pipeline
+    the transaction's four messages go out together and their answers come back together
+    (one round trip); the server runs them in order, and a failed one aborts the rest and
+    the connection is dropped (``_run``), so that transaction never commits."""
+
+    def send() -> psycopg.Cursor[tuple[Any, ...]]:
+        connection.execute("BEGIN")
+        connection.execute(lock_name, params)
+        cursor = connection.execute(grant, params)
+        connection.execute("COMMIT")
+        return cursor
+
+    if PIPELINES:
+        with connection.pipeline():
+            cursor = send()
+    else:  # libpq before 14: one round trip per message
+        cursor = send()
+    row = cursor.fetchone()
+    assert row is not None
+    return row
 
 
 def _check_schema(table: str, comment: str | None) -> None:
