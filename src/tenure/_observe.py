@@ -134,6 +134,13 @@ def _instruments() -> _Instruments | None:
         return None
 
 
+def prepare() -> None:
+    """Make the instruments now: importing the OpenTelemetry API takes 10-20 ms, which a
+    client pays when it is made rather than inside its first acquire (with several
+    processes starting together, that acquire's wait, and the waits of those behind it)."""
+    _instruments()
+
+
 def attributes(lease: AnyLease) -> dict[str, str]:
     """The handle's labels, made once per handle."""
     if lease.labels is None:

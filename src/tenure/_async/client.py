@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
+from tenure import _observe
 from tenure._async.backend import AsyncBackend
 from tenure._async.capabilities import (
     WRITE,
@@ -97,6 +98,7 @@ class AsyncLocks:
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
+        _observe.prepare()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.backend.describe()}>"

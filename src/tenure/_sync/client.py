@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
+from tenure import _observe
 from tenure._sync.backend import Backend
 from tenure._sync.capabilities import (
     WRITE,
@@ -99,6 +100,7 @@ class Locks:
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
+        _observe.prepare()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.backend.describe()}>"

@@ -33,6 +33,7 @@ import contextlib
 import datetime
 import os
 import pathlib
+import random
 import sqlite3
 import threading
 import time
@@ -112,8 +113,29 @@ COLLECT_EVERY = 10.0
 of it). With GC_BATCH, one busy process sweeps 50 names a second, 4.3 million a day."""
 
 CHECKPOINT_EVERY = 1000
-"""Write operations of one store between two of its WAL checkpoints (PASSIVE: never waits
-for readers or writers). About SQLite's default of 1000 WAL pages: a lock write is one."""
+"""WAL frames (pages) between two checkpoints of the file, whoever wrote them: about SQLite's
+own default of 1000 (a lock write is one frame). Each store checkpoints after its own writes
+make its share of that (see ``_checkpoint``), give or take a random quarter, so that processes
+started together do not checkpoint in lockstep. A checkpoint's fsync grows with the frames it
+copies, and while it runs other processes' commits may stall (measured: 20k frames, 50 ms)."""
+
+FEWEST_WRITES = 25
+"""The fewest writes of one store between two of its checkpoints, however many others write."""
+
+RESTART_FRAMES = CHECKPOINT_EVERY
+"""WAL frames at which a checkpoint also starts the WAL over (RESTART). SQLite starts the WAL
+over only after a checkpoint that copied every frame, and under steady traffic from several
+processes a PASSIVE one never does: writes land while it copies. The WAL then grew for as
+long as the traffic lasted (8 processes contending on one lock: about 55 MB a second). After
+the PASSIVE copy, the RESTART has only the last few frames to copy."""
+
+RESTART_WAIT_MS = 20
+"""How long a RESTART checkpoint may wait for the write lock and for readers to move on (each
+holds it for tens of microseconds); past that it is PASSIVE, and the next one tries again."""
+
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes the WAL file is truncated to when it starts over (``journal_size_limit``): what one
+burst of traffic grew it to is given back."""
 
 PLACE_TTL = 2.0
 """Seconds a waiter's place lasts without a refresh. Its attempts refresh it at least every
@@ -288,6 +310,27 @@ _waiters_mutex = threading.Lock()
 _stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
 
 
+def _checkpoint_interval(writes: float = CHECKPOINT_EVERY) -> int:
+    return max(FEWEST_WRITES, round(writes * random.uniform(0.75, 1.25)))
+
+
+def _checkpoint(connection: sqlite3.Connection, writes: int) -> int:
+    """Copy the WAL into the database without waiting for anyone; once it holds
+    RESTART_FRAMES, also start it over (see there), waiting at most RESTART_WAIT_MS.
+    ``writes``: this store's writes since its last checkpoint. Returns how many of its
+    writes to make before the next one: its share of CHECKPOINT_EVERY, judged by the
+    frames the WAL gained meanwhile (with other processes writing, more than ours)."""
+    ((_, frames, _),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    if frames >= RESTART_FRAMES:
+        connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+        try:
+            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            connection.execute("PRAGMA busy_timeout = 0")
+    share = 1.0 if frames <= writes else writes / frames
+    return _checkpoint_interval(CHECKPOINT_EVERY * share)
+
+
 def _forget_after_fork() -> None:
     for store in list(_stores):
         store._local = threading.local()
@@ -322,6 +365,8 @@ class SQLiteStore:
         self._all: list[sqlite3.Connection] = []
         self._all_mutex = threading.Lock()
         self._writes = 0
+        # A first checkpoint soon: it tells the store how many others write to the file.
+        self._checkpoint_at = _checkpoint_interval(CHECKPOINT_EVERY / 4)
         self._rwlocks_ready = False
         """Whether the file has the read-write lock tables (``_make_rwlock_tables``)."""
         _stores.add(self)
@@ -388,6 +433,7 @@ class SQLiteStore:
         # automatic one runs inside a commit, and its fsyncs (up to a second on a busy
         # disk) would hold up the ring, and so every waiter queued behind the woken one.
         self._execute(connection, "PRAGMA wal_autocheckpoint = 0")
+        self._execute(connection, f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}").fetchall()
         self._local.connection = connection
         with self._all_mutex:
             self._all.append(connection)
@@ -565,7 +611,7 @@ class SQLiteStore:
         head, wake = rows[0]
         if head is not None:
             self._ring("lock", name, head, wake)
-        if self._writes >= CHECKPOINT_EVERY:
+        if self._writes >= self._checkpoint_at:
             self._wrote(0)
         if time.monotonic() >= self._next_collect:
             self._collect()
@@ -606,14 +652,14 @@ class SQLiteStore:
             connection.execute("COMMIT")
 
     def _wrote(self, count: int = 1) -> None:
-        """Count write operations; every CHECKPOINT_EVERY, checkpoint the WAL (see
+        """Count write operations; about every CHECKPOINT_EVERY, checkpoint the WAL (see
         ``_open``). Called after a release has rung its waiter, never inside a lease's
         hand-off. Threads may race on the count: a checkpoint more or less is harmless."""
         self._writes += count
-        if self._writes >= CHECKPOINT_EVERY:
-            self._writes = 0
+        if self._writes >= self._checkpoint_at:
+            writes, self._writes = self._writes, 0
             with contextlib.suppress(sqlite3.Error):
-                self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._checkpoint_at = _checkpoint(self._connection(), writes)
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         with self._errors() as connection:
