@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo
@@ -85,15 +86,15 @@ class _Permit:
 class _Semaphore(_Record):
     fence: int = 0
     limit: int = 0
-    permits: dict[str, _Permit] = dataclasses.field(default_factory=dict)
+    leases: dict[str, _Permit] = dataclasses.field(default_factory=dict)
     """Token -> permit, in grant order (dicts keep insertion order)."""
 
     def drop_expired(self, now: float) -> None:
-        for token in [t for t, permit in self.permits.items() if permit.expires_at <= now]:
-            del self.permits[token]
+        for token in [t for t, permit in self.leases.items() if permit.expires_at <= now]:
+            del self.leases[token]
 
     def ends_at(self) -> float:
-        return max([self.used_at, *(permit.expires_at for permit in self.permits.values())])
+        return max([self.used_at, *(permit.expires_at for permit in self.leases.values())])
 
 
 @dataclasses.dataclass(slots=True)
@@ -150,6 +151,10 @@ class _Queue(_Record):
         return all(lease.mode != "write" for lease in self.leases.values()) and all(
             place.mode != "write" for place in ahead
         )
+
+
+_Leased = TypeVar("_Leased", _Semaphore, _Queue)
+"""A record holding a set of leases: a semaphore's permits, a queued lock's leases."""
 
 
 class MemoryStore:
@@ -351,17 +356,17 @@ class MemoryStore:
                 entry = self._semaphores[name] = _Semaphore()
             self._used(_SEMAPHORE, name, entry, now, gc_after)
             entry.drop_expired(now)
-            mine = entry.permits.get(token)
+            mine = entry.leases.get(token)
             if mine is not None:
                 mine.expires_at = now + ttl
                 return Grant(mine.fence)
-            if entry.permits and entry.limit != limit:
+            if entry.leases and entry.limit != limit:
                 raise limit_mismatch(name, entry.limit, limit)
             entry.limit = limit
-            if len(entry.permits) >= limit:
-                return Busy(min(p.expires_at for p in entry.permits.values()) - now)
+            if len(entry.leases) >= limit:
+                return Busy(min(p.expires_at for p in entry.leases.values()) - now)
             entry.fence = max(entry.fence + 1, self.fence_floor())
-            entry.permits[token] = _Permit(
+            entry.leases[token] = _Permit(
                 now + ttl, holder, datetime.datetime.now(datetime.UTC), entry.fence
             )
             return Grant(entry.fence)
@@ -370,7 +375,7 @@ class MemoryStore:
         with self._mutex:
             now = self.clock()
             entry = self._semaphores.get(name)
-            permit = None if entry is None else entry.permits.pop(token, None)
+            permit = None if entry is None else entry.leases.pop(token, None)
             live = permit is not None and permit.expires_at > now
             if entry is not None and permit is not None:
                 self._used(_SEMAPHORE, name, entry, now, gc_after)
@@ -381,50 +386,20 @@ class MemoryStore:
     def extend_permit(
         self, name: str, token: str, ttl: float, *, gc_after: float | None = None
     ) -> bool:
-        with self._mutex:
-            now = self.clock()
-            entry = self._semaphores.get(name)
-            permit = None if entry is None else entry.permits.get(token)
-            if entry is None or permit is None or permit.expires_at <= now:
-                return False
-            permit.expires_at = now + ttl
-            self._used(_SEMAPHORE, name, entry, now, gc_after)
-            return True
+        return self._extend_in(
+            self._semaphores, _SEMAPHORE, name, token, ttl, gc_after=gc_after)
 
     def permit_owned(self, name: str, token: str) -> bool:
-        with self._mutex:
-            entry = self._semaphores.get(name)
-            permit = None if entry is None else entry.permits.get(token)
-            return permit is not None and permit.expires_at > self.clock()
+        return self._owned_in(self._semaphores, name, token)
 
     def inspect_semaphore(self, name: str) -> LockInfo | None:
-        with self._mutex:
-            entry = self._semaphores.get(name)
-            return None if entry is None else _semaphore_info(name, entry, self.clock())
+        return self._inspect_in(self._semaphores, _semaphore_info, name)
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        with self._mutex:
-            now = self.clock()
-            return [
-                _semaphore_info(name, entry, now)
-                for name, entry in sorted(self._semaphores.items())
-                if name.startswith(prefix)
-            ]
+        return self._list_in(self._semaphores, _semaphore_info, prefix)
 
     def break_semaphore(self, name: str, *, gc_after: float | None = None) -> bool:
-        with self._mutex:
-            entry = self._semaphores.get(name)
-            if entry is None:
-                return False
-            now = self.clock()
-            entry.drop_expired(now)
-            broken = bool(entry.permits)
-            entry.permits.clear()
-            if broken:
-                self._used(_SEMAPHORE, name, entry, now, gc_after)
-        if broken:
-            self.waiters.notify(permit_key(name))
-        return broken
+        return self._break_in(self._semaphores, _SEMAPHORE, permit_key, name, gc_after)
 
     # ---- read-write and fair locks: leases with modes and a queue of places per name ----
 
@@ -491,39 +466,68 @@ class MemoryStore:
     def extend_queued(
         self, name: str, token: str, ttl: float, *, gc_after: float | None = None
     ) -> bool:
+        return self._extend_in(self._queues, _QUEUE, name, token, ttl, gc_after=gc_after)
+
+    def queued_owned(self, name: str, token: str) -> bool:
+        return self._owned_in(self._queues, name, token)
+
+    def inspect_queue(self, name: str) -> LockInfo | None:
+        return self._inspect_in(self._queues, _queue_info, name)
+
+    def list_queues(self, prefix: str) -> list[LockInfo]:
+        return self._list_in(self._queues, _queue_info, prefix)
+
+    def break_queue(self, name: str, *, gc_after: float | None = None) -> bool:
+        return self._break_in(self._queues, _QUEUE, queue_key, name, gc_after)
+
+    # ---- the steps semaphores and queued locks share: a name's set of leases --------------
+
+    def _extend_in(
+        self, table: dict[str, _Leased], kind: int, name: str, token: str, ttl: float, *,
+        gc_after: float | None,
+    ) -> bool:
         with self._mutex:
             now = self.clock()
-            entry = self._queues.get(name)
+            entry = table.get(name)
             lease = None if entry is None else entry.leases.get(token)
             if entry is None or lease is None or lease.expires_at <= now:
                 return False
             lease.expires_at = now + ttl
-            self._used(_QUEUE, name, entry, now, gc_after)
+            self._used(kind, name, entry, now, gc_after)
             return True
 
-    def queued_owned(self, name: str, token: str) -> bool:
+    def _owned_in(self, table: dict[str, _Leased], name: str, token: str) -> bool:
         with self._mutex:
-            entry = self._queues.get(name)
+            entry = table.get(name)
             lease = None if entry is None else entry.leases.get(token)
             return lease is not None and lease.expires_at > self.clock()
 
-    def inspect_queue(self, name: str) -> LockInfo | None:
+    def _inspect_in(
+        self, table: dict[str, _Leased], info: Callable[[str, _Leased, float], LockInfo],
+        name: str,
+    ) -> LockInfo | None:
         with self._mutex:
-            entry = self._queues.get(name)
-            return None if entry is None else _queue_info(name, entry, self.clock())
+            entry = table.get(name)
+            return None if entry is None else info(name, entry, self.clock())
 
-    def list_queues(self, prefix: str) -> list[LockInfo]:
+    def _list_in(
+        self, table: dict[str, _Leased], info: Callable[[str, _Leased, float], LockInfo],
+        prefix: str,
+    ) -> list[LockInfo]:
         with self._mutex:
             now = self.clock()
             return [
-                _queue_info(name, entry, now)
-                for name, entry in sorted(self._queues.items())
+                info(name, entry, now)
+                for name, entry in sorted(table.items())
                 if name.startswith(prefix)
             ]
 
-    def break_queue(self, name: str, *, gc_after: float | None = None) -> bool:
+    def _break_in(
+        self, table: dict[str, _Leased], kind: int, wake_key: Callable[[str], str], name: str,
+        gc_after: float | None,
+    ) -> bool:
         with self._mutex:
-            entry = self._queues.get(name)
+            entry = table.get(name)
             if entry is None:
                 return False
             now = self.clock()
@@ -531,9 +535,9 @@ class MemoryStore:
             broken = bool(entry.leases)
             entry.leases.clear()
             if broken:
-                self._used(_QUEUE, name, entry, now, gc_after)
+                self._used(kind, name, entry, now, gc_after)
         if broken:
-            self.waiters.notify(queue_key(name))
+            self.waiters.notify(wake_key(name))
         return broken
 
 
@@ -552,7 +556,7 @@ def _queue_info(name: str, entry: _Queue, now: float) -> LockInfo:
 def _semaphore_info(name: str, entry: _Semaphore, now: float) -> LockInfo:
     leases = tuple(
         LeaseInfo(p.holder, p.acquired_at, p.expires_at - now, p.fence)
-        for p in entry.permits.values()
+        for p in entry.leases.values()
         if p.expires_at > now
     )
     return LockInfo(
