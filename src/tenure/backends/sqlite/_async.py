@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import pathlib
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.blocking_store import AsyncBlockingSemaphoreBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport, AsyncQueueSupport
+from tenure._async.blocking_store import AsyncBlockingQueueBackend
+from tenure._async.capabilities import AsyncLeaseValueSupport
 from tenure._concurrency import async_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Busy, Capabilities, Grant, Holder
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._doorbell import Ticket
@@ -30,7 +29,7 @@ SYNCHRONOUS = ("normal", "full", "extra")
 
 
 class AsyncSQLiteBackend(
-    AsyncBlockingSemaphoreBackend[SQLiteStore], AsyncLeaseValueSupport, AsyncQueueSupport
+    AsyncBlockingQueueBackend[SQLiteStore], AsyncLeaseValueSupport
 ):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
@@ -149,24 +148,6 @@ class AsyncSQLiteBackend(
             self.store.acquire_queued, name, token, ttl, holder, mode=mode,
             queue_ttl=queue_ttl, ticket=_ticket(waited),
         )
-
-    async def release_queued(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release_queued, name, token)
-
-    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await io.run_blocking(self.store.extend_queued, renewals)
-
-    async def queued_owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.queued_owned, name, token)
-
-    async def inspect_queue(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect_queue, name)
-
-    async def list_queues(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_queues, prefix)
-
-    async def break_queue(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_queue, name)
 
     async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         await _wait_for_ring(busy, timeout)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import pathlib
 import urllib.parse
-from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.blocking_store import BlockingSemaphoreBackend
-from tenure._sync.capabilities import LeaseValueSupport, QueueSupport
+from tenure._sync.blocking_store import BlockingQueueBackend
+from tenure._sync.capabilities import LeaseValueSupport
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
-from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._types import Busy, Capabilities, Grant, Holder
 from tenure._urls import default_sqlite_path
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._doorbell import Ticket
@@ -32,7 +31,7 @@ SYNCHRONOUS = ("normal", "full", "extra")
 
 
 class SQLiteBackend(
-    BlockingSemaphoreBackend[SQLiteStore], LeaseValueSupport, QueueSupport
+    BlockingQueueBackend[SQLiteStore], LeaseValueSupport
 ):
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
@@ -151,24 +150,6 @@ class SQLiteBackend(
             self.store.acquire_queued, name, token, ttl, holder, mode=mode,
             queue_ttl=queue_ttl, ticket=_ticket(waited),
         )
-
-    def release_queued(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.release_queued, name, token)
-
-    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return io.run_blocking(self.store.extend_queued, renewals)
-
-    def queued_owned(self, name: str, token: str) -> bool:
-        return io.run_blocking(self.store.queued_owned, name, token)
-
-    def inspect_queue(self, name: str) -> LockInfo | None:
-        return io.run_blocking(self.store.inspect_queue, name)
-
-    def list_queues(self, prefix: str) -> list[LockInfo]:
-        return io.run_blocking(self.store.list_queues, prefix)
-
-    def break_queue(self, name: str) -> bool:
-        return io.run_blocking(self.store.break_queue, name)
 
     def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         _wait_for_ring(busy, timeout)
