@@ -513,6 +513,41 @@ def test_cross_process_handoff_goes_to_the_waiting_process(redis_url: str) -> No
         other.stdout.close()
 
 
+def test_a_try_expected_to_be_refused_waits_in_the_same_round_trip(
+    dedicated_redis: RedisServer,
+) -> None:
+    """Once a client found a name held, its next blocking acquire sends the try, the wait and
+    the try after it together. A refused try then waits without a round trip of its own; a
+    granted one pushes the attempt's own wake list, so its BLPOP ends at once (the item is
+    gone afterwards) instead of blocking until a release."""
+    url = dedicated_redis.url
+    client = redis.Redis.from_url(url)
+    with tenure.connect(url) as locks:
+        holder, other = locks.lock("combined", ttl=30), locks.lock("combined", ttl=30)
+        assert holder.acquire()
+        assert not other.acquire(blocking=False)  # the client now expects contention
+        holder.release()
+        before = command_counts(url)
+        assert other.acquire(timeout=10)  # free: the first try grants
+        after = command_counts(url)
+        assert after.get("blpop", 0) - before.get("blpop", 0) == 1
+        assert after["evalsha"] - before["evalsha"] == 2
+        assert after["rpush"] - before.get("rpush", 0) == 1  # the grant pushed its own item
+        assert list(client.scan_iter("*:own:*")) == []  # which the BLPOP took at once
+        assert other.fence is not None
+        info = locks.inspect("combined")
+        assert info is not None and info.fence == other.fence  # the retry kept the fence
+        # Held: the first try is refused and the same round trip waits for the release.
+        waiting = threading.Thread(target=lambda: holder.acquire(timeout=10))
+        waiting.start()
+        until(lambda: blocked(client) == 1, "the waiter blocked")
+        other.release()
+        waiting.join(10)
+        assert holder.fence is not None and holder.fence > info.fence
+        holder.release()
+    client.close()
+
+
 def test_cancelled_waiter_leaves_no_lock_and_passes_its_turn_on(redis_url: str) -> None:
     name = f"cancel:{secrets.token_hex(8)}"
 

@@ -164,6 +164,13 @@ class AsyncLeaseKind(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> AsyncBackend: ...
 
+    async def acquire_or_wait(
+        self, name: str, token: str, ttl: float, holder: Holder, wait: float
+    ) -> Grant | Busy | None:
+        """A try and, if refused, a wait and a second try in one step where the backend
+        offers it (``AsyncBackend.acquire_or_wait``); None: not offered."""
+        return None
+
     async def abandon(self, name: str, token: str, busy: Busy) -> None:
         """An attempt gives up with ``busy`` (after waiting, or at once when the kind
         ``queues``): the backend leaves any queue the attempt joined."""
@@ -308,6 +315,7 @@ class AsyncLease:
         holder = process.holder(io.current_owner_name())
         deadline = None if wait is None else self.clock() + wait
         backoff: Backoff | None = None  # made at the first refusal: most acquires get none
+        eager = blocking and backend.notifies  # the first try may wait too: _acquire_or_wait
         waited: Busy | None = None
         first_try = self.clock()
         attempts = 0
@@ -317,7 +325,15 @@ class AsyncLease:
                 attempts += 1
                 try:
                     limit = self._call_limit(deadline, started)
-                    if limit is None:  # no partial, no extra frame: the common case
+                    combined = None
+                    if eager:
+                        eager = False
+                        combined = await self._acquire_or_wait(
+                            token, holder, deadline, started, limit
+                        )
+                    if combined is not None:
+                        outcome = combined
+                    elif limit is None:  # no partial, no extra frame: the common case
                         outcome = await io.complete(
                             self.kind.acquire(self.name, token, self.ttl, holder, waited)
                         )
@@ -350,6 +366,10 @@ class AsyncLease:
                     _observe.acquired(self, outcome.fence, now - first_try, attempts, span)
                     return True
                 _observe.contended(self)
+                if combined is not None:
+                    # It waited already: the next try hands over the answer after the wait.
+                    waited = outcome
+                    continue
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
                     # A backend may queue a refused attempt at once (SQLite's locks, every
@@ -378,6 +398,26 @@ class AsyncLease:
                     await io.run_cleanup(self.kind.abandon, self.name, token, outcome)
                     raise
                 waited = outcome
+
+    async def _acquire_or_wait(
+        self, token: str, holder: Holder, deadline: float | None, started: float,
+        limit: float | None,
+    ) -> Grant | Busy | None:
+        """The first try of a blocking acquire, made together with the wait after a refusal
+        where the backend expects one (``AsyncBackend.acquire_or_wait``); None: make a plain
+        try. The wait lasts what the first pause after a refusal would (``max_backoff``, the
+        notifying backends' first pause), within the caller's deadline."""
+        wait = self.backend.max_backoff
+        if deadline is not None:
+            wait = min(wait, deadline - started)
+        if wait <= 0:
+            return None
+        call = functools.partial(
+            self.kind.acquire_or_wait, self.name, token, self.ttl, holder, wait
+        )
+        if limit is None:
+            return await io.complete(call())
+        return await io.bounded(call, limit, credit=self._setup_seconds)
 
     async def _give_up(self, token: str, busy: Busy, deadline: float | None) -> None:
         """Leave whatever queue this attempt joined. A queued kind leaves before ``acquire``

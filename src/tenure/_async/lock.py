@@ -37,6 +37,11 @@ class AsyncMutexKind(AsyncLeaseKind):
     ) -> Grant | Busy:
         return await self._backend.acquire(name, token, ttl, holder, waited)
 
+    async def acquire_or_wait(
+        self, name: str, token: str, ttl: float, holder: Holder, wait: float
+    ) -> Grant | Busy | None:
+        return await self._backend.acquire_or_wait(name, token, ttl, holder, wait)
+
     async def release(self, name: str, token: str) -> bool:
         return await self._backend.release(name, token)
 

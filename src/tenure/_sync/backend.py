@@ -108,6 +108,17 @@ class Backend(abc.ABC):
         """Operator's force-release of whoever holds ``name``; True if a live lease was freed.
         Keeps the fence and wakes waiters."""
 
+    def acquire_or_wait(
+        self, name: str, token: str, ttl: float, holder: Holder, wait: float
+    ) -> Grant | Busy | None:
+        """The first try of a blocking acquire, for a backend that can make the try, the wait
+        for a release (up to ``wait`` seconds) and the try after it one round trip: a Grant
+        from either try, or a Busy whose ``waiting`` state carries the second try's answer,
+        which the next ``acquire(..., waited=busy)`` hands over without asking the server.
+        None (the default, and whenever the backend does not expect the try to be refused):
+        the caller makes a plain ``acquire``, then waits on a refusal."""
+        return None
+
     def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         """Return when ``name`` may have been released, or after ``timeout`` seconds.
         ``busy`` is the answer the waiting attempt just got from ``acquire``.

@@ -39,6 +39,11 @@ class MutexKind(LeaseKind):
     ) -> Grant | Busy:
         return self._backend.acquire(name, token, ttl, holder, waited)
 
+    def acquire_or_wait(
+        self, name: str, token: str, ttl: float, holder: Holder, wait: float
+    ) -> Grant | Busy | None:
+        return self._backend.acquire_or_wait(name, token, ttl, holder, wait)
+
     def release(self, name: str, token: str) -> bool:
         return self._backend.release(name, token)
 

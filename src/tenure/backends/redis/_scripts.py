@@ -86,16 +86,21 @@ class LockKeys(NamedTuple):
     lease: str
     wake: str
     left_prefix: str
+    own_prefix: str
 
     def left(self, token: str) -> str:
         return self.left_prefix + token
+
+    def own(self, token: str) -> str:
+        """An attempt's own wake list (ACQUIRE's ARGV[12])."""
+        return self.own_prefix + token
 
 
 @functools.lru_cache(maxsize=4096)
 def lock_keys(namespace: str, name: str) -> LockKeys:
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
     meta = f"{namespace}:{{{digest}}}"
-    return LockKeys(meta, f"{meta}:lease", f"{meta}:wake", f"{meta}:left:")
+    return LockKeys(meta, f"{meta}:lease", f"{meta}:wake", f"{meta}:left:", f"{meta}:own:")
 
 
 def meta_pattern(namespace: str) -> str:
@@ -132,6 +137,9 @@ ACQUIRE = Script(
 -- ARGV[10] gc_after ms: the first hash expires that long past the lease's end (0: never)
 -- ARGV[11] '1' to floor the fence at the server's clock in microseconds; '0' for a plain
 --   counter (Redlock, whose fence design floors the nodes' counters itself)
+-- ARGV[12] (optional) '1' to push an item to KEYS[5], this attempt's own wake list, when it
+--   grants a new lease: the BLPOP pipelined behind it (see LockSteps.acquire_or_wait) then
+--   returns at once instead of waiting for a release
 -- Returns {1, fence}: granted (free, expired, or already ours: then the expiry is reset and
 --   the fence kept); {0, ms}: held by another token for about ms more (-1: unknown; also
 --   after a wait its waiter gave up, which LEAVE marked); {-1, stored name}: the name's
@@ -183,6 +191,10 @@ end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if ARGV[7] ~= '1' then
   redis.call('DEL', KEYS[3])
+end
+if ARGV[12] == '1' then
+  redis.call('RPUSH', KEYS[5], '1')
+  redis.call('PEXPIRE', KEYS[5], """ + str(WAKE_KEEP_MS) + """)
 end
 return {1, fence}
 """,

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Any
 
 from tenure._types import Busy, Holder
 from tenure.backends.redis._config import RedisSettings
 
-__all__ = ["BLOCKING_TIMER", "SHORTEST_WAIT", "LockWaiter", "WaitBudget",
-           "waiter_of"]
+__all__ = ["BLOCKING_TIMER", "CONTENDED_FOR", "SHORTEST_WAIT", "Contention", "LockWaiter",
+           "WaitBudget", "waiter_of"]
 
 SHORTEST_WAIT = 0.0005
 """Shorter pauses just sleep: Redis's blocking timeouts count whole milliseconds (a pause is
@@ -46,6 +47,33 @@ class WaitBudget:
 
     def give(self) -> None:
         self._slots.release()
+
+
+CONTENDED_FOR = 1.0
+"""Seconds after a refusal during which this client expects the name's next try to be
+refused too (``Contention``)."""
+
+
+class Contention:
+    """The names this client found held lately: their next blocking acquire tries and waits
+    in one round trip (``LockSteps.acquire_or_wait``). A hint only: a wrong guess costs a
+    few commands, never a wait (a grant ends the wait at once)."""
+
+    LIMIT = 1024
+    """Names remembered; past that the memory starts over (a missed hint costs one round
+    trip)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+
+    def saw(self, name: str) -> None:
+        if len(self._seen) >= self.LIMIT:
+            self._seen = {}
+        self._seen[name] = time.monotonic()
+
+    def recently(self, name: str) -> bool:
+        seen = self._seen.get(name)
+        return seen is not None and time.monotonic() - seen < CONTENDED_FOR
 
 
 @dataclasses.dataclass(eq=False)

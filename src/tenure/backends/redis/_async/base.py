@@ -13,7 +13,7 @@ from tenure.backends.redis._async.transport import AsyncTransport, ScriptCall, o
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import Translated
 from tenure.backends.redis._scripts import Script, milliseconds
-from tenure.backends.redis._waiting import WaitBudget
+from tenure.backends.redis._waiting import Contention, WaitBudget
 
 __all__ = ["AsyncRedisBase"]
 
@@ -43,6 +43,7 @@ class AsyncRedisBase(AsyncBackend):
         self._namespace = settings.namespace
         self._gc_after_ms = settings.gc_after_ms
         self._waits = WaitBudget(settings, self.max_backoff)
+        self._contended = Contention()
         self._transport: AsyncTransport = open_transport(settings)
 
     @property

@@ -47,6 +47,7 @@ __all__ = [
     "AsyncClustered",
     "AsyncDirect",
     "AsyncTransport",
+    "ScriptArgs",
     "ScriptCall",
     "open_transport",
 ]
@@ -54,6 +55,8 @@ __all__ = [
 SCAN_COUNT = 500
 
 ScriptCall = tuple[Script, Sequence[str], Sequence[Any]]
+ScriptArgs = tuple[Sequence[str], Sequence[Any]]
+"""An ACQUIRE's keys and arguments."""
 
 pack_command: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis packs a command several times faster than redis-py's Python wrapper around it
@@ -262,6 +265,28 @@ class AsyncDirect:
                 raise result
         return results[1]
 
+    async def try_then_wait(
+        self, wake_keys: Sequence[str], seconds: float, first: ScriptArgs, then: ScriptArgs
+    ) -> tuple[Any, Any]:
+        """ACQUIRE (``first``), BLPOP the wake lists, ACQUIRE again (``then``), in one round
+        trip: an attempt that expects to be refused waits at once, without a round trip of
+        its own for the refusal (a grant of the first ACQUIRE pushes the attempt's own wake
+        list, so that the BLPOP returns at once). Returns both ACQUIRE replies, None for one
+        the server could not run for want of its script (the lock logic's next acquire
+        loads it again)."""
+        results = await self.pipeline([
+            ("EVALSHA", ACQUIRE.sha, len(first[0]), *first[0], *first[1]),
+            ("BLPOP", *wake_keys, f"{seconds:.3f}"),
+            ("EVALSHA", ACQUIRE.sha, len(then[0]), *then[0], *then[1]),
+        ])
+        for index in (0, 2):
+            if isinstance(results[index], NoScriptError):
+                results[index] = None
+        for result in results:
+            if isinstance(result, ResponseError):
+                raise result
+        return results[0], results[2]
+
     async def block(self, key: str, seconds: float) -> None:
         """BLPOP ``key`` for at most ``seconds`` (whole milliseconds, at least one)."""
         await self.execute("BLPOP", key, f"{seconds:.3f}")
@@ -378,6 +403,19 @@ class AsyncClustered:
             if not str(exc).startswith(("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")):
                 raise
             return None
+
+    async def try_then_wait(
+        self, wake_keys: Sequence[str], seconds: float, first: ScriptArgs, then: ScriptArgs
+    ) -> tuple[Any, Any]:
+        """As ``AsyncDirect.try_then_wait``, on the master owning the lock's slot (see
+        ``wait``); a slot that moved meanwhile: neither ACQUIRE ran, (None, None)."""
+        direct = await self._direct_for(wake_keys[0])
+        try:
+            return await direct.try_then_wait(wake_keys, seconds, first, then)
+        except ResponseError as exc:
+            if not str(exc).startswith(("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")):
+                raise
+            return None, None
 
     async def _direct_for(self, key: str) -> AsyncDirect:
         """Our own connections to the master owning ``key``'s slot."""

@@ -15,7 +15,7 @@ from tenure.backends.redis._sync.transport import Transport, ScriptCall, open_tr
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._errors import Translated
 from tenure.backends.redis._scripts import Script, milliseconds
-from tenure.backends.redis._waiting import WaitBudget
+from tenure.backends.redis._waiting import Contention, WaitBudget
 
 __all__ = ["RedisBase"]
 
@@ -45,6 +45,7 @@ class RedisBase(Backend):
         self._namespace = settings.namespace
         self._gc_after_ms = settings.gc_after_ms
         self._waits = WaitBudget(settings, self.max_backoff)
+        self._contended = Contention()
         self._transport: Transport = open_transport(settings)
 
     @property

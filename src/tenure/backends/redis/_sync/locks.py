@@ -91,6 +91,46 @@ class LockSteps(RedisBase):
             reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
         )
 
+    def acquire_or_wait(
+        self, name: str, token: str, ttl: float, holder: Holder, wait: float
+    ) -> Grant | Busy | None:
+        """Try, wait and try again in one round trip (``transport.try_then_wait``), for an
+        attempt on a name this client found held within ``CONTENDED_FOR``: under contention
+        that try is refused, and its round trip of its own was a third of a contended
+        acquisition's. Elsewhere None: a plain try (a grant then costs no extra commands)."""
+        wait = min(wait, self._waits.longest)
+        if not self._contended.recently(name) or not self._waits.take(wait):
+            return None
+        keys = lock_keys(self._namespace, name)
+        lock_keys_4 = (keys.meta, keys.lease, keys.wake, keys.left(token))
+        base = (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread)
+        tail = ("0", "", self._gc_after_ms, "1")
+        waiter = LockWaiter(self, name, token, ttl, holder, waited=True)
+        try:
+            sent_at = time.monotonic()
+            with self._translated("acquire", name):
+                first, then = self._transport.try_then_wait(
+                    (keys.wake, keys.own(token)), wait,
+                    ((*lock_keys_4, keys.own(token)), (*base, "0", *tail, "1")),
+                    (lock_keys_4, (*base, "1", *tail)),
+                )
+        except BaseException:
+            # As a cancelled wait (see wait_for_release): a lease either ACQUIRE may have
+            # taken, and a wake-up the BLPOP may have taken, go back.
+            io.run_cleanup(self._leave, keys, token, milliseconds(wait) + 5000)
+            raise
+        finally:
+            self._waits.give()
+        if first is None:
+            return None  # the server lost its scripts: a plain acquire loads them again
+        outcome = self._outcome(first, waiter, name, token=token, ttl=ttl, holder=holder)
+        if isinstance(outcome, Busy):
+            waiter.outcome_sent_at = sent_at
+            waiter.outcome = then
+        # A grant from the first try: the BLPOP took the item it pushed to the attempt's own
+        # list, and the second try, the same token's, kept the lease and its fence.
+        return outcome
+
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
         if reply[0] == 0:
@@ -109,6 +149,7 @@ class LockSteps(RedisBase):
         if status == 1:
             return Grant(int(value))
         if status == 0:
+            self._contended.saw(name)
             left = int(value)
             return Busy(
                 None if left < 0 else left / 1000,
