@@ -315,10 +315,14 @@ def render(facts: dict[str, str], results: list[Results], absent: list[str],
         *_common.table(["backend", "mutex cycles/s", "semaphore cycles/s", "ratio",
                         f">= {TARGET}x"], uncontended_rows),
         "",
-        "How SQL permits are kept: on PostgreSQL a permit is a row of its own: an acquire "
-        "reads the name's permits, bumps the name's fence and inserts the permit row in one "
-        "statement (plus a pipelined, locked transaction when a concurrent grant got in "
-        "first), and a release deletes it. On MySQL/MariaDB permits live in slot rows reused "
+        "How SQL permits are kept: on PostgreSQL permits live in slot rows reused in place "
+        "(the permit's token outside the key): an acquire reads the name's rows, bumps the "
+        "name's fence and takes a slot that is not live in one statement (plus a pipelined, "
+        "locked transaction when a concurrent grant got in first), and a release ends its "
+        "slot in place; none of these touches an indexed column, so all are HOT updates and "
+        "a name's rows stay on one page (a permit was a row of its own, inserted and later "
+        "deleted: dead rows piled up between vacuums, and every acquire scanned them). On "
+        "MySQL/MariaDB permits live in slot rows reused "
         "in place: an acquire is one multi-row `INSERT ... ON DUPLICATE KEY UPDATE` over the "
         "name's record and slots (it was a transaction of 9 statements), and a release an "
         "in-place `UPDATE` of its slot (it was a `DELETE`); the MySQL mutex's acquire and "

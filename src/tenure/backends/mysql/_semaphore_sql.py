@@ -31,14 +31,19 @@ phase``:
 - ``GRANTED`` (2, value = the new fence): the last record row stores it as the record's fence;
 - ``MINE`` (3, value = our permit's fence): a retry; that slot's expiry and holder were reset;
 - ``MISMATCH`` (4): the stored limit differs from ours. Nothing was written; the client
-  decides in a short transaction (``LIMIT_*`` below) whether live permits forbid a change.
+  decides in a short transaction (``LIMIT_*`` below) whether live permits forbid a change;
+- ``CLAIMING`` (5) and ``RETRYING`` (6), within one slot row's update only: its first
+  assignment judged the row as found (pass 2 and free or expired: we take it; pass 1 and our
+  live permit: we restart it), the next assignments act on that, and its last one sets
+  ``GRANTED`` or ``MINE``.
 
 Each row's update reads the state once per column (the columns are assigned left to right,
 each seeing the ones already assigned: the connection pins ``sql_mode`` so MariaDB's
-SIMULTANEOUS_ASSIGNMENT can't change that) and the last assignment, ``permits``, writes the
-next state. Only the VALUES lists of the first and middle record rows set the state too:
-VALUES are evaluated for every row before the duplicate is found, so an absent row's VALUES
-say what happens to a new row, and an existing row's update has the last word.
+SIMULTANEOUS_ASSIGNMENT can't change that); the first assignment, ``acquired_at``, may set
+a slot row's transient phase and the last, ``permits``, writes the next state. Only the
+VALUES lists of the first and middle record rows set the state too: VALUES are evaluated for
+every row before the duplicate is found, so an absent row's VALUES say what happens to a new
+row, and an existing row's update has the last word.
 
 Fences are granted under the record's row lock from its counter and the server's clock,
 max(counter + 1, the clock in microseconds) (``floor_fence``): strictly increasing per name,
@@ -66,8 +71,9 @@ from tenure.backends.mysql._sql import CUTOFF, FREE, NOW, floor_fence
 
 __all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
-START, PASS1, PASS2, GRANTED, MINE, MISMATCH = 7, 0, 1, 2, 3, 4
-"""Phases of the acquire's state (``MOD(LAST_INSERT_ID(), 8)``); see the module docstring."""
+START, PASS1, PASS2, GRANTED, MINE, MISMATCH, CLAIMING, RETRYING = 7, 0, 1, 2, 3, 4, 5, 6
+"""Phases of the acquire's state (``MOD(LAST_INSERT_ID(), 8)``); see the module docstring.
+CLAIMING and RETRYING last only within one slot row's update."""
 
 _STATE = "LAST_INSERT_ID()"
 _PHASE = f"MOD({_STATE}, 8)"
@@ -222,19 +228,26 @@ ORDER BY r.name, p.fence
         )
 
 
-# A slot row's update, by the state it finds (columns in the order they are assigned):
+# A slot row's update decides once, in its first assignment, what it does to the row as
+# found, and notes it in the state's phase for the row's other assignments to test (a few
+# items each instead of the whole condition again: the update part runs on every row the
+# statement visits, and its evaluation was most of the acquire's cost); the row's last
+# assignment replaces that phase with the next state.
 _CLAIM = f"(slot > 0 AND {_PHASE} = {PASS2} AND (token IS NULL OR expires_at <= {NOW}))"
-"""Pass 2 and this slot is free or expired: take it (judged on the row as found: ``token``
-and ``expires_at`` are assigned after every use of this)."""
+"""Pass 2 and this slot is free or expired: take it."""
 _RETRY = f"(slot > 0 AND {_PHASE} IN ({START}, {PASS1}) AND {_OURS} AND expires_at > {NOW})"
 """Pass 1 and this slot holds our live permit."""
-_HELD = f"(slot > 0 AND {_OURS} AND {_PHASE} IN ({START}, {PASS1}, {PASS2}) AND expires_at > {NOW})"
-"""After ``token`` and ``expires_at`` were assigned: we took this slot or retried on it."""
+_ACTION = f"""CASE
+    WHEN {_CLAIM} THEN {_VALUE} * 8 + {CLAIMING}
+    WHEN {_RETRY} THEN {_VALUE} * 8 + {RETRYING}
+    ELSE {_STATE} END"""
+"""The state for the rest of this row's assignments (the value, the record's fence, kept)."""
+_ACTING = f"{_PHASE} IN ({CLAIMING}, {RETRYING})"
 _NEXT = f"""CASE
     WHEN slot = 0 AND {_PHASE} = {START}
         THEN IF(permits <=> %(limit)s, fence * 8 + {PASS1}, {MISMATCH})
-    WHEN slot > 0 AND {_PHASE} = {PASS2} AND {_OURS} THEN fence * 8 + {GRANTED}
-    WHEN {_HELD} THEN fence * 8 + {MINE}
+    WHEN {_PHASE} = {CLAIMING} THEN fence * 8 + {GRANTED}
+    WHEN {_PHASE} = {RETRYING} THEN fence * 8 + {MINE}
     ELSE {_STATE} END"""
 """The next state, computed last, on the row as updated: the first record row reads the
 counter and checks the limit; a slot taken in pass 2 carries its new fence; a retried
@@ -258,14 +271,13 @@ INSERT INTO {quoted} (name, slot, fence, permits, token, expires_at, acquired_at
                       thread)
 VALUES {rows}
 ON DUPLICATE KEY UPDATE
-    acquired_at = IF({_CLAIM}, {NOW}, acquired_at),
-    fence = IF({_CLAIM}, {floor_fence(_VALUE)},
+    acquired_at = IF(MOD(LAST_INSERT_ID({_ACTION}), 8) = {CLAIMING}, {NOW}, acquired_at),
+    fence = IF({_PHASE} = {CLAIMING}, {floor_fence(_VALUE)},
                IF(slot = 0 AND {_PHASE} = {GRANTED}, {_VALUE}, fence)),
-    token = IF({_CLAIM}, %(token)s, token),
-    expires_at = IF({_RETRY} OR (slot > 0 AND {_PHASE} = {PASS2} AND {_OURS}),
-                    {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
-    host = IF({_HELD}, %(host)s, host),
-    pid = IF({_HELD}, %(pid)s, pid),
-    thread = IF({_HELD}, %(thread)s, thread),
+    token = IF({_PHASE} = {CLAIMING}, %(token)s, token),
+    expires_at = IF({_ACTING}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
+    host = IF({_ACTING}, %(host)s, host),
+    pid = IF({_ACTING}, %(pid)s, pid),
+    thread = IF({_ACTING}, %(thread)s, thread),
     permits = IF(LAST_INSERT_ID({_NEXT}) IS NULL, NULL, permits)
 """

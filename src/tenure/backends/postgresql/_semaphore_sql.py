@@ -1,34 +1,51 @@
 """The SQL of PostgreSQL's semaphores, with each statement's contract above it.
 
-One table beside the lock table, ``{table}_permits``, keyed (name, token): each permit is a
-row, and the semaphore's own record is the row whose token is ``''`` (its fence counter, and
-the limit stored with its live permits; no expiry).
+One table beside the lock table, ``{table}_permits``, keyed (name, token). The semaphore's
+own record is the row whose token is ``''`` (its fence counter, and the limit stored with
+its live permits; no expiry). Its permits live in slot rows, reused in place: a slot row's
+key token is ``#`` and a number (``SLOT_MARK``; a permit's own token, 32 hex digits, never
+starts so), and the permit that holds it is named by ``holder_token``, a column outside the
+key. So a grant, a release and an extend update columns no index covers, and PostgreSQL
+writes those updates as HOT updates: no new index entry, and the dead row versions are
+pruned from the page by the next statement that reads it, so a name's rows stay on a page
+or two however often it is used. (Before slot rows, each permit was a row keyed by its own
+token, inserted by the grant and deleted by a later acquire: a new index entry each time,
+and a table that grew with dead rows between vacuums, which every acquire scanned.)
+
+A slot row is live while its expiry is in the future; the grant takes a slot row that is
+not (ended or expired), or adds the next slot when every one is live; a name has no more
+slot rows than permits it had live at once. A table made before slot rows gets the column
+added in place, ``add_holder_token`` (nullable, no default: a change of the catalogue only),
+and tenures from before it keep working on it beside this one: they count every live row of
+a name whatever its key, take permits as rows keyed by their own tokens, which this tenure
+counts as live permits too (and drops once expired, as they did), and drop ended slot rows
+as expired permits, which this tenure then adds again.
 
 Fences and clean-up (rule 10): a grant's fence is max(the record's fence + 1, the server's
 clock in microseconds), in the granting statement, so fences never go back even when the
-record is gone. A release ends its permit (expiry set to now, holder cleared) instead of
-deleting it: the ended row is the time the name was last used, until the next acquire of the
-name drops it (as it drops expired permits) or SWEEP removes the name. A name's permit rows
-are never all gone while it is in use: an acquire drops expired permits only in the
-statement that grants one (or finds others live). SWEEP deletes a name's record and its
-permit rows when every permit ended more than ``gc_after`` ago.
+record is gone. A release ends its permit (expiry set to now, holder cleared; the token
+left) instead of deleting it: the ended row is the time the name was last used. A name's
+slot rows stay while it is in use. SWEEP deletes a name's record and its permit rows when
+every permit ended more than ``gc_after`` ago.
 
 A grant needs a count of the live permits that no concurrent grant can change before the
 grant is written. One statement under READ COMMITTED reads its rows from the snapshot taken
 when it starts, before any row lock it then waits for, so it cannot hold the count still; it
-can detect that the count moved, though, because only a grant adds a permit and every grant
-bumps the record's fence. So an acquire first tries ACQUIRE, one statement: it counts the
-live permits and reads the record's fence in its snapshot, then upserts the record with that
-fence + 1 on the condition that the fence is still the one it read, a condition PostgreSQL
-judges on the latest committed version of the row, after waiting for its lock. If the fence
-moved (a grant landed between the snapshot and the lock), ACQUIRE writes nothing and says
-so, and the acquire decides again in one short transaction of two statements that cannot
-race: LOCK_NAME takes the record's row lock (concurrent acquirers of the name queue there)
-and GRANT, a new statement with a new snapshot that sees every permit committed before the
-lock was ours, decides and writes. The count can only be too high by the snapshot's age
-(permits released or expired meanwhile still counted), which errs towards Busy; the waiter
-then wakes on the release's NOTIFY. Every other step is one statement. Time is the server's
-``clock_timestamp()``, once per statement.
+can detect that the count moved, though, because only a grant makes a permit live and every
+grant bumps the record's fence. So an acquire first tries ACQUIRE, one statement: it counts
+the live permits and reads the record's fence in its snapshot, then upserts the record with
+that fence + 1 on the condition that the fence is still the one it read, a condition
+PostgreSQL judges on the latest committed version of the row, after waiting for its lock; and
+it takes its slot on the condition that the slot is still not live, judged the same way (an
+extend that began before the slot's permit expired may have made it live again). If either
+moved, ACQUIRE grants nothing and says so (a fence bumped without a grant is only a fence
+skipped), and the acquire decides again in one short transaction of two statements that
+cannot race: LOCK_NAME takes the record's row lock (concurrent acquirers of the name queue
+there) and GRANT, a new statement with a new snapshot that sees every permit committed
+before the lock was ours, decides and writes. The count can only be too high by the
+snapshot's age (permits released or expired meanwhile still counted), which errs towards
+Busy; the waiter then wakes on the release's NOTIFY. Every other step is one statement.
+Time is the server's ``clock_timestamp()``, once per statement.
 
 A release and a break NOTIFY the lock table's channel with ``semaphore:`` and the name, so
 the waiters' one LISTEN connection serves semaphores too (a lock whose own name starts
@@ -41,12 +58,21 @@ import dataclasses
 
 from tenure.backends.postgresql._sql import FENCE_FLOOR, IDLE_SINCE
 
-__all__ = ["WAKE_PREFIX", "SemaphoreStatements"]
+__all__ = ["HOLDER_TOKEN", "SLOT_MARK", "WAKE_PREFIX", "SemaphoreStatements"]
 
 WAKE_PREFIX = "semaphore:"
+SLOT_MARK = "#"
+"""How a slot row's key token starts (then the slot's number); no permit token does."""
+HOLDER_TOKEN = "holder_token"
+"""The column naming the permit that holds a slot row, added by ``add_holder_token`` to a
+table made before slot rows."""
 _NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
 _ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
-"""An ended permit: kept, not live, as the time its name was last used."""
+"""An ended permit: kept, not live, as the time its name was last used. (A slot row keeps
+its last holder's token: a token names its one lease, which is over.)"""
+_SLOT = f"starts_with(p.token, '{SLOT_MARK}')"
+_OLD_PERMIT = f"p.token <> '' AND NOT {_SLOT}"
+"""A permit row keyed by its own token: taken by a tenure from before slot rows."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,77 +88,117 @@ class SemaphoreStatements:
     def quoted(self) -> str:
         return f'"{self.permits}"'
 
+    # Inputs: permits (the quoted name, as text). Output: one row (the table exists, it has
+    # the holder_token column). Read-only.
     @property
     def exists(self) -> str:
-        return "SELECT to_regclass(%(permits)s) IS NOT NULL"
+        return (
+            "SELECT to_regclass(%(permits)s) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute "
+            f"WHERE attrelid = to_regclass(%(permits)s) AND attname = '{HOLDER_TOKEN}' "
+            "AND NOT attisdropped)"
+        )
 
+    # fillfactor: room on each page for the HOT updates of its slot rows.
     @property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
-    name        text COLLATE "C" NOT NULL,
-    token       text COLLATE "C" NOT NULL,
-    fence       bigint NOT NULL,
-    permits     integer,
-    expires_at  timestamptz,
-    acquired_at timestamptz,
-    host        text,
-    pid         bigint,
-    thread      text,
+    name         text COLLATE "C" NOT NULL,
+    token        text COLLATE "C" NOT NULL,
+    fence        bigint NOT NULL,
+    permits      integer,
+    expires_at   timestamptz,
+    acquired_at  timestamptz,
+    host         text,
+    pid          bigint,
+    thread       text,
+    {HOLDER_TOKEN} text COLLATE "C",
     PRIMARY KEY (name, token)
-)
+) WITH (fillfactor = 70)
 """
 
-    # The CTE both grants end with: our permit row, with the fence `bumped` returned (none if
-    # it returned no row).
+    # Run under the lock table's `create_lock`, after `exists` found the table without
+    # holder_token. IF NOT EXISTS: a process that raced us there changes nothing. Nullable,
+    # no default: only the catalogue changes, no row is rewritten; the table's lock is held
+    # just that long. The fillfactor applies to pages written from now on.
     @property
-    def _granted(self) -> str:
-        return f"""granted AS (
-    INSERT INTO {self.quoted} (name, token, fence, expires_at, acquired_at, host, pid, thread)
-    SELECT %(name)s, %(token)s, bumped.fence, now.t + %(ttl)s * interval '1 second', now.t,
-           %(host)s, %(pid)s, %(thread)s
-    FROM bumped, now
-    ON CONFLICT (name, token) DO UPDATE SET
-        fence = excluded.fence, expires_at = excluded.expires_at,
-        acquired_at = excluded.acquired_at
-    RETURNING fence
-)"""
+    def add_holder_token(self) -> str:
+        return (
+            f'ALTER TABLE {self.quoted} ADD COLUMN IF NOT EXISTS {HOLDER_TOKEN} text COLLATE "C",'
+            " SET (fillfactor = 70)"
+        )
 
-    # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
-    # the module's doc). Drops expired (and ended) permits; restarts our own live permit (a
-    # retry); else, if fewer than `limit` others are live and none is live under another
-    # limit, takes the next fence (max(fence + 1, FENCE_FLOOR)) and adds our permit,
-    # provided the record's fence is still the one this statement's snapshot holds (the
-    # conflict clause's WHERE is judged on the row's latest version, locked). Output: one
-    # row (own fence, granted fence, live others, seconds left of the soonest permit, stored
-    # limit, room); at most one of the fences is not NULL, and both NULL with room true
-    # means the fence moved: decide again with LOCK_NAME + GRANT.
+    # The CTE both grants start with: one read of the name's rows (record and permits).
+    # others: live permits but ours; expired: permits keyed by their own tokens that are no
+    # longer live; mine: our live permit's fence; soonest: the soonest end of a live permit;
+    # fence, stored: the record's; free: a slot row that is not live, if any; next: the key
+    # of a new slot (the highest slot's number + 1).
     @property
-    def acquire(self) -> str:
-        return f"""
-WITH {_NOW},
-state AS (
-    SELECT count(*) FILTER (WHERE p.token <> %(token)s AND p.expires_at > now.t) AS others,
-           count(*) FILTER (WHERE p.expires_at <= now.t) AS expired,
-           max(p.fence) FILTER (WHERE p.token = %(token)s AND p.expires_at > now.t) AS mine,
-           min(p.expires_at) FILTER (WHERE p.expires_at > now.t) AS soonest,
+    def _state(self) -> str:
+        return f"""state AS (
+    SELECT count(*) FILTER (WHERE p.token <> '' AND p.expires_at > now.t
+                              AND p.{HOLDER_TOKEN} IS DISTINCT FROM %(token)s) AS others,
+           count(*) FILTER (WHERE {_OLD_PERMIT} AND p.expires_at <= now.t) AS expired,
+           max(p.fence) FILTER (WHERE p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t)
+               AS mine,
+           min(p.expires_at) FILTER (WHERE p.token <> '' AND p.expires_at > now.t) AS soonest,
            max(p.fence) FILTER (WHERE p.token = '') AS fence,
-           max(p.permits) FILTER (WHERE p.token = '') AS stored
+           max(p.permits) FILTER (WHERE p.token = '') AS stored,
+           min(p.token) FILTER (WHERE {_SLOT} AND p.expires_at <= now.t) AS free,
+           '{SLOT_MARK}' || (coalesce(max(CASE WHEN {_SLOT} THEN substr(p.token, 2)::integer
+                                                END), 0) + 1) AS next
     FROM {self.quoted} AS p, now
     WHERE p.name = %(name)s
 ),
 dropped AS (
     DELETE FROM {self.quoted} AS p USING now
     WHERE (SELECT expired FROM state) > 0
-      AND p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
+      AND p.name = %(name)s AND {_OLD_PERMIT} AND p.expires_at <= now.t
 ),
 mine AS (
     UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
     FROM now
     WHERE (SELECT mine FROM state) IS NOT NULL
-      AND p.name = %(name)s AND p.token = %(token)s AND p.expires_at > now.t
+      AND p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
     RETURNING p.fence
-),
+)"""
+
+    # The CTE both grants end with: our permit in the free slot row (or a new one), with the
+    # fence `bumped` returned (none if it returned no row), provided the slot is still not
+    # live when its row lock is ours (the conflict clause's WHERE is judged on the row's
+    # latest version).
+    @property
+    def _granted(self) -> str:
+        return f"""granted AS (
+    INSERT INTO {self.quoted} AS p
+        (name, token, fence, expires_at, acquired_at, host, pid, thread, {HOLDER_TOKEN})
+    SELECT %(name)s, coalesce(state.free, state.next), bumped.fence,
+           now.t + %(ttl)s * interval '1 second', now.t, %(host)s, %(pid)s, %(thread)s,
+           %(token)s
+    FROM bumped, state, now
+    ON CONFLICT (name, token) DO UPDATE SET
+        fence = excluded.fence, expires_at = excluded.expires_at,
+        acquired_at = excluded.acquired_at, host = excluded.host, pid = excluded.pid,
+        thread = excluded.thread, {HOLDER_TOKEN} = excluded.{HOLDER_TOKEN}
+    WHERE p.expires_at <= excluded.acquired_at
+    RETURNING p.fence
+)"""
+
+    # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
+    # the module's doc). Drops expired permits keyed by their own tokens; restarts our own
+    # live permit (a retry); else, if fewer than `limit` others are live and none is live
+    # under another limit, takes the next fence (max(fence + 1, FENCE_FLOOR)) and a slot,
+    # provided the record's fence is still the one this statement's snapshot holds (the
+    # conflict clause's WHERE is judged on the row's latest version, locked), and the slot
+    # is still not live. Output: one row (own fence, granted fence, live others, seconds
+    # left of the soonest permit, stored limit, room); at most one of the fences is not
+    # NULL, and both NULL with room true means the fence or the slot moved: decide again
+    # with LOCK_NAME + GRANT.
+    @property
+    def acquire(self) -> str:
+        return f"""
+WITH {_NOW},
+{self._state},
 room AS (
     SELECT state.fence AS fence FROM state
     WHERE NOT EXISTS (SELECT 1 FROM mine)
@@ -165,31 +231,16 @@ ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence WHERE false
 """
 
     # Inputs: name, token, ttl, limit, host, pid, thread; run holding the name's row lock.
-    # Drops expired permits; restarts our own live permit (a retry); else takes the next
-    # fence and adds our permit if fewer than `limit` others are live and none is live under
-    # another limit. Output: one row (own fence, granted fence, live others, seconds left of
-    # the soonest permit, stored limit); at most one of the fences is not NULL.
+    # Drops expired permits keyed by their own tokens; restarts our own live permit (a
+    # retry); else takes the next fence and a slot if fewer than `limit` others are live and
+    # none is live under another limit. Output: one row (own fence, granted fence, live
+    # others, seconds left of the soonest permit, stored limit); at most one of the fences
+    # is not NULL (both NULL with room: an extend revived the slot, see the module's doc).
     @property
     def grant(self) -> str:
         return f"""
 WITH {_NOW},
-dropped AS (
-    DELETE FROM {self.quoted} AS p USING now
-    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at <= now.t
-),
-mine AS (
-    UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
-    FROM now
-    WHERE p.name = %(name)s AND p.token = %(token)s AND p.expires_at > now.t
-    RETURNING p.fence
-),
-state AS (
-    SELECT count(*) FILTER (WHERE p.token <> %(token)s) AS others,
-           min(p.expires_at) AS soonest,
-           (SELECT permits FROM {self.quoted} WHERE name = %(name)s AND token = '') AS stored
-    FROM {self.quoted} AS p, now
-    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
-),
+{self._state},
 bumped AS (
     UPDATE {self.quoted} AS rec
     SET fence = greatest(rec.fence + 1, {FENCE_FLOOR}), permits = %(limit)s
@@ -217,7 +268,7 @@ WITH {_NOW},
 ended AS (
     UPDATE {self.quoted} AS p SET {_ENDED}
     FROM now
-    WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
+    WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
     RETURNING 1
 )
 SELECT true, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
@@ -236,9 +287,8 @@ wanted AS (
 UPDATE {self.quoted} AS p
 SET expires_at = now.t + wanted.ttl * interval '1 second'
 FROM now, wanted
-WHERE p.name = wanted.name AND p.token = wanted.token AND p.token <> ''
-  AND p.expires_at > now.t
-RETURNING p.name, p.token
+WHERE p.name = wanted.name AND p.{HOLDER_TOKEN} = wanted.token AND p.expires_at > now.t
+RETURNING p.name, p.{HOLDER_TOKEN}
 """
 
     @property
@@ -246,7 +296,7 @@ RETURNING p.name, p.token
         return f"""
 WITH {_NOW}
 SELECT 1 FROM {self.quoted} AS p, now
-WHERE p.name = %(name)s AND p.token = %(token)s AND p.token <> '' AND p.expires_at > now.t
+WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
 """
 
     # Inputs: name, channel. Ends every live permit, as a release does; NOTIFYs waiters.

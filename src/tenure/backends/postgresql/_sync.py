@@ -285,28 +285,47 @@ class PostgreSQLBackend(
 
     # ---- semaphores (SQL in ``_semaphore_sql``) -----------------------------------------
 
-    def _permits(self, *, create: bool) -> bool:
-        """Whether the permits table exists; with ``create``, make it first (once, even with
-        many processes racing). Made on the first semaphore acquire, not with the lock
-        table: a user of locks alone needs no privilege on it."""
+    def _permits(self, *, create: bool, slots: bool = True) -> bool:
+        """Whether the permits table exists (and, with ``slots``, has the slot rows' column;
+        see ``_semaphore_sql``); with ``create``, make it, or add the column to one made
+        before it, first (once, even with many processes racing). Made on the first
+        semaphore acquire, not with the lock table: a user of locks alone needs no privilege
+        on it. Without ``create`` nothing is written: a permit of ours can only be in a table
+        with the column (our acquire added it), and reading or breaking permits needs none."""
         if self._permits_ready:
             return True
         sql, params = self._semaphores, {"permits": self._semaphores.quoted}
 
-        def ensure(connection: Connection) -> bool:
+        def ensure(connection: Connection) -> tuple[bool, bool]:
             cursor = connection.execute(sql.exists, params)
             row = cursor.fetchone()
-            if row is not None and row[0]:
-                return True
-            if not create:
-                return False
+            assert row is not None
+            exists, upgraded = row
+            if (exists and upgraded) or not create:
+                return exists, upgraded
             with connection.transaction():
                 connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
-                connection.execute(sql.create)
-            return True
+                # Again under the lock: another process may have made or upgraded it since.
+                cursor = connection.execute(sql.exists, params)
+                row = cursor.fetchone()
+                assert row is not None
+                exists, upgraded = row
+                if not exists:
+                    connection.execute(sql.create)
+                elif not upgraded:
+                    try:
+                        connection.execute(sql.add_holder_token)
+                    except psycopg.errors.InsufficientPrivilege as exc:
+                        raise ConfigurationError(
+                            f"table {sql.permits!r} was created by an older tenure and this "
+                            f"user may not add the column its semaphores now need; have the "
+                            f"table's owner run: {sql.add_holder_token}"
+                        ) from exc
+            return True, True
 
-        self._permits_ready = self._run(ensure)
-        return self._permits_ready
+        exists, upgraded = self._run(ensure)
+        self._permits_ready = exists and upgraded
+        return exists and (upgraded or not slots)
 
     def acquire_permit(
         self,
@@ -369,19 +388,19 @@ class PostgreSQLBackend(
         return len(rows) == 1
 
     def inspect_semaphore(self, name: str) -> LockInfo | None:
-        if not self._permits(create=False):
+        if not self._permits(create=False, slots=False):
             return None
         rows = self._execute(self._semaphores.inspect, {"name": name})
         return _semaphore_info(rows[0]) if rows else None
 
     def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        if not _storable(prefix) or not self._permits(create=False):
+        if not _storable(prefix) or not self._permits(create=False, slots=False):
             return []
         rows = self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
         return [_semaphore_info(row) for row in rows]
 
     def break_semaphore(self, name: str) -> bool:
-        if not self._permits(create=False):
+        if not self._permits(create=False, slots=False):
             return False
         params = {"name": name, "channel": self._sql.table}
         return len(self._execute(self._semaphores.break_semaphore, params)) > 0
@@ -622,6 +641,7 @@ class PostgreSQLBackend(
                     # Dropped (or made anew by an older tenure, without the value's columns)
                     # behind our back: create or upgrade it again next time.
                     self._ready = False
+                    self._permits_ready = False
                     self._rwlocks_ready = False
                 raise self._error(exc, deadline) from exc
             raise
