@@ -88,6 +88,24 @@ class _Attempt:
     epoch: int
 
 
+@dataclasses.dataclass(frozen=True)
+class _LeaseTable:
+    """A primitive whose leases live apart from the locks (semaphores, read-write and fair
+    locks): the statements of its steps, and how to read its rows."""
+
+    kind: str
+    release: str
+    extend_many: str
+    owned: str
+    inspect: str
+    listing: str
+    breaking: str
+    records: str
+    """The table the clean-up sweeps, and its statement."""
+    sweep: str
+    info: Callable[[tuple[Any, ...]], LockInfo]
+
+
 class AsyncPostgreSQLBackend(
     AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport, AsyncLeaseValueSupport
 ):
@@ -130,6 +148,17 @@ class AsyncPostgreSQLBackend(
         self._permits_ready = False
         self._rwlocks = RwlockStatements(options.table)
         self._rwlocks_ready = False
+        semaphores, rwlocks = self._semaphores, self._rwlocks
+        self._permit_table = _LeaseTable(
+            "semaphore", semaphores.release, semaphores.extend_many, semaphores.owned,
+            semaphores.inspect, semaphores.list_semaphores, semaphores.break_semaphore,
+            semaphores.permits, semaphores.sweep, _semaphore_info,
+        )
+        self._queue_table = _LeaseTable(
+            "rwlock", rwlocks.release, rwlocks.extend_many, rwlocks.owned, rwlocks.inspect,
+            rwlocks.list_queues, rwlocks.break_queue, rwlocks.records, rwlocks.sweep,
+            _queue_info,
+        )
         self._closed = False
         self._mutex = io.Mutex()
         self._idle: list[Connection] = []
@@ -367,41 +396,22 @@ class AsyncPostgreSQLBackend(
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     async def release_permit(self, name: str, token: str) -> bool:
-        if not await self._permits(create=False):
-            return False
-        params = {"name": name, "token": token, "channel": self._sql.table}
-        rows = await self._execute(self._semaphores.release, params)
-        self._collect(self._semaphores.permits, self._semaphores.sweep)
-        return bool(rows and rows[0][0])
+        return await self._release_lease(self._permit_table, name, token)
 
     async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals or not await self._permits(create=False):
-            return [False] * len(renewals)
-        return await self._extend_batch(self._semaphores.extend_many, renewals)
+        return await self._extend_leases(self._permit_table, renewals)
 
     async def permit_owned(self, name: str, token: str) -> bool:
-        if not await self._permits(create=False):
-            return False
-        rows = await self._execute(self._semaphores.owned, {"name": name, "token": token})
-        return len(rows) == 1
+        return await self._lease_owned(self._permit_table, name, token)
 
     async def inspect_semaphore(self, name: str) -> LockInfo | None:
-        if not await self._permits(create=False, slots=False):
-            return None
-        rows = await self._execute(self._semaphores.inspect, {"name": name})
-        return _semaphore_info(rows[0]) if rows else None
+        return await self._inspect_leases(self._permit_table, name)
 
     async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        if not _storable(prefix) or not await self._permits(create=False, slots=False):
-            return []
-        rows = await self._execute(self._semaphores.list_semaphores, {"prefix": prefix})
-        return [_semaphore_info(row) for row in rows]
+        return await self._list_leases(self._permit_table, prefix)
 
     async def break_semaphore(self, name: str) -> bool:
-        if not await self._permits(create=False, slots=False):
-            return False
-        params = {"name": name, "channel": self._sql.table}
-        return len(await self._execute(self._semaphores.break_semaphore, params)) > 0
+        return await self._break_leases(self._permit_table, name)
 
     async def wait_for_permit(
         self, name: str, timeout: float, busy: Busy | None = None
@@ -466,44 +476,69 @@ class AsyncPostgreSQLBackend(
         return Busy(None if soonest is None else max(0.0, float(soonest)), attempt)
 
     async def release_queued(self, name: str, token: str) -> bool:
-        if not await self._rwlock_tables(create=False):
-            return False
-        params = {"name": name, "token": token, "channel": self._sql.table}
-        rows = await self._execute(self._rwlocks.release, params)
-        self._collect(self._rwlocks.records, self._rwlocks.sweep)
-        return bool(rows and rows[0][0])
+        return await self._release_lease(self._queue_table, name, token)
 
     async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals or not await self._rwlock_tables(create=False):
-            return [False] * len(renewals)
-        return await self._extend_batch(self._rwlocks.extend_many, renewals)
+        return await self._extend_leases(self._queue_table, renewals)
 
     async def queued_owned(self, name: str, token: str) -> bool:
-        if not await self._rwlock_tables(create=False):
-            return False
-        rows = await self._execute(self._rwlocks.owned, {"name": name, "token": token})
-        return len(rows) == 1
+        return await self._lease_owned(self._queue_table, name, token)
 
     async def inspect_queue(self, name: str) -> LockInfo | None:
-        if not await self._rwlock_tables(create=False):
-            return None
-        rows = await self._execute(self._rwlocks.inspect, {"name": name})
-        return _queue_info(rows[0]) if rows else None
+        return await self._inspect_leases(self._queue_table, name)
 
     async def list_queues(self, prefix: str) -> list[LockInfo]:
-        if not _storable(prefix) or not await self._rwlock_tables(create=False):
-            return []
-        rows = await self._execute(self._rwlocks.list_queues, {"prefix": prefix})
-        return [_queue_info(row) for row in rows]
+        return await self._list_leases(self._queue_table, prefix)
 
     async def break_queue(self, name: str) -> bool:
-        if not await self._rwlock_tables(create=False):
-            return False
-        params = {"name": name, "channel": self._sql.table}
-        return len(await self._execute(self._rwlocks.break_queue, params)) > 0
+        return await self._break_leases(self._queue_table, name)
 
     async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
         await self.wait_for_release(RWLOCK_WAKE_PREFIX + name, timeout, busy)
+
+    # ---- the steps semaphores and queued locks share: leases kept apart from the locks ----
+
+    async def _table_ready(self, table: _LeaseTable, *, write: bool) -> bool:
+        """Whether ``table``'s tables exist (a permit is written only to a permits table with
+        the slot rows' column: see ``_permits``); nothing is created or altered."""
+        if table.kind == "semaphore":
+            return await self._permits(create=False, slots=write)
+        return await self._rwlock_tables(create=False)
+
+    async def _release_lease(self, table: _LeaseTable, name: str, token: str) -> bool:
+        if not await self._table_ready(table, write=True):
+            return False
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        rows = await self._execute(table.release, params)
+        self._collect(table.records, table.sweep)
+        return bool(rows and rows[0][0])
+
+    async def _extend_leases(self, table: _LeaseTable, renewals: Sequence[Renewal]) -> list[bool]:
+        if not renewals or not await self._table_ready(table, write=True):
+            return [False] * len(renewals)
+        return await self._extend_batch(table.extend_many, renewals)
+
+    async def _lease_owned(self, table: _LeaseTable, name: str, token: str) -> bool:
+        if not await self._table_ready(table, write=True):
+            return False
+        return len(await self._execute(table.owned, {"name": name, "token": token})) == 1
+
+    async def _inspect_leases(self, table: _LeaseTable, name: str) -> LockInfo | None:
+        if not await self._table_ready(table, write=False):
+            return None
+        rows = await self._execute(table.inspect, {"name": name})
+        return table.info(rows[0]) if rows else None
+
+    async def _list_leases(self, table: _LeaseTable, prefix: str) -> list[LockInfo]:
+        if not _storable(prefix) or not await self._table_ready(table, write=False):
+            return []
+        return [table.info(row) for row in await self._execute(table.listing, {"prefix": prefix})]
+
+    async def _break_leases(self, table: _LeaseTable, name: str) -> bool:
+        if not await self._table_ready(table, write=False):
+            return False
+        params = {"name": name, "channel": self._sql.table}
+        return len(await self._execute(table.breaking, params)) > 0
 
     # ---- clean-up (rule 10) -------------------------------------------------------------
 
