@@ -96,8 +96,8 @@ class LockSteps(RedisBase):
     ) -> Grant | Busy | None:
         """Try, wait and try again in one round trip (``transport.try_then_wait``), for an
         attempt on a name this client found held within ``CONTENDED_FOR``: under contention
-        that try is refused, and its round trip of its own was a third of a contended
-        acquisition's. Elsewhere None: a plain try (a grant then costs no extra commands)."""
+        that try is refused, and its request of its own was one of the three a contended
+        acquisition sent (try, wait, release). Elsewhere None: a plain try (a grant then costs no extra commands)."""
         wait = min(wait, self._waits.longest)
         if not self._contended.recently(name) or not self._waits.take(wait):
             return None
