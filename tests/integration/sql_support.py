@@ -3,7 +3,9 @@ the servers behind tenure's back (to check what it stored, or to damage it)."""
 
 from __future__ import annotations
 
+import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,3 +50,24 @@ def raw(url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
 
 def quote_table(url: str, table: str) -> str:
     return f'"{table}"' if url.startswith("postgres") else f"`{table}`"
+
+
+def all_at_once(clients: int, work: Callable[[int], None]) -> list[BaseException]:
+    """Run ``work(0)`` .. ``work(clients - 1)`` in threads that start it together (as many
+    processes meeting an old table at once would); return what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(clients)
+
+    def run(number: int) -> None:
+        try:
+            start.wait()
+            work(number)
+        except BaseException as exc:  # reported by the caller's assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return errors

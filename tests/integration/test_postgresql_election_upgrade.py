@@ -6,7 +6,6 @@ ran, on the plain driver."""
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 import uuid
 
@@ -16,7 +15,7 @@ import tenure
 from tenure._errors import ConfigurationError
 from tenure.backends._sql_common import schema_mark
 from tenure.backends.postgresql._sql import VALUE_COLUMNS
-from tests.integration.sql_support import raw
+from tests.integration.sql_support import all_at_once, raw
 
 pytestmark = pytest.mark.postgresql
 
@@ -100,23 +99,12 @@ def test_connecting_adds_the_columns_and_keeps_the_leases(
 
 
 def test_many_clients_upgrading_at_once_all_succeed(postgresql_url: str, table: str) -> None:
-    errors: list[BaseException] = []
-    start = threading.Barrier(6)
-
     def connect(number: int) -> None:
-        try:
-            with tenure.connect(postgresql_url, table=table) as locks:
-                start.wait()
-                election = locks.election(f"e{number}", ttl=10)
-                election.campaign(value=str(number)).resign()
-        except BaseException as exc:  # reported by the assertion below
-            errors.append(exc)
+        with tenure.connect(postgresql_url, table=table) as locks:
+            election = locks.election(f"e{number}", ttl=10)
+            election.campaign(value=str(number)).resign()
 
-    threads = [threading.Thread(target=connect, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    errors = all_at_once(6, connect)
     assert errors == []
     assert set(VALUE_COLUMNS) <= columns(postgresql_url, table)
 

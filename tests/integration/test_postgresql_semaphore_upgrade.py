@@ -7,7 +7,6 @@ essentials), on the plain driver."""
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 import uuid
 
@@ -16,7 +15,7 @@ import pytest
 import tenure
 from tenure._errors import ConfigurationError
 from tenure.backends.postgresql._semaphore_sql import HOLDER_TOKEN, SemaphoreStatements
-from tests.integration.sql_support import raw
+from tests.integration.sql_support import all_at_once, raw
 
 pytestmark = pytest.mark.postgresql
 
@@ -153,24 +152,13 @@ def test_an_old_client_counts_the_new_permits_and_the_new_its(
 
 
 def test_many_clients_upgrading_at_once_all_succeed(postgresql_url: str, table: str) -> None:
-    errors: list[BaseException] = []
-    start = threading.Barrier(6)
-
     def connect(number: int) -> None:
-        try:
-            with tenure.connect(postgresql_url, table=table) as locks:
-                start.wait()
-                permit = locks.semaphore(f"s{number}", limit=1, ttl=10)
-                permit.acquire()
-                permit.release()
-        except BaseException as exc:  # reported by the assertion below
-            errors.append(exc)
+        with tenure.connect(postgresql_url, table=table) as locks:
+            permit = locks.semaphore(f"s{number}", limit=1, ttl=10)
+            permit.acquire()
+            permit.release()
 
-    threads = [threading.Thread(target=connect, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    errors = all_at_once(6, connect)
     assert errors == []
     assert has_column(postgresql_url, table)
 

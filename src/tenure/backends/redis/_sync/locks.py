@@ -97,7 +97,8 @@ class LockSteps(RedisBase):
         """Try, wait and try again in one round trip (``transport.try_then_wait``), for an
         attempt on a name this client found held within ``CONTENDED_FOR``: under contention
         that try is refused, and its request of its own was one of the three a contended
-        acquisition sent (try, wait, release). Elsewhere None: a plain try (a grant then costs no extra commands)."""
+        acquisition sent (try, wait, release). Elsewhere None: a plain try (a grant then
+        costs no extra commands)."""
         wait = min(wait, self._waits.longest)
         if not self._contended.recently(name) or not self._waits.take(wait):
             return None
