@@ -83,9 +83,10 @@ class LockSteps(RedisBase):
             reply = self._transport.script(
                 ACQUIRE,
                 (keys.meta, keys.lease, keys.wake, keys.left(token)),
-                (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
-                 "1" if waiter is not None and waiter.waited else "0",
-                 "0" if value is None else "1", value or "", self._gc_after_ms, "1"),
+                self._acquire_args(
+                    name, token, ttl, holder, value,
+                    waited=waiter is not None and waiter.waited,
+                ),
             )
         return self._outcome(
             reply, waiter, name, token=token, ttl=ttl, holder=holder, lease_value=value
@@ -104,16 +105,16 @@ class LockSteps(RedisBase):
             return None
         keys = lock_keys(self._namespace, name)
         lock_keys_4 = (keys.meta, keys.lease, keys.wake, keys.left(token))
-        base = (token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread)
-        tail = ("0", "", self._gc_after_ms, "1")
         waiter = LockWaiter(self, name, token, ttl, holder, waited=True)
         try:
             sent_at = time.monotonic()
             with self._translated("acquire", name):
                 first, then = self._transport.try_then_wait(
                     (keys.wake, keys.own(token)), wait,
-                    ((*lock_keys_4, keys.own(token)), (*base, "0", *tail, "1")),
-                    (lock_keys_4, (*base, "1", *tail)),
+                    ((*lock_keys_4, keys.own(token)),
+                     self._acquire_args(name, token, ttl, holder, None, waited=False, own=True)),
+                    (lock_keys_4,
+                     self._acquire_args(name, token, ttl, holder, None, waited=True)),
                 )
         except BaseException:
             # As a cancelled wait (see wait_for_release): a lease either ACQUIRE may have
@@ -131,6 +132,19 @@ class LockSteps(RedisBase):
         # A grant from the first try: the BLPOP took the item it pushed to the attempt's own
         # list, and the second try, the same token's, kept the lease and its fence.
         return outcome
+
+    def _acquire_args(
+        self, name: str, token: str, ttl: float, holder: Holder, value: str | None, *,
+        waited: bool, own: bool = False,
+    ) -> tuple[Any, ...]:
+        """ACQUIRE's ARGV (see its contract in ``_scripts``): ``waited`` when the attempt
+        follows a wait; ``own`` to push the attempt's own wake list on a grant."""
+        args = (
+            token, milliseconds(ttl), name, holder.host, holder.pid, holder.thread,
+            "1" if waited else "0", "0" if value is None else "1", value or "",
+            self._gc_after_ms, "1",
+        )
+        return (*args, "1") if own else args
 
     def _kept_outcome(self, waiter: LockWaiter, reply: Any) -> Grant | Busy | None:
         """The outcome of the acquire pipelined behind the last wait, if still usable."""
@@ -229,10 +243,8 @@ class LockSteps(RedisBase):
         keys = lock_keys(self._namespace, name)
         token = waiter.token
         wait_ms = milliseconds(seconds)
-        acquire = (
-            token, milliseconds(waiter.ttl), name, waiter.holder.host,
-            waiter.holder.pid, waiter.holder.thread, "1",
-            "0" if waiter.value is None else "1", waiter.value or "", self._gc_after_ms, "1",
+        acquire = self._acquire_args(
+            name, token, waiter.ttl, waiter.holder, waiter.value, waited=True
         )
         waiter.outcome = None
         waiter.waited = True
