@@ -89,6 +89,16 @@ class MariaDBServer:
         self.process.kill()
 
 
+def private_tmpdir(workdir: pathlib.Path) -> pathlib.Path:
+    """The server's own temporary directory. mariadbd's default is the shared /tmp, where its
+    internal temporary tables (#sql-temptable-*) can be removed under it by whatever else
+    cleans /tmp: a CI run's bootstrap once died on "Error on delete of
+    '/tmp/#sql-temptable-...MAI'" while the two driver-floor runs started side by side."""
+    tmpdir = workdir / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    return tmpdir
+
+
 def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = False,
                     env: dict[str, str] | None = None) -> ManagedServer:
     socket_path = workdir / "mysqld.sock"
@@ -119,6 +129,7 @@ def _server_process(workdir: pathlib.Path, port: int, ready_as_root: bool = Fals
             "--no-defaults",
             "--user=root",
             f"--datadir={workdir / 'data'}",
+            f"--tmpdir={private_tmpdir(workdir)}",
             f"--socket={socket_path}",
             f"--port={port}",
             "--bind-address=127.0.0.1",
@@ -145,6 +156,7 @@ def _template() -> pathlib.Path:
             "--no-defaults",
             "--user=root",
             f"--datadir={workdir / 'data'}",
+            f"--tmpdir={private_tmpdir(workdir)}",
             "--auth-root-authentication-method=socket",
             "--skip-test-db",
         ],
