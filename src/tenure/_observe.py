@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -47,7 +48,7 @@ class AnyLease(Protocol):
     """What is read of a lease handle (either flavour)."""
 
     name: str
-    labels: dict[str, str] | None
+    labels: Labels | None
 
     @property
     def kind(self) -> _Kind: ...
@@ -57,6 +58,7 @@ class AnyLease(Protocol):
 
 __all__ = [
     "AnyLease",
+    "Labels",
     "acquire_span",
     "acquired",
     "busy",
@@ -65,6 +67,11 @@ __all__ = [
     "released",
     "renewal_batch",
 ]
+
+OTEL_PYTHON_TRACER_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
+"""The OpenTelemetry API's environment variable naming a tracer provider to load."""
+
+_UNKNOWN = object()
 
 lease_log = logging.getLogger("tenure.lease")
 renewer_log = logging.getLogger("tenure.renewer")
@@ -101,6 +108,10 @@ class _Instruments:
         meter = metrics.get_meter("tenure")
         self.tracer = trace.get_tracer("tenure")
         self._trace = trace
+        self._tracing = False
+        """A tracer provider is configured: once set, the API never replaces it."""
+        if OTEL_PYTHON_TRACER_PROVIDER in os.environ:
+            trace.get_tracer_provider()  # the API loads a provider named there at first ask
         self.acquisitions = meter.create_counter(
             "tenure.acquisitions", unit="{acquisition}", description="acquire attempts ended"
         )
@@ -121,9 +132,22 @@ class _Instruments:
     def tracing(self) -> bool:
         """Whether a tracer provider is configured. Until one is, the API's proxy hands out
         non-recording spans: making one costs several microseconds per acquire for nothing
-        (the uncontended SQLite cycle is 30-40 us), so none is made. Asked per acquire: a
-        provider set later is used from then on."""
-        return not isinstance(self._trace.get_tracer_provider(), self._trace.ProxyTracerProvider)
+        (the uncontended SQLite cycle is about 30 us), so none is made. Asked per acquire: a
+        provider set later is used from then on.
+
+        The API's getter looks its environment variable up on every call (about 0.5 us, a
+        few percent of that cycle); the module global it answers from is read here instead,
+        with the getter as the fallback should a release of the API rename it. A provider
+        named by the environment variable was loaded when the instruments were made."""
+        if self._tracing:
+            return True
+        provider = getattr(self._trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is None:
+            return False
+        if provider is _UNKNOWN:
+            provider = self._trace.get_tracer_provider()
+        self._tracing = not isinstance(provider, self._trace.ProxyTracerProvider)
+        return self._tracing
 
 
 @functools.cache
@@ -141,14 +165,24 @@ def prepare() -> None:
     _instruments()
 
 
-def attributes(lease: AnyLease) -> dict[str, str]:
-    """The handle's labels, made once per handle."""
-    if lease.labels is None:
-        lease.labels = {
+class Labels:
+    """A handle's metric attributes, and the acquisition outcomes' copies of them: made once
+    per handle, not merged per acquire."""
+
+    def __init__(self, lease: AnyLease) -> None:
+        self.common = {
             "tenure.backend": lease.backend.describe().partition("://")[0] or "custom",
             "tenure.primitive": lease.kind.kind,
             "tenure.name_prefix": lease.name.partition(":")[0],
         }
+        self.acquired = {**self.common, "outcome": "acquired"}
+        self.busy = {**self.common, "outcome": "busy"}
+
+
+def labels(lease: AnyLease) -> Labels:
+    """The handle's labels, made at its first event."""
+    if lease.labels is None:
+        lease.labels = Labels(lease)
     return lease.labels
 
 
@@ -167,7 +201,7 @@ def acquire_span(lease: AnyLease) -> contextlib.AbstractContextManager[Any]:
 @contextlib.contextmanager
 def _span(instruments: _Instruments, lease: AnyLease) -> Iterator[Any]:
     with instruments.tracer.start_as_current_span(
-        "tenure.acquire", attributes={**attributes(lease), "tenure.name": lease.name}
+        "tenure.acquire", attributes={**labels(lease).common, "tenure.name": lease.name}
     ) as span:
         yield span
 
@@ -175,7 +209,7 @@ def _span(instruments: _Instruments, lease: AnyLease) -> Iterator[Any]:
 def contended(lease: AnyLease) -> None:
     instruments = _instruments()
     if instruments is not None:
-        instruments.contention.add(1, attributes(lease))
+        instruments.contention.add(1, labels(lease).common)
 
 
 def acquired(lease: AnyLease, fence: int, waited: float, attempts: int, span: Any) -> None:
@@ -186,9 +220,9 @@ def acquired(lease: AnyLease, fence: int, waited: float, attempts: int, span: An
         )
     instruments = _instruments()
     if instruments is not None:
-        labels = attributes(lease)
-        instruments.acquisitions.add(1, {**labels, "outcome": "acquired"})
-        instruments.wait.record(waited, labels)
+        known = labels(lease)
+        instruments.acquisitions.add(1, known.acquired)
+        instruments.wait.record(waited, known.common)
         if span is not None:
             span.set_attribute("tenure.fence", fence)
 
@@ -202,9 +236,9 @@ def busy(lease: AnyLease, waited: float, attempts: int) -> None:
         )
     instruments = _instruments()
     if instruments is not None:
-        labels = attributes(lease)
-        instruments.acquisitions.add(1, {**labels, "outcome": "busy"})
-        instruments.wait.record(waited, labels)
+        known = labels(lease)
+        instruments.acquisitions.add(1, known.busy)
+        instruments.wait.record(waited, known.common)
 
 
 def released(lease: AnyLease, fence: int, held: float) -> None:
@@ -214,7 +248,7 @@ def released(lease: AnyLease, fence: int, held: float) -> None:
         )
     instruments = _instruments()
     if instruments is not None:
-        instruments.hold.record(held, attributes(lease))
+        instruments.hold.record(held, labels(lease).common)
 
 
 def lost(lease: AnyLease, fence: int, reason: str, expected: bool) -> None:
@@ -226,7 +260,7 @@ def lost(lease: AnyLease, fence: int, reason: str, expected: bool) -> None:
     )
     instruments = _instruments()
     if instruments is not None:
-        instruments.losses.add(1, attributes(lease))
+        instruments.losses.add(1, labels(lease).common)
 
 
 def renewal_batch(lease: AnyLease, renewed: int, refused: int, failed: int) -> None:
@@ -239,7 +273,7 @@ def renewal_batch(lease: AnyLease, renewed: int, refused: int, failed: int) -> N
         )
     instruments = _instruments()
     if instruments is not None:
-        labels = attributes(lease)
+        common = labels(lease).common
         for outcome, count in (("renewed", renewed), ("refused", refused), ("error", failed)):
             if count:
-                instruments.renewals.add(count, {**labels, "outcome": outcome})
+                instruments.renewals.add(count, {**common, "outcome": outcome})

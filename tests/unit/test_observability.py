@@ -162,3 +162,11 @@ def test_time_histograms_have_buckets_for_seconds() -> None:
     # OpenTelemetry's default bounds start at 5: a sub-millisecond grant would share it
     # with everything up to 5 s.
     assert list(waits[0].explicit_bounds)[:3] == [0.0005, 0.001, 0.0025]
+
+
+def test_the_per_acquire_tracing_check_reads_the_apis_provider_global() -> None:
+    # tenure._observe asks per acquire whether tracing is configured by reading the global
+    # that trace.get_tracer_provider() answers from (the getter looks an environment variable
+    # up on every call). Were a release of the API to rename it, tenure would fall back to
+    # the getter, correct but slower: this test says so, at the floors and at the newest API.
+    assert trace._TRACER_PROVIDER is trace.get_tracer_provider()  # set by the fixture

@@ -164,6 +164,11 @@ class AsyncLeaseKind(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> AsyncBackend: ...
 
+    @property
+    def combines_try_and_wait(self) -> bool:
+        """``acquire_or_wait`` may answer for this kind (see there)."""
+        return False
+
     async def acquire_or_wait(
         self, name: str, token: str, ttl: float, holder: Holder, wait: float
     ) -> Grant | Busy | None:
@@ -265,7 +270,9 @@ class AsyncLease:
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}
         self._mutex = io.Mutex()
-        self.labels: dict[str, str] | None = None
+        self._fork_tracked = False
+        """Registered with ``_forks`` (in this process): its holds are forgotten in a child."""
+        self.labels: _observe.Labels | None = None
         """Metric and span attributes, made at the first event (``tenure._observe``)."""
 
     @property
@@ -315,7 +322,8 @@ class AsyncLease:
         holder = process.holder(io.current_owner_name())
         deadline = None if wait is None else self.clock() + wait
         backoff: Backoff | None = None  # made at the first refusal: most acquires get none
-        eager = blocking and backend.notifies  # the first try may wait too: _acquire_or_wait
+        # The first try may wait too: _acquire_or_wait.
+        eager = blocking and self.kind.combines_try_and_wait
         waited: Busy | None = None
         first_try = self.clock()
         attempts = 0
@@ -454,7 +462,9 @@ class AsyncLease:
         if self.renew or self.on_lost is not None:
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
-        _forks.track(self)
+        if not self._fork_tracked:  # once per handle (and process): the set add is not free
+            self._fork_tracked = True
+            _forks.track(self)
 
     # ---- releasing, extending ----------------------------------------------------------
 
@@ -634,3 +644,4 @@ class AsyncLease:
     def _forget_after_fork(self) -> None:
         self._holds = {}
         self._mutex = io.Mutex()
+        self._fork_tracked = False  # the child's registry starts empty

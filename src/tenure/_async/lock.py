@@ -37,6 +37,10 @@ class AsyncMutexKind(AsyncLeaseKind):
     ) -> Grant | Busy:
         return await self._backend.acquire(name, token, ttl, holder, waited)
 
+    @property
+    def combines_try_and_wait(self) -> bool:
+        return self._backend.combines_try_and_wait
+
     async def acquire_or_wait(
         self, name: str, token: str, ttl: float, holder: Holder, wait: float
     ) -> Grant | Busy | None:

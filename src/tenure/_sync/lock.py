@@ -39,6 +39,10 @@ class MutexKind(LeaseKind):
     ) -> Grant | Busy:
         return self._backend.acquire(name, token, ttl, holder, waited)
 
+    @property
+    def combines_try_and_wait(self) -> bool:
+        return self._backend.combines_try_and_wait
+
     def acquire_or_wait(
         self, name: str, token: str, ttl: float, holder: Holder, wait: float
     ) -> Grant | Busy | None:

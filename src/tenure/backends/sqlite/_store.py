@@ -7,9 +7,10 @@ which is the same host clock for every process using the file.
 
 Fences live in the row: a release clears the token and keeps the fence. A grant's fence is
 max(the stored fence + 1, the host's clock in microseconds) (``_clock.clock_us``, read holding
-the write lock), so fences strictly increase per name while the row lives, and never go back
-when it is gone: when the clean-up removed the row of a name idle for ``gc_after``, or the
-file was lost or replaced, the next fence starts from the clock, above every fence before.
+the write lock: by SQLite itself in the lock's acquire statement), so fences strictly
+increase per name while the row lives, and never go back when it is gone: when the clean-up
+removed the row of a name idle for ``gc_after``, or the file was lost or replaced, the next
+fence starts from the clock, above every fence before.
 
 Clean-up (``gc_after``, a ``connect`` option): a pass, at most once per ``collect_every``
 seconds per store and run by a release after it rang its waiter (so never inside a hand-off,
@@ -47,7 +48,7 @@ from tenure._types import Busy, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure._waiters import Waiters, permit_key
 from tenure.backends.sqlite import _rwlock_sql as rwlock_sql
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
-from tenure.backends.sqlite._clock import NOW, clock_us
+from tenure.backends.sqlite._clock import CLOCK_US, NOW, clock_us, register_clock
 from tenure.backends.sqlite._doorbell import Ticket, doorbell
 
 __all__ = ["SQLiteStore"]
@@ -141,6 +142,11 @@ PLACE_TTL = 2.0
 """Seconds a waiter's place lasts without a refresh. Its attempts refresh it at least every
 ``max_backoff`` (0.25 s), so only a waiter that died or stalled for seconds loses it."""
 
+CONTENDED_FOR = 1.0
+"""Seconds after a refused try during which this store's first tries skip the one-statement
+attempt: under contention it is mostly refused, and the queueing transaction would have to
+make the try again."""
+
 NOT_QUEUED = 2**63 - 1
 """The :seq of an acquire that holds no place: every live waiter is ahead of it."""
 
@@ -150,16 +156,18 @@ AHEAD = f"""EXISTS (SELECT 1 FROM tenure_waiters AS w
     WHERE w.kind = 'lock' AND w.name = :name AND w.seq < :seq AND w.expires_at > {NOW})"""
 
 # Inputs :name :token :ttl :host :pid :thread :value (NULL for a lock) :seq (the caller's place,
-# NOT_QUEUED if none) :floor (``clock_us``). Takes the lock if the row is absent, or free or
-# expired with no live waiter ahead of the caller, or already ours (a retried acquire); the
-# fence becomes max(fence + 1, :floor) unless the lock was already ours (a retry keeps its
-# fence, and the value it stored). RETURNING yields the fence when
-# granted and no row when held by another token (or kept for a waiter ahead). In an upsert's
-# SET, column names mean the old row; excluded.* the proposed one.
+# NOT_QUEUED if none). Takes the lock if the row is absent, or free or expired with no live
+# waiter ahead of the caller, or already ours (a retried acquire); the fence becomes
+# max(fence + 1, the clock floor) unless the lock was already ours (a retry keeps its fence,
+# and the value it stored). The floor is read by SQLite (CLOCK_US), so that the statement can
+# be a transaction of its own (the uncontended acquire) and still read it under the write
+# lock. RETURNING yields the fence when granted and no row when held by another token (or kept
+# for a waiter ahead). In an upsert's SET, column names mean the old row; excluded.* the
+# proposed one.
 ACQUIRE = f"""
 INSERT INTO tenure_locks
     (name, fence, token, expires_at, acquired_at, host, pid, thread, value, value_token)
-VALUES (:name, :floor, :token, {NOW} + :ttl, {NOW}, :host, :pid, :thread, :value, :token)
+VALUES (:name, {CLOCK_US}, :token, {NOW} + :ttl, {NOW}, :host, :pid, :thread, :value, :token)
 ON CONFLICT (name) DO UPDATE SET
     fence = CASE WHEN token IS excluded.token THEN fence ELSE max(fence + 1, excluded.fence) END,
     acquired_at = CASE WHEN token IS excluded.token THEN acquired_at
@@ -367,6 +375,9 @@ class SQLiteStore:
         self._writes = 0
         # A first checkpoint soon: it tells the store how many others write to the file.
         self._checkpoint_at = _checkpoint_interval(CHECKPOINT_EVERY / 4)
+        self._contended_until = 0.0
+        """``time.monotonic()`` until which an acquire's first try is made in the queueing
+        transaction, not as a statement of its own (see ``acquire``)."""
         self._rwlocks_ready = False
         """Whether the file has the read-write lock tables (``_make_rwlock_tables``)."""
         _stores.add(self)
@@ -428,6 +439,7 @@ class SQLiteStore:
             isolation_level=None,
             check_same_thread=False,
         )
+        register_clock(connection)
         self._execute(connection, f"PRAGMA synchronous = {self.synchronous}")
         # Checkpoints are run by _checkpoint, after a release has rung its waiter: SQLite's
         # automatic one runs inside a commit, and its fsyncs (up to a second on a busy
@@ -503,6 +515,25 @@ class SQLiteStore:
         }
         # The hot path, written out: no context managers (each costs a generator).
         connection = self._connection()
+        if ticket is None and time.monotonic() >= self._contended_until:
+            # Likely uncontended: the try is the ACQUIRE statement alone, its own transaction
+            # (SQLite takes the write lock before it reads anything), two statements fewer
+            # than BEGIN IMMEDIATE ... COMMIT. A refusal is tried again below, in the
+            # transaction that also queues the attempt, and makes this store's next tries
+            # go there first for CONTENDED_FOR.
+            try:
+                try:
+                    # fetchall: the statement, and so its transaction, ends here.
+                    rows = connection.execute(ACQUIRE, params).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise
+                    rows = self._execute(connection, ACQUIRE, params).fetchall()
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite {self.path}: {exc}") from exc
+            if rows:
+                return Grant(int(rows[0][0]))
+            self._contended_until = time.monotonic() + CONTENDED_FOR
         try:
             try:
                 connection.execute("BEGIN IMMEDIATE")
@@ -510,7 +541,6 @@ class SQLiteStore:
                 if not _busy(exc):
                     raise
                 self._execute(connection, "BEGIN IMMEDIATE")
-            params["floor"] = clock_us()  # holding the write lock: see clock_us
             try:
                 if queued:
                     assert ticket is not None
