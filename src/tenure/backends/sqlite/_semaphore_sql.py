@@ -4,11 +4,13 @@ One table beside ``tenure_locks``, keyed (name, token): each permit is a row, an
 semaphore's own record is the row whose token is ``''`` (its fence counter, and the limit
 stored with its live permits; no expiry). Keeping them in one table keeps a name's rows side
 by side in one B-tree page, so a grant writes one page, as a lock's does. Every step runs in
-ONE write transaction (``BEGIN IMMEDIATE``: the database's write lock is taken before
-anything is read, so two processes can never both count the same free permit), judged by
-SQLite's clock (``NOW``), the same host clock for every process using the file. The record
-row is never deleted by a release or a break; a grant's fence is max(its fence + 1, :floor,
-the host's clock in microseconds), so fences strictly increase while it lives and never go
+ONE write transaction (``BEGIN IMMEDIATE``, or one write statement: the database's write
+lock is taken before anything is read, so two processes can never both count the same free
+permit), judged by SQLite's clock (``NOW``), the same host clock for every process using the
+file. The common grant is one statement (``GRANT``), the record's fence and end moved by a
+trigger inside it (``GRANTED_TRIGGER``). The record row is never deleted by a release or a
+break; a grant's fence is max(its fence + 1, the host's clock in microseconds, read holding
+the write lock), so fences strictly increase while it lives and never go
 back when the clean-up (``COLLECT``) removed it. The record's ``expires_at`` is the latest end
 any of its permits was granted or renewed to: the clean-up counts gc_after from it (from the
 planned end: a permit released early keeps the record that much longer, never less).
@@ -16,7 +18,7 @@ planned end: a permit released early keeps the record that much longer, never le
 
 from __future__ import annotations
 
-from tenure.backends.sqlite._clock import NOW
+from tenure.backends.sqlite._clock import CLOCK_US, NOW
 
 __all__ = [
     "ACQUIRE_STATE",
@@ -25,6 +27,8 @@ __all__ = [
     "CREATE_TABLE",
     "DROP_EXPIRED",
     "EXTEND",
+    "GRANT",
+    "GRANTED_TRIGGER",
     "GRANT_FENCE",
     "INSERT_PERMIT",
     "LIST",
@@ -59,6 +63,38 @@ CREATE TABLE IF NOT EXISTS tenure_permits (
 # permits asks for ``token != ''`` or a token of its own.
 
 _LIVE = f"name = :name AND token != '' AND expires_at > {NOW}"
+
+# A permit row inserted moves its record's fence and end up to its own, in the inserting
+# statement: so GRANT, one INSERT, is a whole grant. For an insert after TAKE_FENCE or
+# GRANT_FENCE (which moved the record already), and for a tenure from before this trigger
+# that shares the file, it changes nothing: the record holds those values already.
+GRANTED_TRIGGER = """
+CREATE TRIGGER IF NOT EXISTS tenure_permit_granted AFTER INSERT ON tenure_permits
+WHEN NEW.token != ''
+BEGIN
+    UPDATE tenure_permits
+    SET fence = max(fence, NEW.fence),
+        expires_at = max(coalesce(expires_at, 0), NEW.expires_at)
+    WHERE name = NEW.name AND token = '';
+END
+"""
+
+# Inputs :name :token :limit :ttl :host :pid :thread. The common grant in one statement, its
+# own transaction (the write lock taken before anything is read): a permit row whose fence is
+# max(record fence + 1, the clock floor read by SQLite, CLOCK_US), inserted only if the stored
+# limit is :limit, fewer than :limit permits are live, and this token has no row (a retry,
+# or its own expired permit). GRANTED_TRIGGER moves the record. No row: nothing written;
+# decide in a transaction (TAKE_FENCE, then ACQUIRE_STATE).
+GRANT = f"""
+INSERT INTO tenure_permits (name, token, fence, expires_at, acquired_at, host, pid, thread)
+SELECT :name, :token, max(record.fence + 1, {CLOCK_US}), {NOW} + :ttl, {NOW},
+       :host, :pid, :thread
+FROM tenure_permits AS record
+WHERE record.name = :name AND record.token = '' AND record.permits = :limit
+  AND (SELECT count(*) FROM tenure_permits WHERE {_LIVE}) < :limit
+  AND NOT EXISTS (SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token)
+RETURNING fence
+"""
 
 # Inputs :name :token :limit :ttl :floor. The common grant in one statement: the next fence
 # (max(fence + 1, :floor)), taken only if the stored limit is :limit, fewer than :limit

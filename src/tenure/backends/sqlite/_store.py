@@ -143,9 +143,9 @@ PLACE_TTL = 2.0
 ``max_backoff`` (0.25 s), so only a waiter that died or stalled for seconds loses it."""
 
 CONTENDED_FOR = 1.0
-"""Seconds after a refused try during which this store's first tries skip the one-statement
-attempt: under contention it is mostly refused, and the queueing transaction would have to
-make the try again."""
+"""Seconds after a try refused in its transaction (a lock's first try, a permit's try) during
+which this store's tries skip the one-statement attempt (``_first_try``): under contention
+it is mostly refused, and the transaction would have to make the try again."""
 
 NOT_QUEUED = 2**63 - 1
 """The :seq of an acquire that holds no place: every live waiter is ahead of it."""
@@ -401,6 +401,7 @@ class SQLiteStore:
                     if column not in present:
                         connection.execute(f"ALTER TABLE tenure_locks ADD COLUMN {column} {kind}")
                 connection.execute(semaphore_sql.CREATE_TABLE)
+                connection.execute(semaphore_sql.GRANTED_TRIGGER)
                 connection.execute(WAITERS_TABLE)
                 connection.execute(SWEEP_TABLE)
                 if version < 2:
@@ -514,26 +515,13 @@ class SQLiteStore:
             "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
         }
         # The hot path, written out: no context managers (each costs a generator).
-        connection = self._connection()
         if ticket is None and time.monotonic() >= self._contended_until:
-            # Likely uncontended: the try is the ACQUIRE statement alone, its own transaction
-            # (SQLite takes the write lock before it reads anything), two statements fewer
-            # than BEGIN IMMEDIATE ... COMMIT. A refusal is tried again below, in the
-            # transaction that also queues the attempt, and makes this store's next tries
-            # go there first for CONTENDED_FOR.
-            try:
-                try:
-                    # fetchall: the statement, and so its transaction, ends here.
-                    rows = connection.execute(ACQUIRE, params).fetchall()
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc):
-                        raise
-                    rows = self._execute(connection, ACQUIRE, params).fetchall()
-            except sqlite3.Error as exc:
-                raise BackendError(f"SQLite {self.path}: {exc}") from exc
-            if rows:
-                return Grant(int(rows[0][0]))
-            self._contended_until = time.monotonic() + CONTENDED_FOR
+            # Likely uncontended: the try is the ACQUIRE statement alone (see _first_try). A
+            # refusal is tried again below, in the transaction that also queues the attempt.
+            granted = self._first_try(ACQUIRE, params)
+            if granted is not None:
+                return granted
+        connection = self._connection()
         try:
             try:
                 connection.execute("BEGIN IMMEDIATE")
@@ -569,8 +557,29 @@ class SQLiteStore:
                 doorbell().unregister(ticket)
             return Grant(int(row[0]))
         assert ticket is not None
+        if not queued:  # a first try refused: the name is contended (see CONTENDED_FOR)
+            self._contended_until = time.monotonic() + CONTENDED_FOR
         ticket.placed = True
         return Busy(None if left is None or left[0] is None else float(left[0]), ticket)
+
+    def _first_try(self, grant: str, params: dict[str, Any]) -> Grant | None:
+        """The ``grant`` statement alone, a transaction of its own (SQLite takes the write lock
+        before it reads anything): two statements fewer than BEGIN IMMEDIATE ... COMMIT, for
+        an acquire that is likely to be granted. Its RETURNING row is the fence; None when it
+        was refused, having written nothing. The caller then decides in a transaction, and a
+        refusal there makes this store's first tries go there directly for CONTENDED_FOR."""
+        connection = self._connection()
+        try:
+            try:
+                # fetchall: the statement, and so its transaction, ends here.
+                rows = connection.execute(grant, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                rows = self._execute(connection, grant, params).fetchall()
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        return Grant(int(rows[0][0])) if rows else None
 
     def _keep_place(self, connection: sqlite3.Connection, ticket: Ticket) -> int:
         """Refresh ``ticket``'s place, or take a new one at the back if it lapsed."""
@@ -741,6 +750,14 @@ class SQLiteStore:
         self, name: str, token: str, ttl: float, holder: Holder, limit: int
     ) -> Grant | Busy:
         sql = semaphore_sql
+        if time.monotonic() >= self._contended_until:
+            first = self._first_try(sql.GRANT, {
+                "name": name, "token": token, "limit": limit, "ttl": ttl,
+                "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+            })
+            if first is not None:
+                self._writes += 1  # (the release counts its own, and checkpoints when due)
+                return first
         with self._errors() as connection, self._transaction(connection):
             params = {"name": name, "token": token, "limit": limit, "ttl": ttl,
                       "floor": clock_us()}
@@ -769,6 +786,7 @@ class SQLiteStore:
                     # Raised inside the transaction: it rolls back, nothing is written.
                     raise limit_mismatch(name, int(stored), limit)
             if granted is None:
+                self._contended_until = time.monotonic() + CONTENDED_FOR
                 return Busy(float(soonest))
             fence = int(granted[0])
             self._insert_permit(connection, name, token, fence=fence, ttl=ttl, holder=holder)

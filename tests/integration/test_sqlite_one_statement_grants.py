@@ -1,0 +1,143 @@
+"""SQLite's one-statement grants: an uncontended lock acquire is the ACQUIRE upsert alone and
+a permit's is the GRANT insert alone (its record moved by a trigger), each its own
+transaction; every other case is decided in a ``BEGIN IMMEDIATE`` transaction. These tests
+mix the two paths, and a tenure from before the trigger writing to the same file, and read
+the rows: fences keep increasing across all of them, and a grant ends its transaction (the
+file's write lock is free for another connection the moment it returns)."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+
+import pytest
+
+from tenure._types import Busy, Grant, Holder
+from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
+from tenure.backends.sqlite._clock import clock_us
+from tenure.backends.sqlite._store import SQLiteStore
+
+pytestmark = pytest.mark.sqlite
+
+HOLDER = Holder("test-host", 1, "main")
+
+
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "locks.db"
+
+
+@pytest.fixture
+def store(path: pathlib.Path) -> SQLiteStore:
+    return SQLiteStore(path, busy_timeout=5.0, synchronous="normal")
+
+
+def record(path: pathlib.Path, name: str) -> tuple[int, float]:
+    """The semaphore record's (fence, expires_at)."""
+    with sqlite3.connect(path) as raw:
+        fence, expires_at = raw.execute(
+            "SELECT fence, expires_at FROM tenure_permits WHERE name = ? AND token = ''",
+            (name,),
+        ).fetchone()
+    return int(fence), float(expires_at)
+
+
+def permit(path: pathlib.Path, name: str, token: str) -> tuple[int, float]:
+    with sqlite3.connect(path) as raw:
+        fence, expires_at = raw.execute(
+            "SELECT fence, expires_at FROM tenure_permits WHERE name = ? AND token = ?",
+            (name, token),
+        ).fetchone()
+    return int(fence), float(expires_at)
+
+
+def granted(outcome: Grant | Busy) -> int:
+    assert isinstance(outcome, Grant), outcome
+    return outcome.fence
+
+
+def write_lock_is_free(path: pathlib.Path) -> bool:
+    """Whether another connection can take the file's write lock at once."""
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+def test_a_one_statement_lock_grant_ends_its_transaction(
+    store: SQLiteStore, path: pathlib.Path
+) -> None:
+    first = granted(store.acquire("job", "t1", 30.0, HOLDER))
+    assert write_lock_is_free(path)
+    assert store.release("job", "t1")
+    second = granted(store.acquire("job", "t2", 30.0, HOLDER))
+    assert write_lock_is_free(path)
+    assert second > first
+
+
+def test_a_refused_lock_try_is_queued_and_the_next_grant_keeps_fences_increasing(
+    store: SQLiteStore, path: pathlib.Path
+) -> None:
+    first = granted(store.acquire("job", "holder", 30.0, HOLDER))
+    refused = store.acquire("job", "waiter", 30.0, HOLDER)
+    assert isinstance(refused, Busy) and refused.waiting is not None  # a place was taken
+    with sqlite3.connect(path) as raw:
+        assert raw.execute(
+            "SELECT count(*) FROM tenure_waiters WHERE name = 'job' AND token = 'waiter'"
+        ).fetchone() == (1,)
+    assert store.release("job", "holder")
+    # The waiter's next try (in the transaction, holding its place) is granted.
+    second = granted(store.acquire("job", "waiter", 30.0, HOLDER, ticket=refused.waiting))
+    assert second > first
+    assert store.release("job", "waiter")
+    assert write_lock_is_free(path)
+
+
+def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increasing(
+    store: SQLiteStore, path: pathlib.Path
+) -> None:
+    fences = []
+    # First use of the name: no record yet, so the transaction makes it (GRANT_FENCE).
+    fences.append(granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 2)))
+    # The record exists: one statement (GRANT); the trigger moves the record to the permit.
+    fences.append(granted(store.acquire_permit("pool", "b", 30.0, HOLDER, 2)))
+    assert write_lock_is_free(path)
+    b_fence, b_end = permit(path, "pool", "b")
+    assert record(path, "pool")[0] == b_fence == fences[-1]
+    assert record(path, "pool")[1] >= b_end
+    # Full: refused, nothing written.
+    assert isinstance(store.acquire_permit("pool", "c", 30.0, HOLDER, 2), Busy)
+    assert record(path, "pool")[0] == b_fence
+    assert store.release_permit("pool", "a") and store.release_permit("pool", "b")
+    # A tenure from before the trigger shares the file: its grant is TAKE_FENCE and then
+    # INSERT_PERMIT in one transaction. The trigger fires on its insert and changes nothing.
+    with sqlite3.connect(path, isolation_level=None) as older:
+        older.execute("BEGIN IMMEDIATE")
+        (old_fence,) = older.execute(semaphore_sql.TAKE_FENCE, {
+            "name": "pool", "token": "old", "limit": 2, "ttl": 30.0, "floor": clock_us(),
+        }).fetchone()
+        older.execute(semaphore_sql.INSERT_PERMIT, {
+            "name": "pool", "token": "old", "fence": old_fence, "ttl": 30.0,
+            "host": "older", "pid": 2, "thread": "main",
+        })
+        older.execute("COMMIT")
+    fences.append(int(old_fence))
+    assert record(path, "pool")[0] == old_fence
+    fences.append(granted(store.acquire_permit("pool", "d", 30.0, HOLDER, 2)))
+    assert store.release_permit("pool", "old") and store.release_permit("pool", "d")
+    # A new limit once none is live: the one statement refuses (another limit is stored),
+    # the transaction stores the new limit and grants.
+    fences.append(granted(store.acquire_permit("pool", "e", 30.0, HOLDER, 3)))
+    assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+
+
+def test_a_retried_permit_acquire_keeps_its_fence(store: SQLiteStore) -> None:
+    first = granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 1))
+    # The same token again (a retry after a lost reply): the one statement refuses (the token
+    # has a row), the transaction renews the permit and answers its fence.
+    assert granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 1)) == first
