@@ -138,7 +138,9 @@ class _Instruments:
         The API's getter looks its environment variable up on every call (about 0.5 us, a
         few percent of that cycle); the module global it answers from is read here instead,
         with the getter as the fallback should a release of the API rename it. A provider
-        named by the environment variable was loaded when the instruments were made."""
+        named by the environment variable was loaded when the instruments were made (when
+        the first client was made); one named there only later is loaded by the first
+        caller of the API's getter (the SDK's set-up, an instrumentation), not by tenure."""
         if self._tracing:
             return True
         provider = getattr(self._trace, "_TRACER_PROVIDER", _UNKNOWN)

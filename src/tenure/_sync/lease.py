@@ -465,8 +465,10 @@ class Lease:
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
         if not self._fork_tracked:  # once per handle (and process): the set add is not free
-            self._fork_tracked = True
+            # Registered before flagged: a fork between the two then finds the handle in the
+            # child's registry (twice tracked is harmless; flagged untracked would not be).
             _forks.track(self)
+            self._fork_tracked = True
 
     # ---- releasing, extending ----------------------------------------------------------
 

@@ -67,7 +67,9 @@ _LIVE = f"name = :name AND token != '' AND expires_at > {NOW}"
 # A permit row inserted moves its record's fence and end up to its own, in the inserting
 # statement: so GRANT, one INSERT, is a whole grant. For an insert after TAKE_FENCE or
 # GRANT_FENCE (which moved the record already), and for a tenure from before this trigger
-# that shares the file, it changes nothing: the record holds those values already.
+# that shares the file, the fence stays as it is, and the end moves at most by the
+# milliseconds between the two statements' clocks (the record then counts as in use that
+# much longer: harmless to the clean-up).
 GRANTED_TRIGGER = """
 CREATE TRIGGER IF NOT EXISTS tenure_permit_granted AFTER INSERT ON tenure_permits
 WHEN NEW.token != ''
@@ -96,9 +98,10 @@ WHERE record.name = :name AND record.token = '' AND record.permits = :limit
 RETURNING fence
 """
 
-# Inputs :name :token :limit :ttl :floor. The common grant in one statement: the next fence
-# (max(fence + 1, :floor)), taken only if the stored limit is :limit, fewer than :limit
-# permits are live, and this token has none (a retry). No row: decide with ACQUIRE_STATE.
+# Inputs :name :token :limit :ttl :floor. In the transaction, when GRANT was refused or
+# skipped: the next fence (max(fence + 1, :floor)), taken only if the stored limit is :limit,
+# fewer than :limit permits are live, and this token has none (a retry); INSERT_PERMIT then
+# adds the permit. No row: decide with ACQUIRE_STATE.
 TAKE_FENCE = f"""
 UPDATE tenure_permits
 SET fence = max(fence + 1, :floor), expires_at = max(coalesce(expires_at, 0), {NOW} + :ttl)

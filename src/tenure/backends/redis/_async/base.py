@@ -35,9 +35,9 @@ class AsyncRedisBase(AsyncBackend):
     )
     max_backoff = 0.5
     notifies = True
-    combines_try_and_wait = True  # LockSteps.acquire_or_wait
     """Releases wake waiters, so a waiter's timed pause only bounds how long an expiry without
     a release (a crashed holder) or a lost wake-up goes unnoticed."""
+    combines_try_and_wait = True  # LockSteps.acquire_or_wait
 
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
