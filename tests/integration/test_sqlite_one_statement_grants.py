@@ -23,13 +23,8 @@ HOLDER = Holder("test-host", 1, "main")
 
 
 @pytest.fixture
-def path(tmp_path: pathlib.Path) -> pathlib.Path:
-    return tmp_path / "locks.db"
-
-
-@pytest.fixture
-def store(path: pathlib.Path) -> SQLiteStore:
-    return SQLiteStore(path, busy_timeout=5.0, synchronous="normal")
+def store(tmp_path: pathlib.Path) -> SQLiteStore:
+    return SQLiteStore(tmp_path / "locks.db", busy_timeout=5.0, synchronous="normal")
 
 
 def record(path: pathlib.Path, name: str) -> tuple[int, float]:
@@ -69,9 +64,8 @@ def write_lock_is_free(path: pathlib.Path) -> bool:
         other.close()
 
 
-def test_a_one_statement_lock_grant_ends_its_transaction(
-    store: SQLiteStore, path: pathlib.Path
-) -> None:
+def test_a_one_statement_lock_grant_ends_its_transaction(store: SQLiteStore) -> None:
+    path = store.path
     first = granted(store.acquire("job", "t1", 30.0, HOLDER))
     assert write_lock_is_free(path)
     assert store.release("job", "t1")
@@ -81,8 +75,9 @@ def test_a_one_statement_lock_grant_ends_its_transaction(
 
 
 def test_a_refused_lock_try_is_queued_and_the_next_grant_keeps_fences_increasing(
-    store: SQLiteStore, path: pathlib.Path
+    store: SQLiteStore,
 ) -> None:
+    path = store.path
     first = granted(store.acquire("job", "holder", 30.0, HOLDER))
     refused = store.acquire("job", "waiter", 30.0, HOLDER)
     assert isinstance(refused, Busy) and refused.waiting is not None  # a place was taken
@@ -99,8 +94,9 @@ def test_a_refused_lock_try_is_queued_and_the_next_grant_keeps_fences_increasing
 
 
 def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increasing(
-    store: SQLiteStore, path: pathlib.Path
+    store: SQLiteStore,
 ) -> None:
+    path = store.path
     fences = []
     # First use of the name: no record yet, so the transaction makes it (GRANT_FENCE).
     fences.append(granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 2)))

@@ -568,18 +568,24 @@ class SQLiteStore:
         an acquire that is likely to be granted. Its RETURNING row is the fence; None when it
         was refused, having written nothing. The caller then decides in a transaction, and a
         refusal there makes this store's first tries go there directly for CONTENDED_FOR."""
+        rows = self._one_statement(grant, params)
+        return Grant(int(rows[0][0])) if rows else None
+
+    def _one_statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """The rows of ``sql`` run alone, a write transaction of its own, retried while another
+        connection holds the write lock (it could not start: nothing changed). Written out,
+        no context manager: the uncontended acquire and release are made of these."""
         connection = self._connection()
         try:
             try:
                 # fetchall: the statement, and so its transaction, ends here.
-                rows = connection.execute(grant, params).fetchall()
+                return connection.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
                     raise
-                rows = self._execute(connection, grant, params).fetchall()
+                return self._execute(connection, sql, params).fetchall()
         except sqlite3.Error as exc:
             raise BackendError(f"SQLite {self.path}: {exc}") from exc
-        return Grant(int(rows[0][0])) if rows else None
 
     def _keep_place(self, connection: sqlite3.Connection, ticket: Ticket) -> int:
         """Refresh ``ticket``'s place, or take a new one at the back if it lapsed."""
@@ -632,17 +638,7 @@ class SQLiteStore:
             token, wake = head
 
     def release(self, name: str, token: str) -> bool:
-        params = {"name": name, "token": token}
-        try:
-            connection = self._connection()
-            try:
-                rows = connection.execute(RELEASE, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                rows = self._execute(connection, RELEASE, params).fetchall()
-        except sqlite3.Error as exc:
-            raise BackendError(f"SQLite {self.path}: {exc}") from exc
+        rows = self._one_statement(RELEASE, {"name": name, "token": token})
         # This release and (most often) the acquire it ends; checkpoint after the ring.
         self._writes += 2
         if not rows:
