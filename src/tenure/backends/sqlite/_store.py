@@ -573,17 +573,11 @@ class SQLiteStore:
 
     def _one_statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
         """The rows of ``sql`` run alone, a write transaction of its own, retried while another
-        connection holds the write lock (it could not start: nothing changed). Written out,
-        no context manager: the uncontended acquire and release are made of these."""
-        connection = self._connection()
+        connection holds the write lock (``_execute``). No context manager: the uncontended
+        acquire and release are made of these."""
         try:
-            try:
-                # fetchall: the statement, and so its transaction, ends here.
-                return connection.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                return self._execute(connection, sql, params).fetchall()
+            # fetchall: the statement, and so its transaction, ends here.
+            return self._execute(self._connection(), sql, params).fetchall()
         except sqlite3.Error as exc:
             raise BackendError(f"SQLite {self.path}: {exc}") from exc
 
