@@ -12,7 +12,14 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["ManagedServer", "ServerFailed", "free_port", "require_binary", "wait_for_port"]
+__all__ = [
+    "ManagedServer",
+    "ServerFailed",
+    "free_port",
+    "require_binary",
+    "stop_processes",
+    "wait_for_port",
+]
 
 
 class ServerFailed(RuntimeError):
@@ -25,6 +32,40 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, IndexError):
+            # The state follows the parenthesised command name in /proc/.../stat.
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+def stop_processes(list_pids: Callable[[], list[int]], timeout: float = 10.0) -> None:
+    """SIGSTOP every process ``list_pids`` names and return once every thread of each is
+    stopped. kill() returns before a multi-threaded process has finished stopping, and a
+    request slipped in meanwhile would still be answered. The list is read again on every
+    pass: a parent can fork a child (a PostgreSQL backend for a new connection, a worker)
+    after it was listed and before its own stop, and that child got no signal; CI once
+    waited 10 s for such a child.
+    """
+    signalled: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = list_pids()
+        for pid in set(pids) - signalled:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            signalled.add(pid)
+        states = [state for pid in pids for state in _thread_states(pid)]
+        stopped = all(state in ("T", "t", "Z", "X") for state in states)
+        # Listed once more after all stopped: a child forked just before its parent stopped.
+        if stopped and set(list_pids()) <= signalled:
+            return
+        time.sleep(0.01)
+    raise ServerFailed(f"processes {sorted(signalled)} did not stop within {timeout} s")
 
 
 def require_binary(name: str, *candidates: str) -> str:

@@ -18,11 +18,16 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.parse
 from collections.abc import Iterator
 
-from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._process import (
+    ManagedServer,
+    ServerFailed,
+    free_port,
+    require_binary,
+    stop_processes,
+)
 from tests.servers._templated import templated_fixtures
 
 __all__ = ["MariaDBServer", "mysql_url", "restartable_mysql"]
@@ -32,23 +37,6 @@ USER = "tenure"
 PASSWORD = "s3cret pass%word"
 """Has a space and a percent sign: the URL must carry it quoted, and tenure must unquote it."""
 
-
-def wait_until_stopped(pids: list[int], timeout: float = 10.0) -> None:
-    """Return once every thread of every process in ``pids`` is stopped: kill() returns
-    before a multi-threaded process has finished stopping, and a request slipped in
-    meanwhile would still be answered."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = []
-        for pid in pids:
-            for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
-                with contextlib.suppress(OSError, IndexError):
-                    # The state follows the parenthesised command name in /proc/.../stat.
-                    states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        if all(state in ("T", "t", "Z", "X") for state in states):
-            return
-        time.sleep(0.01)
-    raise ServerFailed(f"processes {pids} did not stop within {timeout} s")
 
 
 @dataclasses.dataclass
@@ -78,8 +66,7 @@ class MariaDBServer:
 
     def pause(self) -> None:
         """SIGSTOP: connections stay open and nothing answers."""
-        self.process.pause()
-        wait_until_stopped([self.process.pid])
+        stop_processes(lambda: [self.process.pid])
 
     def resume(self) -> None:
         self.process.resume()

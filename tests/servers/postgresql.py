@@ -21,10 +21,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 
-from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._process import (
+    ManagedServer,
+    ServerFailed,
+    free_port,
+    require_binary,
+    stop_processes,
+)
 from tests.servers._templated import templated_fixtures
 
 __all__ = ["PostgresServer", "postgresql_url", "restartable_postgresql"]
@@ -54,23 +59,6 @@ def _run_as_postgres(argv: list[str], cwd: pathlib.Path) -> None:
     if result.returncode != 0:
         raise ServerFailed(f"{argv[-1]} failed ({result.returncode}): {result.stderr[-2000:]}")
 
-
-def wait_until_stopped(pids: list[int], timeout: float = 10.0) -> None:
-    """Return once every thread of every process in ``pids`` is stopped: kill() returns
-    before a multi-threaded process has finished stopping, and a request slipped in
-    meanwhile would still be answered."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = []
-        for pid in pids:
-            for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
-                with contextlib.suppress(OSError, IndexError):
-                    # The state follows the parenthesised command name in /proc/.../stat.
-                    states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        if all(state in ("T", "t", "Z", "X") for state in states):
-            return
-        time.sleep(0.01)
-    raise ServerFailed(f"processes {pids} did not stop within {timeout} s")
 
 
 @dataclasses.dataclass
@@ -128,8 +116,7 @@ class PostgresServer:
     def pause(self) -> None:
         """SIGSTOP every process of the server (postmaster and backends): connections stay
         open and nothing answers, the hardest kind of dead server."""
-        self._signal_all(signal.SIGSTOP)
-        wait_until_stopped(self._server_pids())
+        stop_processes(self._server_pids)
 
     def resume(self) -> None:
         # runuser stops itself when its child stops: wake it too.
