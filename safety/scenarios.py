@@ -755,17 +755,26 @@ def server_restart(run: Run, profile: Profile) -> list[Result]:
 # ---- 6. the connection cut -------------------------------------------------------------------
 
 OPERATION_TIMEOUT = {"redis": 3.0, "redis_cluster": 3.0, "redlock": 0.2}
+"""Each backend's default per-operation timeout, seconds (5 s where not listed)."""
 
 ENSEMBLES = {"etcd", "zookeeper"}
 """Backends whose nodes form one replicated store (server-side quorum): the client talks to
 any one node and fails over to another, unlike Redlock's independent nodes."""
-"""Each backend's default per-operation timeout, seconds (5 s where not listed)."""
 
 TIMEOUT_OPTIONS = {
     "redis": ("socket_timeout", "socket_connect_timeout"),
     "redlock": ("socket_timeout", "socket_connect_timeout"),
 }
 """The URL options setting a backend's per-operation timeout (``timeout`` where not listed)."""
+
+
+def _operation_timeout(url: str, backend: str) -> float:
+    """The per-operation timeout a client of ``url`` has: the URL's own setting (the longest
+    of its options, which bounds a call), or the backend's default."""
+    query = dict(urllib.parse.parse_qsl(url.partition("?")[2]))
+    given = [float(query[option]) for option in TIMEOUT_OPTIONS.get(backend, ("timeout",))
+             if option in query]
+    return max(given) if given else OPERATION_TIMEOUT.get(backend, 5.0)
 
 
 def _with_timeout(url: str, backend: str, seconds: float) -> str:
@@ -775,10 +784,13 @@ def _with_timeout(url: str, backend: str, seconds: float) -> str:
 
 
 def _with_option(url: str, option: str, value: float) -> str:
-    # Appended as text: splitting and joining would turn sqlite:////abs/path into
-    # sqlite://abs/path (an empty host is not kept).
-    separator = "&" if "?" in url else "?"
-    return f"{url}{separator}{urllib.parse.urlencode({option: str(value)})}"
+    """``url`` with ``option`` set to ``value``, replacing a value it had (tenure refuses an
+    option given twice). The query is split off as text: splitting and joining the whole URL
+    would turn sqlite:////abs/path into sqlite://abs/path (an empty host is not kept)."""
+    base, _, query = url.partition("?")
+    pairs = [(key, item) for key, item in urllib.parse.parse_qsl(query, keep_blank_values=True)
+             if key != option]
+    return f"{base}?{urllib.parse.urlencode([*pairs, (option, str(value))])}"
 
 
 def _endpoints(url: str) -> list[tuple[str, int]]:
@@ -828,8 +840,8 @@ def connection_cut(run: Run, profile: Profile) -> list[Result]:
 
 def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
     ttl = profile.cut_ttl
-    operation = OPERATION_TIMEOUT.get(run.target.backend, 5.0)
     url = run.target.url
+    operation = _operation_timeout(url, run.target.backend)
     if profile.cut_operation_timeout is not None and profile.cut_operation_timeout < operation:
         operation = profile.cut_operation_timeout
         url = _with_timeout(url, run.target.backend, operation)
@@ -847,6 +859,12 @@ def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
             if run.target.backend == "zookeeper" else url
         if not loses:
             ttl = max(ttl, 2 * session + operation + 1.0)
+    elif not loses and len(targets) > 1:
+        # A client-side quorum's renewal waits out the cut node's timeout, and the time it
+        # took comes off the validity it grants: the lease must outlast two renewals in a row
+        # that each take that long (one starts a third of the validity after the other), with
+        # one more of slack for drift and scheduling. Redlock's default 0.2 s keeps ttl 1 s.
+        ttl = max(ttl, 4 * operation)
     call_bound = 2 * operation + 1.0
     lost_bound = ttl + call_bound
     watch = ttl * 3 + call_bound
