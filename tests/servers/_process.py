@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 __all__ = [
     "ManagedServer",
     "ServerFailed",
+    "descendants",
     "free_port",
     "require_binary",
     "stop_processes",
@@ -32,6 +33,26 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, their children, ...), by /proc's parent links:
+    a server's processes may each sit in a session of their own, which a process group would
+    miss."""
+    parents: dict[int, int] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int(stat[1])
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
 
 
 def _thread_states(pid: int) -> list[str]:

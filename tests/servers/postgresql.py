@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from tests.servers._process import (
     ManagedServer,
     ServerFailed,
+    descendants,
     free_port,
     require_binary,
     stop_processes,
@@ -89,24 +90,9 @@ class PostgresServer:
         self.process.stop()
 
     def _server_pids(self) -> list[int]:
-        # Every postgres process descends from runuser: the postmaster, and its backends,
-        # each in a session of its own (setsid), so a process group would miss them.
-        # runuser itself is left alone so that it reaps the postmaster.
-        parents: dict[int, int] = {}
-        for entry in pathlib.Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                    parents[int(entry.name)] = int(stat[1])
-        root = self.process.pid
-        found: list[int] = []
-        frontier = [root]
-        while frontier:
-            parent = frontier.pop()
-            children = [pid for pid, ppid in parents.items() if ppid == parent]
-            found += children
-            frontier += children
-        return found
+        # The postmaster and its backends, each in a session of its own (setsid). runuser
+        # itself is left alone so that it reaps the postmaster.
+        return descendants(self.process.pid)
 
     def _signal_all(self, signum: int) -> None:
         for pid in self._server_pids():

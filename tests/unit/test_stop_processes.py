@@ -5,7 +5,6 @@ the list was read but before its parent's stop got no signal (CI once waited 10 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import signal
@@ -13,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from tests.servers._process import stop_processes
+from tests.servers._process import descendants, stop_processes
 
 FORKER = """
 import os, time
@@ -26,18 +25,8 @@ time.sleep(60)
 """
 
 
-def _descendants(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                )
-    found = [root]
-    for parent in found:
-        found += [pid for pid, ppid in parents.items() if ppid == parent]
-    return found
+def _family(root: int) -> list[int]:
+    return [root, *descendants(root)]
 
 
 def _state(pid: int) -> str:
@@ -48,11 +37,11 @@ def test_a_child_forked_while_stopping_is_stopped_too() -> None:
     forker = subprocess.Popen([sys.executable, "-c", FORKER], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while len(_descendants(forker.pid)) < 3 and time.monotonic() < deadline:
+        while len(_family(forker.pid)) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
         for _ in range(5):  # several rounds: each one is a chance to fork mid-stop
-            stop_processes(lambda: _descendants(forker.pid), timeout=5.0)
-            pids = _descendants(forker.pid)
+            stop_processes(lambda: _family(forker.pid), timeout=5.0)
+            pids = _family(forker.pid)
             assert len(pids) > 1
             assert all(_state(pid) in ("T", "t", "Z") for pid in pids)
             for pid in pids:
