@@ -68,9 +68,6 @@ __all__ = [
     "renewal_batch",
 ]
 
-OTEL_PYTHON_TRACER_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
-"""The OpenTelemetry API's environment variable naming a tracer provider to load."""
-
 _UNKNOWN = object()
 
 lease_log = logging.getLogger("tenure.lease")
@@ -104,6 +101,7 @@ class _Instruments:
 
     def __init__(self) -> None:
         from opentelemetry import metrics, trace
+        from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 
         meter = metrics.get_meter("tenure")
         self.tracer = trace.get_tracer("tenure")
