@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import pathlib
+import signal
 import uuid
 
 import pytest
@@ -79,6 +80,16 @@ def offers(backend: str, primitive: str) -> bool:
     backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
     # One interface serves read-write and fair locks; a backend may still refuse one.
     return issubclass(backend_class, interface) and primitive not in backend_class.refusals
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts a background command (``.ci/run &``) with SIGINT
+    # ignored, every process it starts inherits that, and Python then installs no Ctrl-C
+    # handler. The tests that stop a CLI with SIGINT, as a user's Ctrl-C would, need it
+    # delivered: restore the default here, and every child (exec resets a handled signal to
+    # its default action) gets Python's own again.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -127,7 +127,12 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
                 process.kill()
                 process.wait()
         observer.send_signal(signal.SIGINT)
-    output, _ = observer.communicate(timeout=30)
+    try:
+        output, _ = observer.communicate(timeout=30)
+    finally:
+        if observer.poll() is None:  # never left running into later tests
+            observer.kill()
+            observer.communicate()
     lines = [first.rstrip("\n"), *output.splitlines()]
     # The current state, then alternating leaders and gaps: every term, in order.
     changes = [line for line in lines if line != "no leader"]

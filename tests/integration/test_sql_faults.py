@@ -110,7 +110,10 @@ def test_unreachable_url_is_a_backend_error(sql_url: str, name: str) -> None:
 
 def test_cancelled_acquires_leave_no_lock_behind(sql_url: str) -> None:
     """Cancel acquires at random moments, the server's reply in flight or not: afterwards no
-    lock is held (the statement finishes before the undo runs, never after it)."""
+    lock is held (the statement finishes before the undo runs, never after it). The undo runs
+    in the background, so that a cancellation returns at once: the last one's may still be
+    on its way when the loop ends (CI saw that under load), and the check waits for it, far
+    less long than the 60 s leases an undo that never ran would leave held."""
     base = f"cancel:{uuid.uuid4().hex}"
     rng = random.Random(7)
 
@@ -127,7 +130,12 @@ def test_cancelled_acquires_leave_no_lock_behind(sql_url: str) -> None:
                     pass
                 else:
                     await lock.release()
-            held = [info.name for info in await locks.list_locks(base) if info.held]
+            deadline = time.monotonic() + 10
+            while True:
+                held = [info.name for info in await locks.list_locks(base) if info.held]
+                if not held or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
             assert held == []
 
     asyncio.run(main())
