@@ -38,7 +38,6 @@ PASSWORD = "s3cret pass%word"
 """Has a space and a percent sign: the URL must carry it quoted, and tenure must unquote it."""
 
 
-
 @dataclasses.dataclass
 class MariaDBServer:
     """One running server: its URL, and the process to stop, pause, kill or restart."""

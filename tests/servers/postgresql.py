@@ -61,7 +61,6 @@ def _run_as_postgres(argv: list[str], cwd: pathlib.Path) -> None:
         raise ServerFailed(f"{argv[-1]} failed ({result.returncode}): {result.stderr[-2000:]}")
 
 
-
 @dataclasses.dataclass
 class PostgresServer:
     """One running cluster: its URL (database ``tenure_test``), and the process to stop,
