@@ -19,6 +19,7 @@ __all__ = [
     "free_port",
     "require_binary",
     "stop_processes",
+    "thread_states",
     "wait_for_port",
 ]
 
@@ -43,8 +44,7 @@ def descendants(root: int) -> list[int]:
     for entry in pathlib.Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                parents[int(entry.name)] = int(stat[1])
+                parents[int(entry.name)] = int(_stat_fields(entry / "stat")[1])
     found: list[int] = []
     frontier = [root]
     while frontier:
@@ -55,12 +55,19 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _thread_states(pid: int) -> list[str]:
+def _stat_fields(stat: pathlib.Path) -> list[str]:
+    """The fields of a /proc stat file after the parenthesised command name (which may hold
+    spaces): the state first, then the parent's PID."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
+def thread_states(pid: int) -> list[str]:
+    """The state letter of every thread of ``pid`` ("T" stopped, "Z" zombie, ...); none once
+    the process is gone."""
     states = []
     for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError, IndexError):
-            # The state follows the parenthesised command name in /proc/.../stat.
-            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            states.append(_stat_fields(task / "stat")[0])
     return states
 
 
@@ -80,7 +87,7 @@ def stop_processes(list_pids: Callable[[], list[int]], timeout: float = 10.0) ->
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
             signalled.add(pid)
-        states = [state for pid in pids for state in _thread_states(pid)]
+        states = [state for pid in pids for state in thread_states(pid)]
         stopped = all(state in ("T", "t", "Z", "X") for state in states)
         # Listed once more after all stopped: a child forked just before its parent stopped.
         if stopped and set(list_pids()) <= signalled:
