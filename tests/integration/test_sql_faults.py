@@ -18,6 +18,7 @@ import pytest
 
 import tenure
 from tests.integration.sql_support import SQL_BACKENDS, url_fixture
+from tests.integration.waking import until_async
 
 pytestmark = pytest.mark.slow
 
@@ -130,13 +131,11 @@ def test_cancelled_acquires_leave_no_lock_behind(sql_url: str) -> None:
                     pass
                 else:
                     await lock.release()
-            deadline = time.monotonic() + 10
-            while True:
-                held = [info.name for info in await locks.list_locks(base) if info.held]
-                if not held or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.05)
-            assert held == []
+
+            async def none_held() -> bool:
+                return not any(info.held for info in await locks.list_locks(base))
+
+            await until_async(none_held, "the cancelled acquires' undo")
 
     asyncio.run(main())
 

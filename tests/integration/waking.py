@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import tenure
 
@@ -20,6 +20,17 @@ def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> Non
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         time.sleep(0.002)
+
+
+async def until_async(condition: Callable[[], Awaitable[bool]], what: str,
+                      timeout: float = 10.0) -> None:
+    """``until`` inside an event loop: it yields while it waits, so that the loop's own
+    background work (a cancelled acquire's undo) can run, which a blocking sleep would
+    stall."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(0.02)
 
 
 def wake_latency(

@@ -501,9 +501,11 @@ class AsyncLease:
         """Restart the lease: ``ttl`` seconds (default: the handle's ttl) from now, by the
         server's clock. Later renewals keep the new ttl.
 
-        Raises NotOwned if not held, LockLost if the lease is already gone.
+        Raises NotOwned if not held (also when released while the extend was out), LockLost
+        if the lease is already gone.
         """
-        hold = self._hold_for(self._owner(), "extend")
+        owner = self._owner()
+        hold = self._hold_for(owner, "extend")
         new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
         if not hold.lost and (doubt := hold.doubt()) is not None:
             self.mark_lost(hold, doubt)
@@ -516,6 +518,8 @@ class AsyncLease:
             if hold.renewer is not None:
                 hold.renewer.reschedule(hold, started)
             return
+        if self._released_meanwhile(owner, hold):
+            raise NotOwned(self.name, f"cannot extend: the {self.noun} was released meanwhile")
         self.mark_lost(hold, "the lease had expired or been taken before extend")
         raise LockLost(self.name, hold.reason)
 
@@ -530,7 +534,8 @@ class AsyncLease:
     async def owned(self) -> bool:
         """Whether this handle (this owner, when re-entrant) holds a live lease: asks the
         server. A False answer for a lease we believed held marks it lost."""
-        hold = self._holds.get(self._owner())
+        owner = self._owner()
+        hold = self._holds.get(owner)
         if hold is None or hold.lost:
             return False
         if (doubt := hold.doubt()) is not None:
@@ -538,6 +543,8 @@ class AsyncLease:
             return False
         if await self.kind.owned(self.name, hold.token):
             return True
+        if self._released_meanwhile(owner, hold):
+            return False
         self.mark_lost(hold, "the server no longer has this lease")
         return False
 
@@ -635,6 +642,12 @@ class AsyncLease:
         # A non-reentrant handle behaves like threading.Lock: the handle is the owner, so any
         # thread may release it. A re-entrant one counts per thread / asyncio task.
         return io.current_owner() if self.reentrant else self
+
+    def _released_meanwhile(self, owner: object, hold: Hold) -> bool:
+        """Whether ``owner`` released ``hold`` (from another task or thread) while a call
+        about it was out: the server's "not held" is then that release, not a loss."""
+        with self._mutex:
+            return self._holds.get(owner) is not hold
 
     def _hold_for(self, owner: object, action: str) -> Hold:
         hold = self._holds.get(owner)

@@ -15,6 +15,7 @@ import tenure
 from tenure._async.capabilities import AsyncQueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.release_races import extend_racing_release
 
 PRIMITIVE = "fair"
 
@@ -246,3 +247,10 @@ async def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name
         assert took and lost == [holder]
         with pytest.raises(tenure.LockLost):
             holder.check()
+
+
+async def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    await extend_racing_release(backend_url,
+                                lambda locks: locks.lock(name, ttl=30, fair=True))

@@ -6,6 +6,7 @@ import pytest
 
 import tenure
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.release_races import extend_racing_release
 
 
 async def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
@@ -84,3 +85,11 @@ async def test_released_lock_stops_renewing(backend_url: str, name: str) -> None
         # simply ran out.
         assert not await other.owned()
         assert not lock.lost.is_set()
+
+
+
+
+async def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    await extend_racing_release(backend_url, lambda locks: locks.lock(name, ttl=30))

@@ -14,6 +14,7 @@ import tenure
 from tenure._async.capabilities import AsyncQueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.release_races import extend_racing_release
 
 PRIMITIVE = "rwlock"
 
@@ -421,3 +422,12 @@ async def test_a_rwlock_and_a_lock_of_one_name_are_apart(backend_url: str, name:
         assert rw_info is not None and rw_info.kind == "rwlock"
         await lock.release()
         await writer.release()
+
+
+async def test_an_extend_racing_a_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    # A read lease left behind would refuse the writer that follows.
+    await extend_racing_release(backend_url, lambda locks: locks.rwlock(name, ttl=30).read(),
+                                lambda locks: locks.rwlock(name, ttl=30).write())
+    await extend_racing_release(backend_url, lambda locks: locks.rwlock(name, ttl=30).write())

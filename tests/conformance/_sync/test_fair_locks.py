@@ -17,6 +17,7 @@ import tenure
 from tenure._sync.capabilities import QueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.release_races import extend_racing_release
 
 PRIMITIVE = "fair"
 
@@ -248,3 +249,10 @@ def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name: str)
         assert took and lost == [holder]
         with pytest.raises(tenure.LockLost):
             holder.check()
+
+
+def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    extend_racing_release(backend_url,
+                                lambda locks: locks.lock(name, ttl=30, fair=True))

@@ -8,6 +8,7 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.release_races import extend_racing_release
 
 
 def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
@@ -86,3 +87,11 @@ def test_released_lock_stops_renewing(backend_url: str, name: str) -> None:
         # simply ran out.
         assert not other.owned()
         assert not lock.lost.is_set()
+
+
+
+
+def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    extend_racing_release(backend_url, lambda locks: locks.lock(name, ttl=30))

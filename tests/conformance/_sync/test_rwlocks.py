@@ -16,6 +16,7 @@ import tenure
 from tenure._sync.capabilities import QueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.release_races import extend_racing_release
 
 PRIMITIVE = "rwlock"
 
@@ -423,3 +424,12 @@ def test_a_rwlock_and_a_lock_of_one_name_are_apart(backend_url: str, name: str) 
         assert rw_info is not None and rw_info.kind == "rwlock"
         lock.release()
         writer.release()
+
+
+def test_an_extend_racing_a_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    # A read lease left behind would refuse the writer that follows.
+    extend_racing_release(backend_url, lambda locks: locks.rwlock(name, ttl=30).read(),
+                                lambda locks: locks.rwlock(name, ttl=30).write())
+    extend_racing_release(backend_url, lambda locks: locks.rwlock(name, ttl=30).write())

@@ -12,6 +12,7 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.release_races import extend_racing_release
 
 PRIMITIVE = "semaphore"
 
@@ -275,3 +276,10 @@ def test_inspect_and_list_show_every_permit(backend_url: str, name: str) -> None
             permit.release()
         info = locks.inspect(name, kind="semaphore")
         assert info is not None and info.leases == () and not info.held
+
+
+def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
+    backend_url: str, name: str
+) -> None:
+    extend_racing_release(backend_url,
+                                lambda locks: locks.semaphore(name, limit=1, ttl=30))

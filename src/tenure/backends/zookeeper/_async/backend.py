@@ -19,7 +19,9 @@ both (a lock is ``limit = 1``).
   finds its node gone (deleted as expired, broken, or its session ended) or finds that its
   previous write is older than its ttl by the server's time reports the lease lost.
 - **Release**: a versioned rewrite (to read the server's time) and delete; a release that
-  finds its lease already expired by the server's clock answers False (LockLost).
+  finds its lease already expired by the server's clock answers False (LockLost). A renewal
+  of ours that lands first is judged as its own answer would judge it, and the release
+  writes after it; a renewal that comes second finds the release begun and writes nothing.
 - **Sessions**: every grant remembers the session epoch it was made in (``session``'s
   docstring): once the connection was suspended or the session lost, the server may have
   ended the session and handed the name to a contender, so every earlier grant is doubted
@@ -126,6 +128,8 @@ class _Held:
     connection was suspended or the session lost since, and the grant is doubted."""
     forsaken: bool = False
     """Its node was sent a delete: nobody believes in it any more."""
+    released: bool = False
+    """Its release has begun: a renewal or proclaim still out must not write it again."""
 
 
 @dataclasses.dataclass
@@ -276,9 +280,11 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
     async def _write_held(self, held: _Held) -> Any:
         """A versioned set of our granted node to ``held.record``; its stat, or None once the
         node is gone. Only this process writes the node (others only delete it), so a version
-        conflict is our own renewal or proclaim landing first: read the version, retry."""
+        conflict is our own renewal or proclaim landing first: read the version, retry. Or
+        our release's rewrite: then the node is not written again (its delete, guarded by the
+        version the release wrote, would fail and leave it held)."""
         version = held.version
-        while True:
+        while not held.released:
             try:
                 return await self.session.call(
                     "set", held.path, held.record.encode(), version=version
@@ -290,6 +296,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 if stat is None:
                     return None
                 version = stat.version
+        return None
 
     async def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting
@@ -474,17 +481,34 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 if token_of(node) == token:
                     await self._delete(f"{parent}/{node}")
             return False
+        held.released = True
         if self._doubted(held):
             self._forsake(held)
             return False
-        try:
-            stat = await self.session.call(
-                "set", held.path, held.record.encode(), version=held.version
-            )
-        except (NoNodeError, BadVersionError):
-            return False
+        version, mtime, ttl_ms = held.version, held.mtime, held.record.ttl_ms
+        while True:
+            try:
+                stat = await self.session.call(
+                    "set", held.path, held.record.encode(), version=version
+                )
+                break
+            except NoNodeError:
+                return False
+            except BadVersionError:
+                # Only this process writes the node (others only delete it): a renewal or
+                # proclaim of ours landed first, its answer not read yet. Judge that write
+                # as its own answer will, then write again after it.
+                try:
+                    data, latest = await self.session.call("get", held.path)
+                except NoNodeError:
+                    return False
+                if mtime + ttl_ms < latest.mtime:
+                    await self._delete(held.path, latest.version)
+                    return False
+                version, mtime = latest.version, latest.mtime
+                ttl_ms = Record.decode(data).ttl_ms
         await self._delete(held.path, stat.version)
-        return bool(held.mtime + held.record.ttl_ms >= stat.mtime)
+        return bool(mtime + ttl_ms >= stat.mtime)
 
     async def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
