@@ -518,7 +518,7 @@ class AsyncLease:
             if hold.renewer is not None:
                 hold.renewer.reschedule(hold, started)
             return
-        if self._released_meanwhile(owner, hold):
+        if not hold.lost and self._released_meanwhile(owner, hold):
             raise NotOwned(self.name, f"cannot extend: the {self.noun} was released meanwhile")
         self.mark_lost(hold, "the lease had expired or been taken before extend")
         raise LockLost(self.name, hold.reason)
@@ -543,7 +543,7 @@ class AsyncLease:
             return False
         if await self.kind.owned(self.name, hold.token):
             return True
-        if self._released_meanwhile(owner, hold):
+        if not hold.lost and self._released_meanwhile(owner, hold):
             return False
         self.mark_lost(hold, "the server no longer has this lease")
         return False
@@ -645,7 +645,8 @@ class AsyncLease:
 
     def _released_meanwhile(self, owner: object, hold: Hold) -> bool:
         """Whether ``owner`` released ``hold`` (from another task or thread) while a call
-        about it was out: the server's "not held" is then that release, not a loss."""
+        about it was out: the server's "not held" is then that release, not a loss. Ask it
+        of a hold not known lost (one replaced by a new grant was marked lost then)."""
         with self._mutex:
             return self._holds.get(owner) is not hold
 

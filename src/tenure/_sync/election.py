@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Self
 from tenure._sync.capabilities import LeaseValueSupport
 from tenure._sync.lease import Lease, Hold
 from tenure._sync.lock import MutexKind
-from tenure._errors import InvalidArgument, InvalidArgumentType, LockLost, LockTimeout
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    LockLost,
+    LockTimeout,
+    NotOwned,
+)
 from tenure._types import Busy, Grant, Holder, Leader
 from tenure._validation import validate_timeout
 
@@ -109,11 +115,15 @@ class Leadership(Lease):
 
     def proclaim(self, value: str) -> None:
         """Replace the leader's value in one atomic step, only while this leadership holds.
-        Raises LockLost (and marks the leadership lost) if the lease is gone."""
+        Raises LockLost (and marks the leadership lost) if the lease is gone, NotOwned if
+        this leadership was resigned (also while the proclaim was out)."""
         value = validate_value(value)
         self.check()
-        hold = self._hold_for(self._owner(), "proclaim")
+        owner = self._owner()
+        hold = self._hold_for(owner, "proclaim")
         if not self._values.set_value(self.name, hold.token, value):
+            if not hold.lost and self._released_meanwhile(owner, hold):
+                raise NotOwned(self.name, "cannot proclaim: the leadership was resigned meanwhile")
             self.mark_lost(hold, "proclaim found the leadership gone")
             raise LockLost(self.name, "proclaim found the leadership gone")
         self._valued.value = value

@@ -4,11 +4,14 @@ lease values; ``tests/unit/test_capabilities.py`` checks the others refuse elect
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 
 import pytest
 
 import tenure
+from tests.conformance import async_helpers as helpers
 
 PRIMITIVE = "election"
 
@@ -148,3 +151,24 @@ async def test_a_candidate_campaigns_when_entered(backend_url: str, name: str) -
             leader = await election.leader()
             assert leader is not None and (leader.value, leader.term) == ("c", leadership.term)
         assert await election.leader() is None
+
+
+async def test_a_proclaim_racing_the_resign_is_neither_a_loss_nor_left_behind(
+    backend_url: str, name: str
+) -> None:
+    """A proclaim out at the moment the leader resigns: whichever lands first, the resign is
+    not a loss, a proclaim that lands second reports the resign (NotOwned), and the name
+    is left with no leader."""
+
+    async def proclaim_unless_resigned(leadership: tenure.AsyncLeadership) -> None:
+        with contextlib.suppress(tenure.NotOwned):
+            await leadership.proclaim("late")
+
+    async with tenure.connect_async(backend_url) as locks:
+        election = locks.election(name, ttl=30)
+        for round_number in range(5):
+            leadership = await election.campaign(value=f"round-{round_number}")
+            await helpers.gather(functools.partial(proclaim_unless_resigned, leadership),
+                                 leadership.resign)
+            assert not leadership.lost.is_set()
+            assert await election.leader() is None

@@ -87,8 +87,6 @@ async def test_released_lock_stops_renewing(backend_url: str, name: str) -> None
         assert not lock.lost.is_set()
 
 
-
-
 async def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
     backend_url: str, name: str
 ) -> None:

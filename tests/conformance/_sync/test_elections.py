@@ -6,11 +6,14 @@ lease values; ``tests/unit/test_capabilities.py`` checks the others refuse elect
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 
 import pytest
 
 import tenure
+from tests.conformance import sync_helpers as helpers
 
 PRIMITIVE = "election"
 
@@ -150,3 +153,24 @@ def test_a_candidate_campaigns_when_entered(backend_url: str, name: str) -> None
             leader = election.leader()
             assert leader is not None and (leader.value, leader.term) == ("c", leadership.term)
         assert election.leader() is None
+
+
+def test_a_proclaim_racing_the_resign_is_neither_a_loss_nor_left_behind(
+    backend_url: str, name: str
+) -> None:
+    """A proclaim out at the moment the leader resigns: whichever lands first, the resign is
+    not a loss, a proclaim that lands second reports the resign (NotOwned), and the name
+    is left with no leader."""
+
+    def proclaim_unless_resigned(leadership: tenure.Leadership) -> None:
+        with contextlib.suppress(tenure.NotOwned):
+            leadership.proclaim("late")
+
+    with tenure.connect(backend_url) as locks:
+        election = locks.election(name, ttl=30)
+        for round_number in range(5):
+            leadership = election.campaign(value=f"round-{round_number}")
+            helpers.gather(functools.partial(proclaim_unless_resigned, leadership),
+                                 leadership.resign)
+            assert not leadership.lost.is_set()
+            assert election.leader() is None

@@ -89,8 +89,6 @@ def test_released_lock_stops_renewing(backend_url: str, name: str) -> None:
         assert not lock.lost.is_set()
 
 
-
-
 def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
     backend_url: str, name: str
 ) -> None:

@@ -76,6 +76,7 @@ and the fence argument): the same nodes, with the mode in the node's name (``_no
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -132,6 +133,21 @@ class _Held:
     """Its node was sent a delete: nobody believes in it any more."""
     released: bool = False
     """Its release has begun: a renewal or proclaim still out must not write it again."""
+    written_ttl_ms: int = dataclasses.field(init=False, default=0)
+    """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
+    newer ttl already, written by a renewal still out."""
+
+    def __post_init__(self) -> None:
+        self.written_ttl_ms = self.record.ttl_ms
+
+    def lapsed_before(self, mtime: int) -> bool:
+        """Whether the lease had run out, by the server's clock, before a write at ``mtime``
+        (one of ours, which came after the one we last knew)."""
+        return self.mtime + self.written_ttl_ms < mtime
+
+    def wrote(self, stat: Any, ttl_ms: int) -> None:
+        """Record a write of ours that was not judged lapsed: its version, time and ttl."""
+        self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
 
 
 @dataclasses.dataclass
@@ -272,11 +288,11 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         stat = self._write_held(held)
         if stat is None:
             return False
-        if held.mtime + held.record.ttl_ms < stat.mtime:
+        if held.lapsed_before(stat.mtime):
             # The lease had run out by the server's clock: it is not ours to relabel.
             self._delete(held.path, stat.version)
             return False
-        held.version, held.mtime = stat.version, stat.mtime
+        held.wrote(stat, held.record.ttl_ms)
         return True
 
     def _write_held(self, held: _Held) -> Any:
@@ -487,11 +503,11 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         if self._doubted(held):
             self._forsake(held)
             return False
-        version, mtime, ttl_ms = held.version, held.mtime, held.record.ttl_ms
+        known = copy.copy(held)  # the write we know of; each conflict moves it on
         while True:
             try:
                 stat = self.session.call(
-                    "set", held.path, held.record.encode(), version=version
+                    "set", held.path, held.record.encode(), version=known.version
                 )
                 break
             except NoNodeError:
@@ -504,13 +520,12 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                     data, latest = self.session.call("get", held.path)
                 except NoNodeError:
                     return False
-                if mtime + ttl_ms < latest.mtime:
+                if known.lapsed_before(latest.mtime):
                     self._delete(held.path, latest.version)
                     return False
-                version, mtime = latest.version, latest.mtime
-                ttl_ms = Record.decode(data).ttl_ms
+                known.wrote(latest, Record.decode(data).ttl_ms)
         self._delete(held.path, stat.version)
-        return bool(mtime + ttl_ms >= stat.mtime)
+        return not known.lapsed_before(stat.mtime)
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
@@ -529,7 +544,6 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 results.append(False)
                 continue
             stat = next(answers)
-            granted_ms = held.record.ttl_ms
             if isinstance(stat, BadVersionError):
                 # An election's proclaim landed first: write its record, with the new ttl.
                 held.record = held.record.with_ttl(renewal.ttl)
@@ -537,13 +551,13 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             if stat is None or isinstance(stat, Exception):
                 results.append(False)  # deleted as expired, broken, or the session ended
                 continue
-            if held.mtime + granted_ms < stat.mtime:
+            if held.lapsed_before(stat.mtime):
                 # The lease had run out by the server's clock before this renewal came.
                 self._delete(held.path, stat.version)
                 results.append(False)
                 continue
-            held.version, held.mtime = stat.version, stat.mtime
             held.record = held.record.with_ttl(renewal.ttl)
+            held.wrote(stat, held.record.ttl_ms)
             results.append(True)
         return results
 
@@ -555,7 +569,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         stat = self.session.call("exists", held.path)
         return bool(
             stat is not None and stat.version == held.version
-            and stat.mtime + held.record.ttl_ms >= now
+            and stat.mtime + held.written_ttl_ms >= now
         )
 
     def _inspect(self, kind: str, name: str) -> LockInfo | None:
