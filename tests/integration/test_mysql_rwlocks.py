@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Renewal
 from tenure.backends.mysql._store import MySQLStore
 from tests.integration.processes import ROOT
 from tests.integration.sql_support import raw
@@ -252,3 +252,50 @@ def test_ls_show_break_from_the_command_line(mysql_url: str) -> None:
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and not info.held and info.queued == 1  # the queue stays
         store.release_queued(name, "w" * 32)
+
+
+def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_url: str) -> None:
+    """A statement reads NOW when it starts. A renewal that then waits for its lease's row
+    while a release (here a raw one) ends it sees that end, later than its NOW, and must not
+    take the lease for live and revive it: a conformance race of extend against release once
+    left a read lease held this way."""
+    name = f"rw:{uuid.uuid4().hex}"
+    import pymysql
+
+    with tenure.connect(mysql_url) as locks:
+        store = store_of(locks)
+        assert isinstance(
+            store.acquire_queued(name, "a" * 32, 30, HOLDER, mode="read", queue_ttl=3), Grant
+        )
+        args = store._connect_args
+        ender = pymysql.connect(
+            host=args["host"], port=args["port"], user=args["user"],
+            password=args["password"], database=args["database"], autocommit=False,
+        )
+        try:
+            with ender.cursor() as cursor:
+                cursor.execute(
+                    "SELECT 1 FROM tenure_locks_rwlock_entries "
+                    "WHERE name = %s AND token = %s FOR UPDATE", (name.encode(), "a" * 32),
+                )
+            outcome: list[list[bool]] = []
+            renewal = threading.Thread(target=lambda: outcome.append(
+                store.extend_queued([Renewal(name, "a" * 32, 30)])
+            ))
+            renewal.start()
+            time.sleep(0.5)
+            assert outcome == []  # it read NOW, and waits for the row
+            with ender.cursor() as cursor:  # what a release does
+                cursor.execute(
+                    "UPDATE tenure_locks_rwlock_entries SET expires_at = UTC_TIMESTAMP(6), "
+                    "seq = 0 WHERE name = %s AND token = %s", (name.encode(), "a" * 32),
+                )
+            ender.commit()
+            renewal.join(10)
+        finally:
+            ender.close()
+        assert outcome == [[False]]
+        assert entries(mysql_url, "tenure_locks", name) == []
+        writer = locks.rwlock(name, ttl=5).write()
+        assert writer.acquire(blocking=False)
+        writer.release()

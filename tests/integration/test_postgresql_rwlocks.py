@@ -20,7 +20,7 @@ import pytest
 
 import tenure
 from tenure._sync.capabilities import QueueSupport
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Renewal
 from tenure.backends.postgresql import _sync as postgresql_sync
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._sync import PostgreSQLBackend
@@ -275,3 +275,33 @@ def acquire_place(locks: tenure.Locks, name: str) -> Grant | Busy:
     backend = locks.backend
     assert isinstance(backend, QueueSupport)
     return backend.acquire_queued(name, "a-writer", 60, HOLDER, mode="write", queue_ttl=30)
+
+
+def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(
+    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
+) -> None:
+    """A renewal reads the clock, then waits for its lease's row while a release (here a raw
+    one, as the release writes it) ends it: the end it then sees is later than its clock,
+    and it must not take the lease for live and revive it."""
+    granted(acquire(backend, name, "holder", "read", ttl=30))
+    sql = RwlockStatements(table)
+    conninfo = postgresql_url.partition("?")[0]
+    with psycopg.connect(conninfo, autocommit=True) as ender:
+        with ender.transaction():
+            ender.execute(f"SELECT 1 FROM {sql.quoted_entries} "
+                          "WHERE name = %s AND token = 'holder' FOR UPDATE", (name,))
+            outcome: list[list[bool]] = []
+            renewal = threading.Thread(target=lambda: outcome.append(
+                backend.extend_queued([Renewal(name, "holder", 30)])
+            ))
+            renewal.start()
+            renewal.join(0.5)
+            assert renewal.is_alive(), "the renewal did not wait for the row"
+            ender.execute(
+                f"UPDATE {sql.quoted_entries} SET expires_at = clock_timestamp(), host = NULL, "
+                "pid = NULL, thread = NULL WHERE name = %s AND token = 'holder'", (name,)
+            )
+        renewal.join(10)
+    assert outcome == [[False]]
+    assert entries(postgresql_url, table, name) == []
+    granted(acquire(backend, name, "writer", "write"))

@@ -194,12 +194,16 @@ SELECT @tenure_released
 """
 
     # Inputs: name, token, ttl_us. Resets the expiry of the token's live lease to now + ttl.
-    # Affected rows (rows matched): 1 = extended. A place is never extended here.
+    # Affected rows (rows matched): 1 = extended. A place is never extended here. An ended
+    # lease keeps its token and, as expires_at, the time it ended: NOW is read when the
+    # statement starts, so one that waited for the row while a release or break ended it
+    # would see that end after its NOW and take the lease for live (and revive it): seq 0
+    # marks it ended.
     @property
     def extend(self) -> str:
         return (
             f"UPDATE {self.entries} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
-            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW}"
+            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
         )
 
     # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
@@ -207,7 +211,7 @@ SELECT @tenure_released
     def owned(self) -> str:
         return (
             f"SELECT 1 FROM {self.entries} "
-            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW}"
+            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
         )
 
     # Input: name. Ends every live lease of the name, as a release does (places and the

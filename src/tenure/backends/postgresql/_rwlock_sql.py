@@ -245,6 +245,10 @@ FROM ended
     # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Resets each live
     # lease's expiry to now + its ttl, locking the rows in (name, token) order first (see
     # the module's docstring). Output: (name, token) of each lease extended.
+    # An ended entry keeps its token and, as expires_at, the time it ended: a statement that
+    # read the clock, then waited for the row while a release or break ended it, would see
+    # that end after its now and take the entry for live (and revive it). pid NULL marks
+    # it ended.
     @property
     def extend_many(self) -> str:
         entries = self.quoted_entries
@@ -264,7 +268,7 @@ SET expires_at = now.t + wanted.ttl * interval '1 second'
 FROM now, wanted, locked
 WHERE e.name = wanted.name AND e.token = wanted.token
   AND locked.name = e.name AND locked.token = e.token
-  AND e.kind = 'lease' AND e.expires_at > now.t
+  AND e.kind = 'lease' AND e.expires_at > now.t AND e.pid IS NOT NULL
 RETURNING e.name, e.token
 """
 
@@ -275,6 +279,7 @@ RETURNING e.name, e.token
 WITH {_NOW}
 SELECT 1 FROM {self.quoted_entries} AS e, now
 WHERE e.name = %(name)s AND e.token = %(token)s AND e.kind = 'lease' AND e.expires_at > now.t
+  AND e.pid IS NOT NULL
 """
 
     # Inputs: name, channel. Ends every live lease of the name as a release does (places

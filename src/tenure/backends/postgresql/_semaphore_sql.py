@@ -276,6 +276,10 @@ SELECT true, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
 
     # Inputs: names, tokens, ttls (arrays in step). Output: (name, token) of each permit
     # extended (it was live).
+    # An ended entry keeps its token and, as expires_at, the time it ended: a statement that
+    # read the clock, then waited for the row while a release or break ended it, would see
+    # that end after its now and take the entry for live (and revive it). pid NULL marks
+    # it ended.
     @property
     def extend_many(self) -> str:
         return f"""
@@ -288,6 +292,7 @@ UPDATE {self.quoted} AS p
 SET expires_at = now.t + wanted.ttl * interval '1 second'
 FROM now, wanted
 WHERE p.name = wanted.name AND p.{HOLDER_TOKEN} = wanted.token AND p.expires_at > now.t
+  AND p.pid IS NOT NULL
 RETURNING p.name, p.{HOLDER_TOKEN}
 """
 
@@ -297,6 +302,7 @@ RETURNING p.name, p.{HOLDER_TOKEN}
 WITH {_NOW}
 SELECT 1 FROM {self.quoted} AS p, now
 WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
+  AND p.pid IS NOT NULL
 """
 
     # Inputs: name, channel. Ends every live permit, as a release does; NOTIFYs waiters.
