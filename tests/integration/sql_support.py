@@ -33,19 +33,26 @@ def raw(url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
             cursor = connection.execute(sql, params)
             return cursor.fetchall() if cursor.description is not None else []
-    import pymysql
-
-    connection = pymysql.connect(
-        host=parts.hostname, port=parts.port, user=urllib.parse.unquote(parts.username or ""),
-        password=urllib.parse.unquote(parts.password or ""), database=parts.path.lstrip("/"),
-        autocommit=True, connect_timeout=5, read_timeout=10,
-    )
+    connection = mysql_connection(url, autocommit=True, read_timeout=10)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
     finally:
         connection.close()
+
+
+def mysql_connection(url: str, *, autocommit: bool, read_timeout: float | None = None) -> Any:
+    """A plain PyMySQL connection to the server and database of a ``mysql://`` URL (its
+    options left out): for statements the test runs beside tenure's own."""
+    import pymysql
+
+    parts = urllib.parse.urlsplit(url)
+    return pymysql.connect(
+        host=parts.hostname, port=parts.port, user=urllib.parse.unquote(parts.username or ""),
+        password=urllib.parse.unquote(parts.password or ""), database=parts.path.lstrip("/"),
+        autocommit=autocommit, connect_timeout=5, read_timeout=read_timeout,
+    )
 
 
 def quote_table(url: str, table: str) -> str:

@@ -20,7 +20,7 @@ import tenure
 from tenure._types import Busy, Grant, Holder, Renewal
 from tenure.backends.mysql._store import MySQLStore
 from tests.integration.processes import ROOT
-from tests.integration.sql_support import raw
+from tests.integration.sql_support import mysql_connection, raw
 
 pytestmark = pytest.mark.mysql
 
@@ -143,18 +143,12 @@ def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> N
     """An acquire that waits for a lease's row lock judges the renewed row, not the lapsed
     one it would have read without a locking read: no second writer."""
     name = f"rw:{uuid.uuid4().hex}"
-    import pymysql
-
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
         assert isinstance(
             store.acquire_queued(name, "a" * 32, 0.3, HOLDER, mode="write", queue_ttl=3), Grant
         )
-        args = store._connect_args
-        renewer = pymysql.connect(
-            host=args["host"], port=args["port"], user=args["user"],
-            password=args["password"], database=args["database"], autocommit=False,
-        )
+        renewer = mysql_connection(mysql_url, autocommit=False)
         try:
             with renewer.cursor() as cursor:
                 cursor.execute(
@@ -260,18 +254,12 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_ur
     take the lease for live and revive it: a conformance race of extend against release once
     left a read lease held this way."""
     name = f"rw:{uuid.uuid4().hex}"
-    import pymysql
-
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
         assert isinstance(
             store.acquire_queued(name, "a" * 32, 30, HOLDER, mode="read", queue_ttl=3), Grant
         )
-        args = store._connect_args
-        ender = pymysql.connect(
-            host=args["host"], port=args["port"], user=args["user"],
-            password=args["password"], database=args["database"], autocommit=False,
-        )
+        ender = mysql_connection(mysql_url, autocommit=False)
         try:
             with ender.cursor() as cursor:
                 cursor.execute(

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 
-import pymysql  # type: ignore[import-untyped]
 import pytest
 
 import tenure
@@ -16,6 +15,7 @@ from tenure._sync.backend import Backend
 from tenure._types import Busy, Grant
 from tenure.backends.mysql._store import GateWait
 from tenure.backends.mysql._sync import MySQLBackend
+from tests.integration.sql_support import mysql_connection
 
 pytestmark = pytest.mark.mysql
 
@@ -125,11 +125,7 @@ def test_a_holder_whose_connection_dies_leaves_waiters_on_back_off(
         assert isinstance(backend, MySQLBackend)
         store = backend.store
         gate = store._gate(name)
-        args = store._connect_args
-        admin = pymysql.connect(
-            host=args["host"], port=args["port"], user=args["user"],
-            password=args["password"], database=args["database"], autocommit=True,
-        )
+        admin = mysql_connection(url, autocommit=True)
         try:
             with admin.cursor() as cursor:
                 cursor.execute("SELECT IS_USED_LOCK(%s)", (gate,))
