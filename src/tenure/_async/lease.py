@@ -518,7 +518,7 @@ class AsyncLease:
             if hold.renewer is not None:
                 hold.renewer.reschedule(hold, started)
             return
-        if not hold.lost and self._released_meanwhile(owner, hold):
+        if self._released_meanwhile(owner, hold):
             raise NotOwned(self.name, f"cannot extend: the {self.noun} was released meanwhile")
         self.mark_lost(hold, "the lease had expired or been taken before extend")
         raise LockLost(self.name, hold.reason)
@@ -543,7 +543,7 @@ class AsyncLease:
             return False
         if await self.kind.owned(self.name, hold.token):
             return True
-        if not hold.lost and self._released_meanwhile(owner, hold):
+        if self._released_meanwhile(owner, hold):
             return False
         self.mark_lost(hold, "the server no longer has this lease")
         return False
@@ -645,10 +645,10 @@ class AsyncLease:
 
     def _released_meanwhile(self, owner: object, hold: Hold) -> bool:
         """Whether ``owner`` released ``hold`` (from another task or thread) while a call
-        about it was out: the server's "not held" is then that release, not a loss. Ask it
-        of a hold not known lost (one replaced by a new grant was marked lost then)."""
+        about it was out: the server's "not held" is then that release, not a loss. A hold
+        known lost is not (one replaced by a new grant was marked lost then)."""
         with self._mutex:
-            return self._holds.get(owner) is not hold
+            return not hold.lost and self._holds.get(owner) is not hold
 
     def _hold_for(self, owner: object, action: str) -> Hold:
         hold = self._holds.get(owner)

@@ -122,7 +122,7 @@ class Leadership(Lease):
         owner = self._owner()
         hold = self._hold_for(owner, "proclaim")
         if not self._values.set_value(self.name, hold.token, value):
-            if not hold.lost and self._released_meanwhile(owner, hold):
+            if self._released_meanwhile(owner, hold):
                 raise NotOwned(self.name, "cannot proclaim: the leadership was resigned meanwhile")
             self.mark_lost(hold, "proclaim found the leadership gone")
             raise LockLost(self.name, "proclaim found the leadership gone")
