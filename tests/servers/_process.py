@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -37,7 +36,8 @@ class ServerFailed(RuntimeError):
 # until this process exits: test processes started side by side (pytest-xdist workers, two
 # checkouts' runs) then never hand out the same port, whatever order they probe in.
 _PORT_RANGE = range(20000, 32000)
-_PORT_CLAIMS = pathlib.Path(tempfile.gettempdir()) / "tenure-test-ports"
+# A fixed path, not under $TMPDIR: runs with different temp dirs must see the same claims.
+_PORT_CLAIMS = pathlib.Path("/tmp/tenure-test-ports")
 _claimed: dict[int, int] = {}  # port -> the fd holding its claim
 
 
