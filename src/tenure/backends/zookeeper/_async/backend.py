@@ -80,6 +80,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
 
 from tenure._async.capabilities import READ, WRITE, AsyncLeaseValueSupport
 from tenure._async.ordered_queue import AsyncOrderedQueueBackend
@@ -131,6 +132,10 @@ class _Held:
     """Its node was sent a delete: nobody believes in it any more."""
     released: bool = False
     """Its release has begun: a renewal or proclaim still out must not write it again."""
+    fence_record: Any = None
+    """The grant's write of its fence to the name's node (``session.record_soon``), sent
+    without waiting; the release waits for it, so that ``inspect`` after a release shows
+    the fence."""
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
@@ -171,6 +176,13 @@ class QueuePlace:
     judged it expired and gone ahead of it."""
     mode: str | None = None
     """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
+    ahead: list[str] | None = None
+    """The nodes ahead of ours that our latest ranking left standing, oldest first; set by a
+    refusal just made, which also rewrote our node, so the wait that follows watches the
+    newest of them without listing the queue or rewriting the node again. None otherwise."""
+    clear: str = ""
+    """Our node's path once the one node ahead that could keep it waiting was deleted (its
+    watch said so): nodes only join behind, so it is granted without listing the queue."""
 
     def wrote(self, stat: Any, ttl_ms: int) -> bool:
         """Record a write of the node; False if the write before it had already lapsed by the
@@ -186,6 +198,8 @@ class _Ranked:
     conflict: int | None
     writes_ahead: int = 0
     """How many of the live nodes ahead are a read-write lock's writers."""
+    standing: list[str] = dataclasses.field(default_factory=list)
+    """The nodes ahead not deleted by the ranking, oldest first."""
 
     def granted(self, limit: int, mode: str | None = None) -> bool:
         if mode == READ:
@@ -345,17 +359,27 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         parent = self._parent(kind, name)
         record = Record.new(holder, limit, ttl, value=value)
         epoch = self.session.epoch
-        path, stat = await self.session.call(
-            "create", f"{parent}/{node_prefix(token, mode)}", record.encode(),
-            ephemeral=True, sequence=True, makepath=True, include_data=True,
-        )
-        ranked = await self._rank(parent, path, stat.mtime, limit, mode)
+        # One wait for three requests: the create, then the list of the queue and the name's
+        # node (for its fence), which the server answers after the create, showing our node.
+        created, children, named = await self.session.call_together([
+            ("create", (f"{parent}/{node_prefix(token, mode)}", record.encode()),
+             {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+            ("get_children", (parent,), {}),
+            ("get", (parent,), {}),
+        ])
+        if isinstance(created, Exception):
+            raise created
+        path, stat = created
+        if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+            # The name's node was new: kazoo made it after the list was answered.
+            children, named = await self.session.call("get_children", parent), None
+        ranked = await self._rank(parent, path, stat.mtime, limit, mode, children=children)
         if ranked.conflict is None and ranked.granted(limit, mode):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = _Held(
-                path, stat.version, stat.mtime, record, epoch
+                path, stat.version, stat.mtime, record, epoch,
+                fence_record=self._record_fence(parent, stat.czxid, named),
             )
-            await self._record_fence(parent, stat.czxid)
             return Grant(stat.czxid)
         if mode is not None:
             # A read-write lock's refused node stays, as this waiter's place in the queue.
@@ -364,7 +388,8 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
             )
-            await self._rewrite(place)
+            if await self._rewrite(place) is not None:
+                place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None, place)
         await self._delete(path)
         if ranked.conflict is not None:
@@ -373,14 +398,18 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         return Busy(None, QueuePlace(kind, name, token, limit, parent, queued, value))
 
     async def _rank(
-        self, parent: str, path: str, now_ms: int, limit: int, mode: str | None = None
+        self, parent: str, path: str, now_ms: int, limit: int, mode: str | None = None,
+        *, children: list[str] | None = None,
     ) -> _Ranked:
         """The live nodes ahead of ``path`` (deleting those expired at ``now_ms``, the server
-        time of our own latest write), and a limit they hold that differs from ours."""
+        time of our own latest write), and a limit they hold that differs from ours.
+        ``children``: the name's nodes, listed after that write (None: list them now)."""
         ours = sequence_of(path)
-        ahead = [node for node in await self._children(parent) if sequence_of(node) < ours]
+        nodes = await self._children(parent) if children is None else _entries(children)
+        ahead = [node for node in nodes if sequence_of(node) < ours]
         answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
         live: list[Record] = []
+        standing: list[str] = []
         writes = 0
         for node, answer in zip(ahead, answers, strict=True):
             if isinstance(answer, Exception):
@@ -388,18 +417,27 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             data, stat = answer
             record = Record.decode(data)
             if stat.mtime + record.ttl_ms < now_ms:
-                await self._delete(f"{parent}/{node}", stat.version)
+                if not await self._delete(f"{parent}/{node}", stat.version):
+                    # Rewritten since we judged it (its writer then finds its lapse and
+                    # deletes it): passed, but it may still be there to watch.
+                    standing.append(node)
                 continue
             live.append(record)
+            standing.append(node)
             writes += mode_of(node) == WRITE
         if mode is not None:
-            return _Ranked(live, None, writes)  # no limit to disagree on
+            return _Ranked(live, None, writes, standing)  # no limit to disagree on
         conflict = next((r.limit for r in live[:limit] if r.limit != limit), None)
-        return _Ranked(live, conflict)
+        return _Ranked(live, conflict, standing=standing)
 
     async def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
         """A queued waiter's acquire: granted once fewer than ``limit`` live nodes are
         ahead of its own."""
+        place.ahead = None
+        if place.clear and place.clear == place.path:
+            # Woken by the delete of the one node ahead that counted: nothing can be ahead
+            # any more (nodes only join behind), so no list, no judging, no server time.
+            return await self._grant(place, ttl, holder)
         stat = await self._rewrite(place)
         if stat is None:
             return Busy(None, place)
@@ -408,24 +446,33 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             await self.abandon_wait(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
         if not ranked.granted(place.limit, place.mode):
+            place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None, place)
+        return await self._grant(place, ttl, holder)
+
+    async def _grant(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
+        """Rewrite a waiter's node, found first in the queue, with the holder's record and
+        ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         record = Record.new(holder, place.limit, ttl, value=place.value)
         epoch = self.session.epoch
-        try:
-            stat = await self.session.call(
-                "set", place.path, record.encode(), version=place.version
-            )
-        except (NoNodeError, BadVersionError):
+        # The name's node is read with the grant, for the fence write that follows it.
+        granted, named = await self.session.call_together([
+            ("set", (place.path, record.encode()), {"version": place.version}),
+            ("get", (place.parent,), {}),
+        ])
+        if isinstance(granted, (NoNodeError, BadVersionError)):
             place.path = ""  # judged expired meanwhile: join again at the back
             return Busy(None, place)
-        if not place.wrote(stat, record.ttl_ms):
+        if isinstance(granted, Exception):
+            raise granted
+        if not place.wrote(granted, record.ttl_ms):
             await self._drop(place)  # lapsed before this grant: others went ahead of it
             return Busy(None, place)
         self._granted_in(epoch, place.path)
         self._held[(place.kind, place.name, place.token)] = _Held(
-            place.path, stat.version, stat.mtime, record, epoch
+            place.path, granted.version, granted.mtime, record, epoch,
+            fence_record=self._record_fence(place.parent, place.czxid, named),
         )
-        await self._record_fence(place.parent, place.czxid)
         return Grant(place.czxid)
 
     async def _rewrite(self, place: QueuePlace) -> Any:
@@ -463,28 +510,50 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 )
             await signal.wait(timeout)
             return
-        if place.path:
+        # A refusal just made rewrote our node and listed the queue: its list is used as is.
+        ahead, place.ahead = place.ahead, None
+        if ahead is None and place.path:
             await self._rewrite(place)
+        children = None
         if not place.path:
-            path, stat = await self.session.call(
-                "create", f"{place.parent}/{node_prefix(place.token, place.mode)}",
-                place.record.encode(),
-                ephemeral=True, sequence=True, makepath=True, include_data=True,
-            )
+            created, children = await self.session.call_together([
+                ("create", (f"{place.parent}/{node_prefix(place.token, place.mode)}",
+                            place.record.encode()),
+                 {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+                ("get_children", (place.parent,), {}),
+            ])
+            if isinstance(created, Exception):
+                raise created
+            path, stat = created
             place.path, place.czxid, place.version = path, stat.czxid, stat.version
             place.mtime, place.written_ttl_ms = stat.mtime, place.record.ttl_ms
+            if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+                children = None  # the name's node was new: list again below
         signal = io.Signal()
         if place.limit > 1:
             await self.session.call("get_children", place.parent, watch=lambda _: signal.set())
         else:
             ours = sequence_of(place.path)
-            ahead = [n for n in await self._children(place.parent) if sequence_of(n) < ours]
+            if ahead is None:
+                nodes = await self._children(place.parent) if children is None else (
+                    _entries(children)
+                )
+                ahead = [n for n in nodes if sequence_of(n) < ours]
             if place.mode == READ:
                 ahead = [n for n in ahead if mode_of(n) == WRITE]  # the newest write ahead
             if not ahead:
                 return
+            path, sole = place.path, len(ahead) == 1
+
+            def woken(event: Any) -> None:
+                if sole and event.type == EventType.DELETED:
+                    place.clear = path
+                signal.set()
+
             watched = f"{place.parent}/{ahead[-1]}"
-            if await self.session.call("exists", watched, watch=lambda _: signal.set()) is None:
+            if await self.session.call("exists", watched, watch=woken) is None:
+                if sole:
+                    place.clear = path
                 return
         await signal.wait(timeout)
 
@@ -501,28 +570,41 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         if self._doubted(held):
             self._forsake(held)
             return False
+        try:
+            return await self._release_held(held)
+        finally:
+            if held.fence_record is not None:
+                await self.session.settled(held.fence_record)
+
+    async def _release_held(self, held: _Held) -> bool:
         known = copy.copy(held)  # the write we know of; each conflict moves it on
         while True:
-            try:
-                stat = await self.session.call(
-                    "set", held.path, held.record.encode(), version=known.version
-                )
+            # One multi: a write of the clock node, whose stat gives the server's time (for
+            # the ttl rule), and the node's delete, guarded by the version we know. Not a
+            # rewrite of the node itself: its waiter's watch would fire for the rewrite and
+            # miss the delete.
+            answers = await self.session.commit([
+                ("set_data", self._clock, b""), ("delete", held.path, known.version),
+            ])
+            stat, deleted = answers
+            if not isinstance(stat, Exception):
                 break
+            if isinstance(stat, NoNodeError):
+                await self._make_clock()
+                continue
+            if not isinstance(deleted, BadVersionError):
+                return False  # gone: deleted as expired, broken, or with the session
+            # Only this process writes the node (others only delete it): a renewal or
+            # proclaim of ours landed first, its answer not read yet. Judge that write
+            # as its own answer will, then write again after it.
+            try:
+                data, latest = await self.session.call("get", held.path)
             except NoNodeError:
                 return False
-            except BadVersionError:
-                # Only this process writes the node (others only delete it): a renewal or
-                # proclaim of ours landed first, its answer not read yet. Judge that write
-                # as its own answer will, then write again after it.
-                try:
-                    data, latest = await self.session.call("get", held.path)
-                except NoNodeError:
-                    return False
-                if known.lapsed_before(latest.mtime):
-                    await self._delete(held.path, latest.version)
-                    return False
-                known.wrote(latest, Record.decode(data).ttl_ms)
-        await self._delete(held.path, stat.version)
+            if known.lapsed_before(latest.mtime):
+                await self._delete(held.path, latest.version)
+                return False
+            known.wrote(latest, Record.decode(data).ttl_ms)
         return not known.lapsed_before(stat.mtime)
 
     async def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
@@ -563,12 +645,20 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         held = self._held.get((kind, name, token))
         if held is None or self._doubted(held):
             return False
+        known = copy.copy(held)  # before the read: a renewal's answer may move it on
         now = await self._server_now()
-        stat = await self.session.call("exists", held.path)
-        return bool(
-            stat is not None and stat.version == held.version
-            and stat.mtime + held.written_ttl_ms >= now
+        try:
+            data, stat = await self.session.call("get", held.path)
+        except NoNodeError:
+            return False
+        if stat.version != known.version and known.lapsed_before(stat.mtime):
+            return False  # a renewal of ours came after the lease ran out: it reports it
+        # A newer version is a renewal or proclaim of ours whose answer is not read yet (only
+        # this process writes the node): its own record says the ttl it wrote.
+        ttl_ms = known.written_ttl_ms if stat.version == known.version else (
+            Record.decode(data).ttl_ms
         )
+        return bool(stat.mtime + ttl_ms >= now)
 
     async def _inspect(self, kind: str, name: str) -> LockInfo | None:
         parent = self._parent(kind, name)
@@ -678,7 +768,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             nodes: list[str] = await self.session.call("get_children", parent)
         except NoNodeError:
             return []
-        return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
+        return _entries(nodes)
 
     async def _delete(self, path: str, version: int = -1) -> bool:
         try:
@@ -687,29 +777,41 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             return False
         return True
 
-    async def _record_fence(self, parent: str, fence: int) -> None:
-        """Keep the name's last fence on its node, never letting it go back."""
-        while True:
-            data, stat = await self.session.call("get", parent)
+    def _record_fence(self, parent: str, fence: int, named: Any) -> Any:
+        """Keep the name's last fence on its node, never letting it go back: a write sent
+        without waiting (``session.record_soon``), from ``named``, the node's ``get``
+        answer read after our grant's node was made (else it reads it first); None when the
+        node already shows the fence."""
+        if isinstance(named, tuple):
+            data, stat = named
             if int(data or b"0") >= fence:
-                return
-            try:
-                await self.session.call("set", parent, str(fence).encode(), version=stat.version)
-                return
-            except BadVersionError:
-                continue  # another grant wrote meanwhile: read again
+                return None
+            return self.session.record_soon(parent, fence, stat.version)
+        return self.session.record_soon(parent, fence, None)
+
+    @property
+    def _clock(self) -> str:
+        """A node written only for the ``mtime`` of the write: the server's time."""
+        return f"/{self.settings.namespace}/clock"
+
+    async def _make_clock(self) -> None:
+        with contextlib.suppress(NodeExistsError):
+            await self.session.call("create", self._clock, b"", makepath=True)
 
     async def _server_now(self) -> int:
         """The server's time in milliseconds: the ``mtime`` of a write of our own."""
-        path = f"/{self.settings.namespace}/clock"
         try:
-            stat = await self.session.call("set", path, b"")
+            stat = await self.session.call("set", self._clock, b"")
         except NoNodeError:
-            with contextlib.suppress(NodeExistsError):
-                await self.session.call("create", path, b"", makepath=True)
-            stat = await self.session.call("set", path, b"")
+            await self._make_clock()
+            stat = await self.session.call("set", self._clock, b"")
         mtime: int = stat.mtime
         return mtime
+
+
+def _entries(nodes: list[str]) -> list[str]:
+    """The holders' and waiters' nodes among a name's children, oldest first."""
+    return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
 
 
 def _utc(since: float) -> Any:

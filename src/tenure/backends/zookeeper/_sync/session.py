@@ -61,7 +61,7 @@ from kazoo.exceptions import (
 
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError
-from tenure.backends.zookeeper._calls import start
+from tenure.backends.zookeeper._calls import commit, new_result, start
 from tenure.backends.zookeeper._config import ZooKeeperSettings
 
 __all__ = ["DECIDING", "Session"]
@@ -230,6 +230,108 @@ class Session:
                 f"ZooKeeper {self.settings.display}: {operation} failed: "
                 f"{type(exc).__name__} {exc}"
             ) from exc
+
+    def call_together(
+        self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]
+    ) -> list[Any]:
+        """Several calls, each ``(operation, args, kwargs)``, sent at once: one wait for
+        their answers, not one per call. ZooKeeper answers one session's requests in the
+        order sent, a read seeing every earlier write of the session (a create, then a list
+        that shows the node created). Each one's answer, or the node error it got
+        (``DECIDING``) in its place."""
+        client = self.client()
+        try:
+            pending = [(operation, start(client, operation, *args, **kwargs))
+                       for operation, args, kwargs in calls]
+        except (KazooException, OSError) as exc:
+            raise self._failure(calls[0][0], exc) from exc
+        answers: list[Any] = []
+        for operation, result in pending:
+            try:
+                answers.append(io.result_of(result, self.settings.timeout))
+            except DECIDING as exc:
+                answers.append(exc)
+            except TimeoutError as exc:
+                raise self._timeout(operation) from exc
+            except (KazooException, OSError) as exc:
+                raise self._failure(operation, exc) from exc
+        return answers
+
+    def commit(self, operations: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``operations`` as one ``multi`` (``_calls.commit``), applied all or none: each
+        one's answer, or, when one failed, each one's error (the node error that failed it,
+        kazoo's ``RolledBackError`` or ``RuntimeInconsistency`` for the others)."""
+        client = self.client()
+        try:
+            answers: list[Any] = io.result_of(
+                commit(client, operations), self.settings.timeout
+            )
+        except TimeoutError as exc:
+            raise self._timeout("multi") from exc
+        except (KazooException, OSError) as exc:
+            raise self._failure("multi", exc) from exc
+        return answers
+
+    def record_soon(self, path: str, fence: int, version: int | None) -> Any:
+        """Raise ``path``'s data (a decimal number) to ``fence`` unless it already is at
+        least that, without waiting: a versioned set (``version``: the one read; None: read
+        it first), read again and retried when another write came between. The steps chain
+        in kazoo's thread; the result is a kazoo async result set (to True) once the number
+        is there or nothing more can be done (a failure: the connection went, and with it
+        every lease this was for)."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is None:
+            raise BackendError(f"ZooKeeper {self.settings.display}: not connected")
+        done = new_result(client)
+
+        def write(version: int) -> None:
+            start(client, "set", path, str(fence).encode(), version=version).rawlink(written)
+
+        def read() -> None:
+            start(client, "get", path).rawlink(judge)
+
+        def written(result: Any) -> None:
+            if isinstance(result.exception, BadVersionError):
+                read()  # another grant wrote it meanwhile: judge its number
+            else:
+                done.set(True)
+
+        def judge(result: Any) -> None:
+            if not result.successful():
+                done.set(True)
+                return
+            data, stat = result.get(block=False)
+            if int(data or b"0") >= fence:
+                done.set(True)
+            else:
+                write(stat.version)
+
+        try:
+            if version is None:
+                read()
+            else:
+                write(version)
+        except (KazooException, OSError):
+            done.set(True)
+        return done
+
+    def settled(self, result: Any) -> None:
+        """Wait (within ``timeout``) for a ``record_soon`` to be done; a record that takes
+        longer is left to finish by itself."""
+        with contextlib.suppress(TimeoutError):
+            io.result_of(result, self.settings.timeout)
+
+    def _timeout(self, operation: str) -> BackendError:
+        return BackendError(
+            f"ZooKeeper {self.settings.display}: no reply to {operation} within "
+            f"{self.settings.timeout} s"
+        )
+
+    def _failure(self, operation: str, exc: Exception) -> BackendError:
+        return BackendError(
+            f"ZooKeeper {self.settings.display}: {operation} failed: {type(exc).__name__} {exc}"
+        )
 
     def close(self) -> None:
         with self._mutex:
