@@ -1,0 +1,111 @@
+"""How many requests tenure sends ZooKeeper for a cycle and a handoff (``_calls.SENT``
+counts them by operation), and ``owned()`` while a renewal of ours is still unanswered.
+
+The counts are the backend's design (``_async/backend.py``, "Requests"): an uncontended
+acquire + release is five requests (create, list, read the name's node, its fence write,
+a release multi), the release one of them; a waiter woken by the delete of the node just
+ahead takes the lock without listing the queue. Counts, not times: the machine may be slow.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import tenure
+from tenure.backends.zookeeper import _calls
+from tenure.backends.zookeeper._nodes import encode_name
+from tenure.backends.zookeeper._sync.backend import ZooKeeperBackend
+
+
+def _sent_during(action: Callable[[], object]) -> collections.Counter[str]:
+    before = collections.Counter(_calls.SENT)
+    action()
+    return collections.Counter(_calls.SENT) - before
+
+
+def test_an_uncontended_cycle_is_five_requests_and_its_release_one(
+    zookeeper_url: str, name: str
+) -> None:
+    with tenure.connect(zookeeper_url) as locks:
+        lock = locks.lock(name, ttl=10)
+        assert lock.acquire()  # the first use makes the name's node
+        lock.release()
+        acquired = _sent_during(lock.acquire)
+        fence = lock.fence
+        released = _sent_during(lock.release)
+        assert released == {"multi": 1}, released
+        assert acquired.total() + released.total() <= 5, (acquired, released)
+        info = locks.inspect(name)
+        assert info is not None and not info.held and info.fence == fence
+
+
+def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
+    zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with tenure.connect(zookeeper_url) as holding, tenure.connect(zookeeper_url) as waiting:
+        backend = waiting.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        # Only the watch wakes the waiter: no timed re-check that lists the queue anyway.
+        monkeypatch.setattr(backend, "max_backoff", 3600.0)
+        holder, waiter = holding.lock(name, ttl=10), waiting.lock(name, ttl=10)
+        assert holder.acquire()
+        granted = threading.Event()
+
+        def wait_for_it() -> None:
+            if waiter.acquire():
+                granted.set()
+
+        thread = threading.Thread(target=wait_for_it)
+        thread.start()
+        try:
+            _wait_until_queued(holding, name)
+            fence = holder.fence
+            def hand_over() -> None:
+                holder.release()
+                granted.wait(60)
+
+            handoff = _sent_during(hand_over)
+            assert granted.is_set()
+            # The release (one multi), the grant's rewrite of the waiter's node with the
+            # read of the name's node beside it, and the fence write.
+            assert "get_children" not in handoff, handoff
+            assert handoff.total() <= 4, handoff
+            assert waiter.fence is not None and fence is not None and waiter.fence > fence
+        finally:
+            thread.join(60)
+            if granted.is_set():
+                waiter.release()
+
+
+def _wait_until_queued(locks: tenure.Locks, name: str) -> None:
+    """Until a waiter's node is under the lock's, behind the holder's, and watched."""
+    backend = locks.backend
+    assert isinstance(backend, ZooKeeperBackend)
+    client = backend.session.client()
+    parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
+    deadline = time.monotonic() + 60
+    while len(client.get_children(parent)) < 2:
+        assert time.monotonic() < deadline, "the waiter never queued"
+        time.sleep(0.02)
+    time.sleep(0.2)  # its watch is set right after its node is made: not a bound, a margin
+
+
+def test_owned_while_a_renewal_of_ours_is_unanswered(zookeeper_url: str, name: str) -> None:
+    """The node at a newer version than the holder last knew is a write of its own whose
+    answer it has not read yet (only the holder writes its node): still owned."""
+    with tenure.connect(zookeeper_url) as locks:
+        lock = locks.lock(name, ttl=10)
+        assert lock.acquire()
+        backend = locks.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        (held,) = [h for key, h in backend._held.items() if key[1] == name]
+        client = backend.session.client()
+        # The renewal's write, landed on the server, its answer not yet read.
+        client.set(held.path, held.record.encode(), version=held.version)
+        assert lock.owned()
+        lock.release()
