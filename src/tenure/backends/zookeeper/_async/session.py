@@ -71,6 +71,9 @@ DECIDING = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 INTERRUPTIONS_KEPT = 64
 """How many interruptions the session remembers the description of, for loss reasons."""
 
+RECORDS_KEPT = 1024
+"""How many names' fence writes ``record_soon`` remembers the version of."""
+
 
 class AsyncSession:
     def __init__(self, settings: ZooKeeperSettings) -> None:
@@ -88,6 +91,9 @@ class AsyncSession:
         self.on_connected: Callable[[], object] | None = None
         """Called in kazoo's thread, without blocking, when the connection is (re)established."""
         self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        self._recorded: dict[str, tuple[int, int]] = {}
+        """``record_soon``'s last write of each path: the number and the version it wrote,
+        the version to try first next time (no read, when nobody else wrote since)."""
         self._listeners_mutex = threading.Lock()
 
     # ---- the session's state -------------------------------------------------------------
@@ -270,18 +276,44 @@ class AsyncSession:
             raise self._failure("multi", exc) from exc
         return answers
 
-    def record_soon(self, path: str, fence: int, version: int | None) -> Any:
+    def recorded(self, path: str) -> bool:
+        """Whether ``record_soon`` wrote ``path`` before (and can try without a read)."""
+        return path in self._recorded
+
+    def recorded_version(self, path: str, fence: int) -> int | None:
+        """The version our last write of ``path`` made, if it wrote a number below
+        ``fence`` (None: unknown, read first)."""
+        ours = self._recorded.get(path)
+        return None if ours is None or ours[0] >= fence else ours[1]
+
+    def remember(self, path: str, fence: int, version: int) -> None:
+        """A write of ours of ``fence`` to ``path`` made ``version``."""
+        self._recorded.pop(path, None)  # the newest last, the oldest dropped first
+        self._recorded[path] = (fence, version)
+        if len(self._recorded) > RECORDS_KEPT:
+            self._recorded.pop(next(iter(self._recorded)), None)
+
+    def record_soon(
+        self, path: str, fence: int, version: int | None, *, guess: bool = True
+    ) -> Any:
         """Raise ``path``'s data (a decimal number) to ``fence`` unless it already is at
-        least that, without waiting: a versioned set (``version``: the one read; None: read
-        it first), read again and retried when another write came between. The steps chain
-        in kazoo's thread; the result is a kazoo async result set (to True) once the number
-        is there or nothing more can be done (a failure: the connection went, and with it
-        every lease this was for)."""
+        least that, without waiting: a versioned set (``version``: the one read; None: the
+        one our last write of it made, if ``guess`` and there was one, else read it first),
+        read again and retried when another write came between. The steps chain in kazoo's
+        thread; the result is a kazoo async result set (to True) once the number is there
+        or nothing more can be done (a failure: the connection went, and with it every
+        lease this was for). The data never goes back: every write is versioned after a
+        read (or after our own write) showing a lower number."""
         with self._mutex:
             client = self._client if self._pid == os.getpid() else None
         if client is None:
             raise BackendError(f"ZooKeeper {self.settings.display}: not connected")
         done = new_result(client)
+        if version is None and guess and (ours := self._recorded.get(path)) is not None:
+            if ours[0] >= fence:
+                done.set(True)  # we wrote a number at least as high: it cannot go back
+                return done
+            version = ours[1]
 
         def write(version: int) -> None:
             start(client, "set", path, str(fence).encode(), version=version).rawlink(written)
@@ -292,8 +324,10 @@ class AsyncSession:
         def written(result: Any) -> None:
             if isinstance(result.exception, BadVersionError):
                 read()  # another grant wrote it meanwhile: judge its number
-            else:
-                done.set(True)
+                return
+            if result.successful():
+                self.remember(path, fence, result.get(block=False).version)
+            done.set(True)
 
         def judge(result: Any) -> None:
             if not result.successful():
@@ -313,6 +347,29 @@ class AsyncSession:
         except (KazooException, OSError):
             done.set(True)
         return done
+
+    def watch_soon(
+        self, path: str, watch: Callable[[Any], object], gone: Callable[[], object],
+        failed: Callable[[], object],
+    ) -> None:
+        """Set ``watch`` on ``path`` again without waiting (safe in kazoo's thread): ``gone``
+        is called if the node no longer exists, ``failed`` if the request failed."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is None:
+            failed()
+            return
+
+        def answered(result: Any) -> None:
+            if not result.successful():
+                failed()
+            elif result.get(block=False) is None:
+                gone()
+
+        try:
+            start(client, "exists", path, watch=watch).rawlink(answered)
+        except (KazooException, OSError):
+            failed()
 
     async def settled(self, result: Any) -> None:
         """Wait (within ``timeout``) for a ``record_soon`` to be done; a record that takes

@@ -135,9 +135,13 @@ class _Held:
     released: bool = False
     """Its release has begun: a renewal or proclaim still out must not write it again."""
     fence_record: Any = None
-    """The grant's write of its fence to the name's node (``session.record_soon``), sent
-    without waiting; the release waits for it, so that ``inspect`` after a release shows
-    the fence."""
+    """The write of its fence to the name's node (``session.record_soon``), sent without
+    waiting; the release waits for it, so that ``inspect`` after a release shows the
+    fence."""
+    unrecorded: tuple[str, int, int | None] | None = None
+    """A first try's fence, not written to the name's node yet: the node, the fence and
+    the node's version to write it at (None: read it first). The release writes it in its
+    multi, or the first renewal in the background (module docstring, "Requests")."""
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
@@ -361,26 +365,27 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         parent = self._parent(kind, name)
         record = Record.new(holder, limit, ttl, value=value)
         epoch = self.session.epoch
-        # One wait for three requests: the create, then the list of the queue and the name's
-        # node (for its fence), which the server answers after the create, showing our node.
-        created, children, named = self.session.call_together([
+        # One wait for two or three requests: the create, then the list of the queue, which
+        # the server answers after the create, showing our node, and the name's node (for
+        # the fence write) unless our last fence write of it says its version.
+        created, children, *named = self.session.call_together([
             ("create", (f"{parent}/{node_prefix(token, mode)}", record.encode()),
              {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
             ("get_children", (parent,), {}),
-            ("get", (parent,), {}),
+            *([] if self.session.recorded(parent) else [("get", (parent,), {})]),
         ])
         if isinstance(created, Exception):
             raise created
         path, stat = created
         if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
             # The name's node was new: kazoo made it after the list was answered.
-            children, named = self.session.call("get_children", parent), None
+            children, named = self.session.call("get_children", parent), []
         ranked = self._rank(parent, path, stat.mtime, limit, mode, children=children)
         if ranked.conflict is None and ranked.granted(limit, mode):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = _Held(
                 path, stat.version, stat.mtime, record, epoch,
-                fence_record=self._record_fence(parent, stat.czxid, named),
+                unrecorded=self._unrecorded(parent, stat.czxid, *named),
             )
             return Grant(stat.czxid)
         if mode is not None:
@@ -409,6 +414,17 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         ours = sequence_of(path)
         nodes = self._children(parent) if children is None else _entries(children)
         ahead = [node for node in nodes if sequence_of(node) < ours]
+        if len(ahead) > 1 and (mode == WRITE or (mode is None and limit == 1)):
+            # One live node ahead refuses us: the nearest is read first, and the others
+            # only if it expired (each waiter judges the one ahead of it, in turn).
+            (nearest,) = self.session.call_many("get", [(f"{parent}/{ahead[-1]}",)])
+            if not isinstance(nearest, Exception):
+                record = Record.decode(nearest[0])
+                if nearest[1].mtime + record.ttl_ms >= now_ms:
+                    conflict = None if mode is not None or record.limit == limit else (
+                        record.limit
+                    )
+                    return _Ranked([record], conflict, standing=ahead)
         answers = self.session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
         live: list[Record] = []
         standing: list[str] = []
@@ -457,23 +473,24 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         record = Record.new(holder, place.limit, ttl, value=place.value)
         epoch = self.session.epoch
-        # The name's node is read with the grant, for the fence write that follows it.
-        granted, named = self.session.call_together([
-            ("set", (place.path, record.encode()), {"version": place.version}),
-            ("get", (place.parent,), {}),
-        ])
-        if isinstance(granted, (NoNodeError, BadVersionError)):
+        try:
+            granted = self.session.call(
+                "set", place.path, record.encode(), version=place.version
+            )
+        except (NoNodeError, BadVersionError):
             place.path = ""  # judged expired meanwhile: join again at the back
             return Busy(None, place)
-        if isinstance(granted, Exception):
-            raise granted
         if not place.wrote(granted, record.ttl_ms):
             self._drop(place)  # lapsed before this grant: others went ahead of it
             return Busy(None, place)
         self._granted_in(epoch, place.path)
         self._held[(place.kind, place.name, place.token)] = _Held(
             place.path, granted.version, granted.mtime, record, epoch,
-            fence_record=self._record_fence(place.parent, place.czxid, named),
+            # The name's node is read after the grant, in the background: a waiter's last
+            # write of it is likely old (others held the name since).
+            fence_record=self.session.record_soon(
+                place.parent, place.czxid, None, guess=False
+            ),
         )
         return Grant(place.czxid)
 
@@ -546,17 +563,33 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             if not ahead:
                 return
             path, sole = place.path, len(ahead) == 1
+            watched = f"{place.parent}/{ahead[-1]}"
+            waiting = True
 
-            def woken(event: Any) -> None:
-                if sole and event.type == EventType.DELETED:
+            def gone() -> None:
+                if sole:
                     place.clear = path
                 signal.set()
 
-            watched = f"{place.parent}/{ahead[-1]}"
+            def woken(event: Any) -> None:
+                if event.type == EventType.DELETED:
+                    gone()
+                elif event.type == EventType.CHANGED and waiting:
+                    # A write of the node ahead (a renewal, a waiter's rewrite): it still
+                    # stands, so watch it again rather than wake. Waking would rewrite our
+                    # node, waking the waiter behind us, and so on down the queue.
+                    self.session.watch_soon(watched, woken, gone, signal.set)
+                else:
+                    signal.set()
+
             if self.session.call("exists", watched, watch=woken) is None:
-                if sole:
-                    place.clear = path
+                gone()
                 return
+            try:
+                signal.wait(timeout)
+            finally:
+                waiting = False
+            return
         signal.wait(timeout)
 
     def _release(self, kind: str, name: str, token: str) -> bool:
@@ -580,22 +613,41 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _release_held(self, held: _Held) -> bool:
         known = copy.copy(held)  # the write we know of; each conflict moves it on
+        unrecorded, held.unrecorded = held.unrecorded, None
+        if unrecorded is not None and unrecorded[2] is None:
+            unrecorded = self._fence_version(*unrecorded[:2])
         while True:
-            # One multi: a write of the clock node, whose stat gives the server's time (for
-            # the ttl rule), and the node's delete, guarded by the version we know. Not a
-            # rewrite of the node itself: its waiter's watch would fire for the rewrite and
-            # miss the delete.
-            answers = self.session.commit([
-                ("set_data", self._clock, b""), ("delete", held.path, known.version),
+            # One multi: a write whose stat gives the server's time (for the ttl rule), and
+            # the node's delete, guarded by the version we know. The write is the first
+            # try's fence to the name's node if it is not there yet (versioned: it never
+            # goes back), else one of the clock node. Not a rewrite of our node itself: its
+            # waiter's watch would fire for the rewrite and miss the delete.
+            if unrecorded is not None and unrecorded[2] is not None:
+                parent, fence, version = unrecorded
+                write = ("set_data", parent, str(fence).encode(), version)
+            else:
+                write = ("set_data", self._clock, b"", -1)
+            stat, deleted = self.session.commit([
+                write, ("delete", held.path, known.version),
             ])
-            stat, deleted = answers
             if not isinstance(stat, Exception):
+                if write[1] != self._clock and unrecorded is not None:
+                    self.session.remember(unrecorded[0], unrecorded[1], stat.version)
                 break
             if isinstance(stat, NoNodeError):
+                if write[1] != self._clock:
+                    unrecorded = None  # the name's node is gone: nothing to keep it on
                 self._make_clock()
                 continue
+            if isinstance(stat, BadVersionError) and unrecorded is not None:
+                unrecorded = self._fence_version(*unrecorded[:2])
+                continue
             if not isinstance(deleted, BadVersionError):
-                return False  # gone: deleted as expired, broken, or with the session
+                # Gone: deleted as expired, broken, or with the session. Its fence is kept
+                # all the same: the name's last.
+                if unrecorded is not None:
+                    held.fence_record = self.session.record_soon(*unrecorded[:2], None)
+                return False
             # Only this process writes the node (others only delete it): a renewal or
             # proclaim of ours landed first, its answer not read yet. Judge that write
             # as its own answer will, then write again after it.
@@ -608,6 +660,15 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 return False
             known.wrote(latest, Record.decode(data).ttl_ms)
         return not known.lapsed_before(stat.mtime)
+
+    def _fence_version(self, parent: str, fence: int) -> tuple[str, int, int | None] | None:
+        """The name's node's version to write ``fence`` at, read now; None when it shows
+        ``fence`` or a later one already."""
+        try:
+            data, stat = self.session.call("get", parent)
+        except NoNodeError:
+            return None
+        return None if int(data or b"0") >= fence else (parent, fence, stat.version)
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
@@ -640,6 +701,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 continue
             held.record = held.record.with_ttl(renewal.ttl)
             held.wrote(stat, held.record.ttl_ms)
+            self._record_unrecorded(held)
             results.append(True)
         return results
 
@@ -755,6 +817,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return False
         parent = self._parent(kind, name)
         fences = {lease.fence for lease in info.holders}
+        # The holders' fences are kept on the name's node first: a first try's may not be
+        # there yet (module docstring, "Requests"), and its node goes now.
+        self.session.settled(self.session.record_soon(parent, info.fence, None))
         nodes = self._children(parent)
         answers = self.session.call_many("exists", [(f"{parent}/{n}",) for n in nodes])
         broken = False
@@ -779,17 +844,24 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return False
         return True
 
-    def _record_fence(self, parent: str, fence: int, named: Any) -> Any:
-        """Keep the name's last fence on its node, never letting it go back: a write sent
-        without waiting (``session.record_soon``), from ``named``, the node's ``get``
-        answer read after our grant's node was made (else it reads it first); None when the
+    def _unrecorded(
+        self, parent: str, fence: int, named: Any = None
+    ) -> tuple[str, int, int | None] | None:
+        """A first try's fence to write to the name's node, and the node's version to write
+        it at: from ``named``, the node's ``get`` answer read after our grant's node was
+        made, else from our last write of it (else None: read it first). None when the
         node already shows the fence."""
         if isinstance(named, tuple):
             data, stat = named
-            if int(data or b"0") >= fence:
-                return None
-            return self.session.record_soon(parent, fence, stat.version)
-        return self.session.record_soon(parent, fence, None)
+            return None if int(data or b"0") >= fence else (parent, fence, stat.version)
+        return parent, fence, self.session.recorded_version(parent, fence)
+
+    def _record_unrecorded(self, held: _Held) -> None:
+        """Write a first try's fence in the background (a renewal: the lease lives on)."""
+        if held.unrecorded is not None and held.fence_record is None:
+            parent, fence, version = held.unrecorded
+            held.unrecorded = None
+            held.fence_record = self.session.record_soon(parent, fence, version)
 
     @property
     def _clock(self) -> str:
