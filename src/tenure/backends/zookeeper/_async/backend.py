@@ -2,26 +2,50 @@
 both (a lock is ``limit = 1``).
 
 - **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
-  record, then list the name's nodes: granted if fewer than ``limit`` live nodes are ahead of
-  ours, else ours is deleted. A node ahead is live unless its last write (``mtime``) plus its
-  ttl is older than the server time of our own write (our node's ``mtime``): then it has
-  expired, and we delete it, guarded by the version we judged (a renewal in between makes the
-  delete fail, and it stays). So ``ttl`` means what it means on every backend, judged by the
-  server's clock, and a hung-but-connected holder cannot keep a name forever (kazoo's own
-  Lock recipe keeps it as long as the session lives).
+  record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
+  requests in order, so the list shows our node): granted if fewer than ``limit`` live
+  nodes are ahead of ours, else ours is deleted. A node ahead is live unless its last
+  write (``mtime``) plus its ttl is older than the server time of our own write (our
+  node's ``mtime``): then it has expired, and we delete it, guarded by the version we
+  judged (a renewal in between makes the delete fail, and it stays). So ``ttl`` means what
+  it means on every backend, judged by the server's clock, and a hung-but-connected holder
+  cannot keep a name forever (kazoo's own Lock recipe keeps it as long as the session
+  lives).
 - **Waiting**: the waiter creates its node at the back of the queue with a short ttl
   (``QUEUE_TTL``), rewritten at each wait so others see it alive, and watches the node just
   ahead (a lock) or the name's children (a semaphore). A waiter that dies or gives up is gone
   within ``QUEUE_TTL`` (or at once, when it gives up cleanly, or when its session ends).
+  The watch wakes the waiter when the node ahead goes, not when it is rewritten (a renewal,
+  another waiter's rewrite: the watch is set again), and each wait is bounded
+  (``max_backoff``): then the waiter rewrites its node and ranks again, judging the nodes
+  ahead by the server time of that rewrite (a lock's waiter reads the nearest first: if it
+  is live, the others need not be read).
 - **Granted from the queue**: once fewer than ``limit`` live nodes are ahead, the waiter
   rewrites its node with its real ttl (versioned: a node judged expired meanwhile is gone).
+  A waiter woken by the delete of the one node ahead that could keep it waiting (a lock's
+  only node ahead, a reader's only writer ahead) knows that nothing is ahead any more (nodes
+  only join behind): it rewrites its node at once, without listing the queue.
 - **Renewal**: a versioned ``set_data`` of the holder's node: a new ``mtime``. A renewal that
   finds its node gone (deleted as expired, broken, or its session ended) or finds that its
   previous write is older than its ttl by the server's time reports the lease lost.
-- **Release**: a versioned rewrite (to read the server's time) and delete; a release that
-  finds its lease already expired by the server's clock answers False (LockLost). A renewal
-  of ours that lands first is judged as its own answer would judge it, and the release
-  writes after it; a renewal that comes second finds the release begun and writes nothing.
+- **Release**: one ``multi``: a write whose stat gives the server's time (the name's node
+  with a fence not kept there yet, else the clock node) and the delete of our node, guarded
+  by the version we last wrote; a release that finds its lease already expired by the
+  server's clock (our last write plus its ttl before the multi's ``mtime``) answers False
+  (LockLost), its node deleted all the same. A renewal of ours that lands first makes the
+  delete fail (version): it is judged as its own answer would judge it, and the release
+  goes again after it; a renewal that comes second finds the release begun and writes
+  nothing. The write is not a rewrite of our own node: the waiter behind watches it, and
+  would be woken by the rewrite rather than the delete.
+- **The name's last fence** (its node's data, for ``inspect`` once no node holds it; it
+  never goes back: every write of it is versioned after a read, or after our own write,
+  showing a lower number): a first try's fence is written by its release's multi, or, if
+  the lease is renewed first, in the background with the first renewal, or by a break of
+  it; a fence granted from the queue is written in the background right after the grant
+  (the release waits for it). A holder whose session ends before its release or renewal
+  leaves the previous fence there (the node shows its own while it lives, and the next
+  grant's is higher); the same was true before of a holder that ended between its grant
+  and the fence's own write.
 - **Sessions**: every grant remembers the session epoch it was made in (``session``'s
   docstring): once the connection was suspended or the session lost, the server may have
   ended the session and handed the name to a contender, so every earlier grant is doubted
@@ -44,6 +68,24 @@ both (a lock is ``limit = 1``).
   holder, value and term (the node's czxid) from one ``getData`` of the holder's node.
 
 Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+
+**Requests** (``_calls.SENT`` counts them; ``tests/integration/test_zookeeper_requests.py``):
+
+- Uncontended acquire + release. Before: 6 requests, 6 waits in a row (create, list, read
+  and set the name's node; a versioned rewrite for the server time, a delete). Now: 3
+  requests, 2 waits (create and list sent together; one multi). kazoo's Lock: 3 requests,
+  3 waits (create, list, delete).
+- Handoff, from the release to the next holder's grant. Before: the release's 2 (rewrite,
+  delete), then the woken waiter's rewrite, list, rewrite with its ttl, read and set of the
+  name's node: 7 requests, 7 waits in a row. Now: the release's multi, then the woken
+  waiter's rewrite with its ttl: 2 waits in a row (and the fence in the background: a read
+  and a set of the name's node; 4 requests). kazoo's Lock: a delete, then the woken
+  waiter's list: 2 requests, 2 waits.
+
+The first use of a name adds a read of its node (sent with the create). Each wait of a
+queued waiter: before, a rewrite and a list on waking, a rewrite and a list again before
+the watch, and a read of every node ahead; now a rewrite, a list, a read of the nearest
+node ahead (a lock) and the watch, and nothing when the node ahead is merely rewritten.
 
 **A place that lapsed stays lapsed.** A contender judges a waiter's node expired when its last
 write is older than its queue ttl by the server time of the contender's own write, and then
