@@ -106,14 +106,68 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
                 waiter.release()
 
 
-def _wait_until_queued(locks: tenure.Locks, name: str) -> None:
-    """Until a waiter's node is under the lock's, behind the holder's, and watched."""
+def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
+    zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second waiter's list of nodes ahead, made while the first holder held, named two
+    nodes: woken by the delete of the nearer one, it lists the queue once, finds nothing
+    ahead, and is granted by the rewrite of its node alone (no rewrite first to judge
+    nodes ahead by: there are none)."""
+    with (
+        tenure.connect(zookeeper_url) as holding,
+        tenure.connect(zookeeper_url) as first,
+        tenure.connect(zookeeper_url) as second,
+    ):
+        for locks in (first, second):
+            monkeypatch.setattr(locks.backend, "max_backoff", 3600.0)
+        holder = holding.lock(name, ttl=10)
+        one, two = first.lock(name, ttl=10), second.lock(name, ttl=10)
+        assert holder.acquire()
+        granted = {id(one): threading.Event(), id(two): threading.Event()}
+
+        def wait_for(lock: tenure.Lock) -> None:
+            if lock.acquire():
+                granted[id(lock)].set()
+
+        threads = [threading.Thread(target=wait_for, args=(lock,)) for lock in (one, two)]
+        threads[0].start()
+        _wait_until_queued(holding, name, 2)
+        threads[1].start()
+        _wait_until_queued(holding, name, 3)
+        try:
+            holder.release()
+            assert granted[id(one)].wait(60)
+            fence = one.fence
+            backend = first.backend
+            assert isinstance(backend, ZooKeeperBackend)
+            (held,) = [h for key, h in backend._held.items() if key[1] == name]
+            # Its fence, written in the background after its grant, is not counted.
+            assert held.fence_record is None or held.fence_record.wait(60)
+
+            def hand_over() -> None:
+                one.release()
+                granted[id(two)].wait(60)
+
+            handoff = _sent_during(hand_over)
+            assert granted[id(two)].is_set()
+            assert handoff["get_children"] <= 1 and handoff["set"] <= 2, handoff
+            assert two.fence is not None and fence is not None and two.fence > fence
+        finally:
+            for thread in threads:
+                thread.join(60)
+            if granted[id(two)].is_set():
+                two.release()
+
+
+def _wait_until_queued(locks: tenure.Locks, name: str, nodes: int = 2) -> None:
+    """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's, the last
+    one watched."""
     backend = locks.backend
     assert isinstance(backend, ZooKeeperBackend)
     client = backend.session.client()
     parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
     deadline = time.monotonic() + 60
-    while len(client.get_children(parent)) < 2:
+    while len(client.get_children(parent)) < nodes:
         assert time.monotonic() < deadline, "the waiter never queued"
         time.sleep(0.02)
     time.sleep(0.2)  # its watch is set right after its node is made: not a bound, a margin

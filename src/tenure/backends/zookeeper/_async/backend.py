@@ -496,10 +496,21 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             # Woken by the delete of the one node ahead that counted: nothing can be ahead
             # any more (nodes only join behind), so no list, no judging, no server time.
             return await self._grant(place, ttl, holder)
+        # The queue is listed first: with nothing ahead (nothing that counts, for a reader)
+        # there is nothing to judge, and the waiter is granted at once. Else its node is
+        # rewritten, for the server time to judge the nodes ahead by: read after it, so the
+        # list may be older (nodes only join behind: it holds every node still ahead).
+        children = await self._children(place.parent)
+        ours = sequence_of(place.path)
+        ahead = [n for n in children if sequence_of(n) < ours]
+        if not [n for n in ahead if place.mode != READ or mode_of(n) == WRITE]:
+            return await self._grant(place, ttl, holder)
         stat = await self._rewrite(place)
         if stat is None:
             return Busy(None, place)
-        ranked = await self._rank(place.parent, place.path, stat.mtime, place.limit, place.mode)
+        ranked = await self._rank(
+            place.parent, place.path, stat.mtime, place.limit, place.mode, children=children
+        )
         if ranked.conflict is not None:
             await self.abandon_wait(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
