@@ -24,7 +24,10 @@ both (a lock is ``limit = 1``).
   rewrites its node with its real ttl (versioned: a node judged expired meanwhile is gone).
   A waiter woken by the delete of the one node ahead that could keep it waiting (a lock's
   only node ahead, a reader's only writer ahead) knows that nothing is ahead any more (nodes
-  only join behind): it rewrites its node at once, without listing the queue.
+  only join behind): it rewrites its node at once, without listing the queue. Any other
+  waiter lists the queue once: with nothing ahead (nothing that counts) it is granted by
+  its rewrite alone; else it rewrites its node and judges the nodes ahead from that list
+  (read after the rewrite; the list may be older, but no node joins ahead).
 - **Renewal**: a versioned ``set_data`` of the holder's node: a new ``mtime``. A renewal that
   finds its node gone (deleted as expired, broken, or its session ended) or finds that its
   previous write is older than its ttl by the server's time reports the lease lost.
