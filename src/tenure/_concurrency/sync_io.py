@@ -252,14 +252,15 @@ class ThreadResult(Protocol[T]):
 
     def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
     def get(self, block: bool = True, timeout: float | None = None) -> T: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 def result_of(result: ThreadResult[T], timeout: float) -> T:
     """The value of ``result`` (or its error), waited for in this thread; raises
-    TimeoutError after ``timeout`` seconds."""
-    done = threading.Event()
-    result.rawlink(lambda _: done.set())
-    if not done.wait(timeout):
+    TimeoutError after ``timeout`` seconds. Waited for on the result itself, which the
+    completing thread wakes directly (a ``rawlink`` callback would come through kazoo's
+    callback thread: one more thread to schedule per request)."""
+    if not result.wait(timeout):
         raise TimeoutError(f"no result within {timeout} s")
     return result.get(block=False)
 
