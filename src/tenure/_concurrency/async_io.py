@@ -114,12 +114,13 @@ class DeadlineExceeded(TimeoutError):
 
 async def bounded(
     call: Callable[[], Awaitable[T]], seconds: float | None,
-    credit: Callable[[], float] | None = None,
+    credit: Callable[[], float] | None = None, *, finish_if_interrupted: bool = False,
 ) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound), leaving
     the call running. ``credit``: a running total of seconds (connection set-up the server
     completed, see ``setup_time``); what it grows by while the call runs is added to the
-    bound, for as long as it grows. A cancelled caller behaves as in ``complete``."""
+    bound, for as long as it grows. A cancelled caller behaves as in ``complete`` whatever
+    ``finish_if_interrupted`` says (the threads flavour's option)."""
     if seconds is None:
         return await complete(call())
     task = asyncio.ensure_future(call())

@@ -84,17 +84,23 @@ class DeadlineExceeded(TimeoutError):
 
 
 def bounded(
-    call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None
+    call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None,
+    *, finish_if_interrupted: bool = False,
 ) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound). A thread
     blocked in a socket read cannot be interrupted, so a bounded call runs on the shared
     pool and this thread waits for it at most ``seconds``; the call goes on there.
-    ``credit``: as in the asyncio flavour, set-up seconds added to the bound as they grow."""
+    ``credit``: as in the asyncio flavour, set-up seconds added to the bound as they grow.
+    ``finish_if_interrupted``: when Ctrl-C (KeyboardInterrupt, or any other exception from
+    a signal handler) interrupts the wait, wait for the call to end (within ``seconds``)
+    before raising, as a cancelled asyncio caller does, so that an undo that follows does
+    not overtake it; a second interrupt raises at once."""
     if seconds is None:
         return call()
     future = _runner().submit(call)
     credited = 0.0 if credit is None else credit()
     wait = seconds
+    began = time.monotonic()
     while True:
         try:
             return future.result(timeout=wait)
@@ -107,6 +113,12 @@ def bounded(
             credited += more
             seconds += more
             wait = more
+        except BaseException:
+            if finish_if_interrupted and not future.done():
+                concurrent.futures.wait(
+                    [future], timeout=max(0.0, began + seconds - time.monotonic())
+                )
+            raise
 
 
 class _DaemonRunner:

@@ -348,12 +348,15 @@ class Lease:
                             self.kind.acquire(self.name, token, self.ttl, holder, waited)
                         )
                     else:
+                        # Interrupted (Ctrl-C), the call still ends before the undo and the
+                        # queue leave below start: they must not overtake it.
                         outcome = io.bounded(
                             functools.partial(
                                 self.kind.acquire, self.name, token, self.ttl, holder, waited
                             ),
                             limit,
                             credit=self._setup_seconds,
+                            finish_if_interrupted=True,
                         )
                 except io.DeadlineExceeded as late:
                     io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
@@ -364,11 +367,12 @@ class Lease:
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
                     ) from None
                 except BaseException:
-                    # The grant may have landed before the failure reached us: undo it, and
-                    # leave the queue we joined while waiting.
+                    # The grant may have landed before the failure (an error, a cancellation,
+                    # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued
+                    # kind may hold a place from this very call, so it leaves before raising.
+                    if waited is not None or self.kind.queues:
+                        self._give_up(token, waited or Busy(None), deadline)
                     io.run_cleanup(self._undo, token, started + self.ttl, None)
-                    if waited is not None:
-                        io.run_cleanup(self.kind.abandon, self.name, token, waited)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
@@ -405,7 +409,7 @@ class Lease:
                 except io.DeadlineExceeded:
                     pass  # a wait that overran is a spurious wake-up: the next try decides
                 except BaseException:
-                    io.run_cleanup(self.kind.abandon, self.name, token, outcome)
+                    self._give_up(token, outcome, deadline)
                     raise
                 waited = outcome
 
@@ -430,10 +434,12 @@ class Lease:
         return io.bounded(call, limit, credit=self._setup_seconds)
 
     def _give_up(self, token: str, busy: Busy, deadline: float | None) -> None:
-        """Leave whatever queue this attempt joined. A queued kind leaves before ``acquire``
-        answers False, so neither the caller's next step nor another waiter still finds its
-        place; if the server fails that step, the place lapses within its queue lease. Other
-        kinds leave in the background (their backend's wait state is a courtesy)."""
+        """Leave whatever queue this attempt joined. A queued kind (and a local store's
+        queue) leaves before ``acquire`` answers False or raises (a timeout, an error, a
+        cancellation, Ctrl-C), so neither the caller's next step nor another waiter still
+        finds its place; if the server fails that step, the place lapses within its queue
+        lease. Other kinds leave in the background (their backend's wait state is a
+        courtesy)."""
         if not self.kind.queues and not self.backend.local:
             io.run_cleanup(self.kind.abandon, self.name, token, busy)
             return

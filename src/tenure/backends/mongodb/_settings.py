@@ -12,7 +12,7 @@ tenure's options may be given in the URL query or as ``connect()`` keywords (key
 - ``timeout``: seconds (default 5) for each operation as a whole, server selection and
   connecting included: a dead server is a BackendError after at most this long. PyMongo's own
   ``timeoutMS`` / ``serverSelectionTimeoutMS`` / ``connectTimeoutMS``, when set, win.
-- ``gc_after``: seconds (default 30 days) a document is kept after its lock was last used
+- ``gc_after``: seconds (default 10 minutes) a document is kept after its lock was last used
   before the TTL index may delete it; ``none`` keeps documents forever.
 
 Every other option is PyMongo's (``replicaSet``, ``tls``, ``maxPoolSize``...), validated by it.

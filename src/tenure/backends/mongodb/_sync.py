@@ -105,7 +105,7 @@ class MongoDBBackend(
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: kept in the lock's "
         "document across releases, and each at least the server's clock in microseconds, so "
-        "also after clean-up deleted a document unused for gc_after (30 days by default) or "
+        "also after clean-up deleted a document unused for gc_after (10 minutes by default) or "
         "the server lost it",
         fences_survive_restart=True,
         fences_count_per_name=False,

@@ -68,7 +68,7 @@ PIPELINES = hasattr(psycopg, "Pipeline") and psycopg.Pipeline.is_supported()
 """Whether psycopg (3.1 and later) and the libpq under it (14 and later) have pipeline mode;
 without it the same messages go one by one (psycopg 3.0, the floor, has no pipelines)."""
 MAX_REMEMBERED_NOTICES = 4096
-SWEEP_EVERY = 600.0
+SWEEP_EVERY = 60.0
 """Seconds between two clean-ups of one table by one backend object, at most (and at most
 ``gc_after``): an idle record goes between gc_after and gc_after + this after its last use."""
 SWEEP_LIMIT = 1000
@@ -120,7 +120,7 @@ class AsyncPostgreSQLBackend(
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: each is at least the "
         "server's clock in microseconds, so also after the clean-up of a name idle for "
-        "gc_after (30 days by default) or a table that lost its rows",
+        "gc_after (10 minutes by default) or a table that lost its rows",
         fences_survive_restart=True,
         fences_count_per_name=False,
         leases_survive_restart=True,

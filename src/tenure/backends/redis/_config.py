@@ -15,7 +15,7 @@ Defaults are chosen so that a dead server is an error within seconds, never a ha
 retries a failed connection several times with back-off). The lock logic above decides what
 to retry: the watchdog retries renewals until the lease's end, an acquire fails.
 
-``gc_after`` (seconds, default 30 days; ``none`` keeps records forever): how long the record
+``gc_after`` (seconds, default 10 minutes; ``none`` keeps records forever): how long the record
 of an idle lock (its name and fence) outlives its last lease, that of an idle semaphore (its
 fence and limit) its last permit, and that of an idle read-write or fair lock (its fence) its
 last lease or waiting place. Fences never go back when it is removed (see ``_scripts``,

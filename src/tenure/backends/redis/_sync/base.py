@@ -27,7 +27,7 @@ class RedisBase(Backend):
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: each is at least the "
         "server's clock in microseconds, so also across a restart without persistence, a "
-        "Sentinel failover and the clean-up of a name idle for gc_after (30 days by default)",
+        "Sentinel failover and the clean-up of a name idle for gc_after (10 minutes by default)",
         fences_survive_restart=True,
         fences_count_per_name=False,
         leases_survive_restart=False,
