@@ -99,6 +99,9 @@ class Record:
     limit: int
     value: str | None = None
     queued: bool = False
+    ttl: float | None = None
+    """The ttl asked for (None: a waiter's key, or a record written before it was kept): the
+    lease lasts up to a second longer (whole seconds), ``inspect`` reports at most this."""
 
     def encode(self) -> str:
         fields: dict[str, Any] = {
@@ -109,13 +112,16 @@ class Record:
             fields["value"] = self.value
         if self.queued:
             fields["queued"] = True
+        if self.ttl is not None:
+            fields["ttl"] = self.ttl
         return b64(json.dumps(fields, separators=(",", ":")))
 
     @classmethod
     def new(
-        cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False
+        cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False,
+        ttl: float | None = None,
     ) -> Record:
-        return cls(holder, time.time(), limit, value, queued)
+        return cls(holder, time.time(), limit, value, queued, ttl)
 
     @classmethod
     def decode(cls, value: str) -> Record:
@@ -127,6 +133,7 @@ class Record:
                 int(data["limit"]),
                 None if data.get("value") is None else str(data["value"]),
                 data.get("queued") is True,
+                None if data.get("ttl") is None else float(data["ttl"]),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours (written by hand?): show it, never crash a listing.

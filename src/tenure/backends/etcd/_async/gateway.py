@@ -116,6 +116,11 @@ class AsyncGateway:
         self._tls = tls_context(settings) if https else None
         self._closed = False
         self._mutex = io.Mutex()
+        self.requests = 0
+        """HTTP requests sent so far (every try, logins and watches included): what
+        ``bench/consensus_bench.py`` counts per cycle and per handoff."""
+        self.watches = 0
+        """Of ``requests``, the watches (a stream held open until an event or its timeout)."""
 
     def _endpoints(self) -> tuple[list[httpx.AsyncClient], bool]:
         """The members' clients, opened at first use (and again in a forked child), and
@@ -216,6 +221,7 @@ class AsyncGateway:
         started = time.monotonic()
         content = body if isinstance(body, str) else json.dumps(body)
         token = await self._ensure_token(client, timeout)
+        self.requests += 1
         response = await client.post(
             path, content=content, headers=_auth(token), timeout=timeout
         )
@@ -235,6 +241,7 @@ class AsyncGateway:
         left = max(0.001, timeout - (time.monotonic() - started))
         token = await self._ensure_token(client, left)
         left = max(0.001, timeout - (time.monotonic() - started))
+        self.requests += 1
         response = await client.post(path, content=content, headers=_auth(token), timeout=left)
         try:
             return self._decode(path, response)
@@ -289,6 +296,7 @@ class AsyncGateway:
 
     async def _login(self, client: httpx.AsyncClient, timeout: float) -> str:
         credentials = {"name": self.settings.username, "password": self.settings.password or ""}
+        self.requests += 1
         response = await client.post(
             "/v3/auth/authenticate", content=json.dumps(credentials), timeout=timeout
         )
@@ -339,6 +347,8 @@ class AsyncGateway:
         headers = _auth(self._token or None)
         limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
+        self.requests += 1
+        self.watches += 1
         try:
             async with client.stream(
                 "POST", "/v3/watch", content=json.dumps({"create_request": request}),

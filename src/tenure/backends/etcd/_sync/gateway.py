@@ -118,6 +118,11 @@ class Gateway:
         self._tls = tls_context(settings) if https else None
         self._closed = False
         self._mutex = io.Mutex()
+        self.requests = 0
+        """HTTP requests sent so far (every try, logins and watches included): what
+        ``bench/consensus_bench.py`` counts per cycle and per handoff."""
+        self.watches = 0
+        """Of ``requests``, the watches (a stream held open until an event or its timeout)."""
 
     def _endpoints(self) -> tuple[list[httpx.Client], bool]:
         """The members' clients, opened at first use (and again in a forked child), and
@@ -218,6 +223,7 @@ class Gateway:
         started = time.monotonic()
         content = body if isinstance(body, str) else json.dumps(body)
         token = self._ensure_token(client, timeout)
+        self.requests += 1
         response = client.post(
             path, content=content, headers=_auth(token), timeout=timeout
         )
@@ -237,6 +243,7 @@ class Gateway:
         left = max(0.001, timeout - (time.monotonic() - started))
         token = self._ensure_token(client, left)
         left = max(0.001, timeout - (time.monotonic() - started))
+        self.requests += 1
         response = client.post(path, content=content, headers=_auth(token), timeout=left)
         try:
             return self._decode(path, response)
@@ -291,6 +298,7 @@ class Gateway:
 
     def _login(self, client: httpx.Client, timeout: float) -> str:
         credentials = {"name": self.settings.username, "password": self.settings.password or ""}
+        self.requests += 1
         response = client.post(
             "/v3/auth/authenticate", content=json.dumps(credentials), timeout=timeout
         )
@@ -341,6 +349,8 @@ class Gateway:
         headers = _auth(self._token or None)
         limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
+        self.requests += 1
+        self.watches += 1
         try:
             with client.stream(
                 "POST", "/v3/watch", content=json.dumps({"create_request": request}),
