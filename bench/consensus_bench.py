@@ -330,9 +330,11 @@ def report(
         "What each cycle sends:",
         "- etcd raw floor: 2 requests (a create-if-absent txn, a deleterange). No lease, "
         "fence or holder record: what a lock that cannot expire would cost.",
-        "- etcd tenure: a lease grant; one txn writing the holder key on that lease (only into "
-        "an empty range) and reading the oldest key; a guarded put of the name's last fence "
-        "(for `inspect`); a lease revoke on release: 4 requests.",
+        "- etcd tenure: one txn writing the holder key (only into an empty range) on a lease "
+        "granted ahead (the previous holder's, kept alive by this process and reused while "
+        "it still lasts the whole ttl: every ~1 s a keep-alive first, as leases are the "
+        "smallest whole seconds above the ttl) and the name's last fence (for `inspect`); "
+        "on release a delete of the key: 2 requests.",
         "- etcd lock service: `lock` (the server writes a key on the session's lease and "
         "waits for the keys ahead) and `unlock` (a delete): 2 requests, the lease granted "
         "once for the whole run. No fence is returned to the caller (the key's revision "
@@ -369,10 +371,13 @@ def report(
     lines += [
         "",
         "Waiting: all four are queues, each waiter watching the key or node just ahead of its "
-        "own, so a release wakes exactly the next waiter. tenure's etcd waiter then reads the "
-        "queue and moves its key from its short queue lease onto a lease of its ttl (a lease "
-        "grant, a guarded txn, a revoke), so a handoff there is a few round trips more than "
-        "the lock service's, which answers the blocked `lock` call itself. tenure's "
+        "own, so a release wakes exactly the next waiter. tenure's etcd waiter then sends one "
+        "txn: if no key older than its own is left, it moves its key from its short queue "
+        "lease onto the lease of its ttl that it kept alive while waiting, and records the "
+        "fence; so a handoff there is two writes in a row (the release's delete, then that "
+        "txn) where the lock service's is one (the delete, after which the server answers "
+        "the blocked `lock` call itself). Between two waits an etcd waiter sends that txn "
+        "and a keep-alive of its two leases (the requests column counts them). tenure's "
         "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
         "server's time and every live node ahead), then rewrites its node with its ttl; "
         "kazoo's Lock only lists the children. Each wait is bounded (0.5 s) and re-checked, "

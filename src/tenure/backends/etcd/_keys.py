@@ -3,13 +3,16 @@
     {ns}/{kind}/{N}/{token}         one key per holder or waiter of the name N
     {ns}/rwlock/{N}/{mode}.{token}  the same for a read-write (or fair) lock: mode is
                                     ``read`` or ``write``
-    {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release)
+    {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release):
+                                    its value, or its mod revision when the value is empty
+                                    (written by the granting transaction: ``backend``)
 
 ``{kind}`` is ``lock``, ``semaphore`` or ``rwlock``; ``{N}`` is the name with ``%`` and ``/``
 percent-escaped, so that one name's keys never fall inside another's range (``a/b`` is
 ``a%2Fb``) and a listing by name prefix is one key range. ``{token}`` is the acquisition's
 random token. The value is JSON: who holds it (host, pid, thread), since when (the holder's
-clock: etcd has no clock to read), the limit it was taken with, an election leader's
+clock: etcd has no clock to read), the limit it was taken with, the ttl asked for (its lease
+is up to a second longer: ``inspect`` reports at most the ttl), an election leader's
 ``value`` (written in the granting transaction, so it lives and dies with the key and its
 lease), and ``queued`` on a waiter's key, which holds nothing even once it is the oldest,
 until it moves onto its own lease in the transaction that grants it.

@@ -328,7 +328,14 @@ class Gateway:
     ) -> None:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
-        checks again after every return, so a watch bug or a compaction only costs a wait."""
+        checks again after every return, so a watch bug or a compaction only costs a wait.
+
+        A watch that starts at a past revision is served by etcd's catch-up loop, which runs
+        every 100 ms: a deletion just before it opens would wake the waiter up to 100 ms
+        late. So a single key's watch starts now, and if the cluster moved on since
+        ``start_revision`` (the revision in the watch's "created" answer), one read tells
+        whether the key is still there (then any later deletion is in the watch) or gone
+        (return at once)."""
         clients, own = self._endpoints()
         try:
             self._watch(clients[self._preferred % len(clients)], key, range_end,
@@ -341,9 +348,12 @@ class Gateway:
         self, client: httpx.Client, key: str, range_end: str | None,
         start_revision: int, timeout: float,
     ) -> None:
-        request: JSON = {"key": key, "start_revision": str(start_revision), "filters": ["NOPUT"]}
+        request: JSON = {"key": key, "filters": ["NOPUT"]}
+        from_now = range_end is None and start_revision > 0
         if range_end is not None:
             request["range_end"] = range_end
+        if not from_now:
+            request["start_revision"] = str(start_revision)
         # The token as it is: none yet (a forked child) or expired only cancels this watch,
         # and the caller's next read logs in.
         headers = _auth(self._token or None)
@@ -362,10 +372,20 @@ class Gateway:
                     result = json.loads(line).get("result", {}) if line.strip() else {}
                     if result.get("events") or result.get("canceled") or result.get("error"):
                         return
+                    if from_now and result.get("created"):
+                        # The watch sees what comes after this revision; anything between
+                        # start_revision and it, only a read can tell.
+                        watched_from = int(result.get("header", {}).get("revision", 0)) + 1
+                        if watched_from > start_revision and not self._exists(key):
+                            return
                     if time.monotonic() >= deadline:
                         return
-        except (httpx.HTTPError, OSError, ValueError):
+        except (httpx.HTTPError, OSError, ValueError, BackendError):
             return
+
+    def _exists(self, key: str) -> bool:
+        answer = self.post("/v3/kv/range", {"key": key, "keys_only": True})
+        return bool(answer.get("kvs"))
 
     def close(self) -> None:
         with self._mutex:
