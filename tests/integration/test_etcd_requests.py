@@ -4,7 +4,8 @@ rules that keep them that few safe (``tenure.backends.etcd._async.backend``'s do
 - an uncontended acquire + release on a warm backend is two requests (the grant's
   transaction, which also records the fence, and the release's delete), as etcd's own lock
   service's lock + unlock;
-- a queued waiter whose turn came takes the lock in one request;
+- a queued waiter woken by the deletion ahead takes the lock in one request; after a quiet
+  wait it reads first (a read, where a refused transaction with writes is a Raft write);
 - a spare lease is written on only while it still lasts the whole ttl: one released longer
   ago than its margin is kept alive first;
 - the name's last fence, recorded by the granting transactions in two forms (the fence key's
@@ -16,6 +17,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -64,11 +66,38 @@ def test_a_waiter_whose_turn_came_takes_the_lock_in_one_request(
     assert isinstance(busy, Busy)
     backend.wait_for_release(name, 0.01, busy)  # joins the queue, watches the holder's key
     assert backend.release(name, holder)
+    backend.wait_for_release(name, 30, busy)  # wakes at the deletion
     before = backend.gateway.requests
     assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
     assert backend.gateway.requests - before == 1
     info = backend.inspect(name)
     assert info is not None and info.holder == HOLDER
+
+
+def test_a_quiet_wait_is_followed_by_a_read_not_by_a_refused_write(
+    backend: EtcdBackend, name: str
+) -> None:
+    holder, waiter = token(), token()
+    assert isinstance(backend.acquire(name, holder, 10, HOLDER), Grant)
+    busy = backend.acquire(name, waiter, 10, HOLDER)
+    assert isinstance(busy, Busy)
+    backend.wait_for_release(name, 0.05, busy)  # nothing happens ahead: a quiet timeout
+    sent: list[Any] = []
+    post = backend.gateway.post
+
+    def recording(path: str, body: Any, **options: Any) -> Any:
+        sent.append(body)
+        return post(path, body, **options)
+
+    backend.gateway.post = recording  # type: ignore[method-assign]
+    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Busy)
+    backend.gateway.post = post  # type: ignore[method-assign]
+    # A transaction with writes is a Raft entry even when its compare fails; reads are not.
+    (body,) = sent
+    assert all(set(op) == {"request_range"} for op in body["success"]), body
+    assert backend.release(name, holder)
+    backend.wait_for_release(name, 30, busy)
+    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
 
 
 def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_on(

@@ -36,7 +36,10 @@ each sends (the benchmark, ``bench/consensus_bench.py``, counts them):
   transaction: if its key is still the one it queued (same creation revision) and no key
   in the name's range is older, it moves the key onto its holder lease (its value now the
   holder record) and records the fence; else it reads its key and the key just ahead, for
-  the next wait. A semaphore's waiter (and a reader) reads its rank first, then sends the
+  the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
+  error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
+  look), as a transaction with writes is a Raft entry even when its compare refuses it, and
+  a read is not. A semaphore's waiter (and a reader) reads its rank first, then sends the
   same move, guarded by the key's creation revision alone. The queue lease, now without a
   key, becomes a spare.
 - **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
@@ -205,6 +208,9 @@ class QueuePlace:
     """The key just ahead that the next wait watches (base64), as the last step read it."""
     predecessor_known: bool = False
     """Whether ``predecessor`` is fresh (None then: nothing ahead); a wait uses it once."""
+    woken: bool = True
+    """Whether the last wait may have seen the key ahead go (a deletion, an error: anything
+    but a quiet timeout). After a quiet one the next step reads before it tries to write."""
 
 
 def _kvs(response: JSON) -> list[JSON]:
@@ -486,7 +492,7 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         if place.mode is not None:
             return await self._settle_in_turn(place, place.mode, ttl, holder)
         if place.limit == 1:
-            return await self._take(place, ttl, holder, prefix)
+            return await self._take_in_turn(place, ttl, holder, prefix)
         answer = await self.gateway.post(
             "/v3/kv/range", _oldest(prefix, place.limit)["request_range"]
         )
@@ -516,7 +522,8 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         blocking = _blocking(prefix, mode)
         if mode == WRITE:
-            return await self._take(place, ttl, holder, blocking)  # its own key is in range
+            # Its own key is in the range, as a lock's waiter's.
+            return await self._take_in_turn(place, ttl, holder, blocking)
         answer = await self.gateway.post("/v3/kv/txn", {"success": [
             {"request_range": {"key": b64(place.key)}},
             # Not count_only: etcd counts the whole range, before the revision filter.
@@ -532,6 +539,28 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             place.predecessor, place.predecessor_known = ahead["kvs"][0]["key"], True
             return Busy(None, place)
         return await self._take(place, ttl, holder, None)
+
+    async def _take_in_turn(
+        self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str
+    ) -> Grant | Busy:
+        """A lock's waiter (or a writer's): the grant's transaction at once after a wait
+        that may have seen the key ahead go; after a quiet timeout, a read first (every wait
+        is followed by a fresh look, as watches can miss events, but a read is not a Raft
+        write, as even a refused transaction with writes is)."""
+        if not place.woken:
+            answer = await self.gateway.post("/v3/kv/txn", {"success": [
+                {"request_range": {"key": b64(place.key), "keys_only": True}},
+                _newest_before(ahead_in, place.revision),
+            ]})
+            mine, ahead = (_kvs(response) for response in answer["responses"])
+            place.watch_from = _revision(answer) + 1
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our place lapsed: join again at the back
+                return Busy(None, place)
+            if ahead:
+                place.predecessor, place.predecessor_known = ahead[0]["key"], True
+                return Busy(None, place)
+        return await self._take(place, ttl, holder, ahead_in)
 
     async def _take(
         self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str | None
@@ -607,7 +636,7 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         if not place.revision:
             await self._join(place)
         if place.limit > 1:
-            await self.gateway.watch_deletes(
+            place.woken = await self.gateway.watch_deletes(
                 b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
             )
             return
@@ -621,8 +650,11 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             place.predecessor = predecessor[0]["key"] if predecessor else None
             place.watch_from = _revision(ahead) + 1
         place.predecessor_known = False  # the next wait reads again, unless a step did
+        place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
         if place.predecessor is not None:
-            await self.gateway.watch_deletes(place.predecessor, None, place.watch_from, timeout)
+            place.woken = await self.gateway.watch_deletes(
+                place.predecessor, None, place.watch_from, timeout
+            )
 
     async def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting

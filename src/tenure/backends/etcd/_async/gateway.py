@@ -323,10 +323,11 @@ class AsyncGateway:
 
     async def watch_deletes(
         self, key: str, range_end: str | None, start_revision: int, timeout: float
-    ) -> None:
+    ) -> bool:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
         checks again after every return, so a watch bug or a compaction only costs a wait.
+        False: a quiet timeout (no event, no error); True: anything else.
 
         A watch that starts at a past revision is served by etcd's catch-up loop, which runs
         every 100 ms: a deletion just before it opens would wake the waiter up to 100 ms
@@ -336,8 +337,8 @@ class AsyncGateway:
         (return at once)."""
         clients, own = self._endpoints()
         try:
-            await self._watch(clients[self._preferred % len(clients)], key, range_end,
-                              start_revision, timeout)
+            return await self._watch(clients[self._preferred % len(clients)], key, range_end,
+                                     start_revision, timeout)
         finally:
             if own:
                 await _close_all(clients)
@@ -345,7 +346,7 @@ class AsyncGateway:
     async def _watch(
         self, client: httpx.AsyncClient, key: str, range_end: str | None,
         start_revision: int, timeout: float,
-    ) -> None:
+    ) -> bool:
         request: JSON = {"key": key, "filters": ["NOPUT"]}
         from_now = range_end is None and start_revision > 0
         if range_end is not None:
@@ -365,21 +366,24 @@ class AsyncGateway:
                 headers=headers, timeout=limits,
             ) as response:
                 if response.status_code != 200:
-                    return
+                    return True
                 async for line in response.aiter_lines():
                     result = json.loads(line).get("result", {}) if line.strip() else {}
                     if result.get("events") or result.get("canceled") or result.get("error"):
-                        return
+                        return True
                     if from_now and result.get("created"):
                         # The watch sees what comes after this revision; anything between
                         # start_revision and it, only a read can tell.
                         watched_from = int(result.get("header", {}).get("revision", 0)) + 1
                         if watched_from > start_revision and not await self._exists(key):
-                            return
+                            return True
                     if time.monotonic() >= deadline:
-                        return
+                        return False
+        except httpx.ReadTimeout:
+            return False  # no line within the wait: a quiet timeout
         except (httpx.HTTPError, OSError, ValueError, BackendError):
-            return
+            return True
+        return True  # the stream ended
 
     async def _exists(self, key: str) -> bool:
         answer = await self.post("/v3/kv/range", {"key": key, "keys_only": True})

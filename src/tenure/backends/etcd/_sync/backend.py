@@ -38,7 +38,10 @@ each sends (the benchmark, ``bench/consensus_bench.py``, counts them):
   transaction: if its key is still the one it queued (same creation revision) and no key
   in the name's range is older, it moves the key onto its holder lease (its value now the
   holder record) and records the fence; else it reads its key and the key just ahead, for
-  the next wait. A semaphore's waiter (and a reader) reads its rank first, then sends the
+  the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
+  error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
+  look), as a transaction with writes is a Raft entry even when its compare refuses it, and
+  a read is not. A semaphore's waiter (and a reader) reads its rank first, then sends the
   same move, guarded by the key's creation revision alone. The queue lease, now without a
   key, becomes a spare.
 - **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
@@ -207,6 +210,9 @@ class QueuePlace:
     """The key just ahead that the next wait watches (base64), as the last step read it."""
     predecessor_known: bool = False
     """Whether ``predecessor`` is fresh (None then: nothing ahead); a wait uses it once."""
+    woken: bool = True
+    """Whether the last wait may have seen the key ahead go (a deletion, an error: anything
+    but a quiet timeout). After a quiet one the next step reads before it tries to write."""
 
 
 def _kvs(response: JSON) -> list[JSON]:
@@ -488,7 +494,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         if place.mode is not None:
             return self._settle_in_turn(place, place.mode, ttl, holder)
         if place.limit == 1:
-            return self._take(place, ttl, holder, prefix)
+            return self._take_in_turn(place, ttl, holder, prefix)
         answer = self.gateway.post(
             "/v3/kv/range", _oldest(prefix, place.limit)["request_range"]
         )
@@ -518,7 +524,8 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         blocking = _blocking(prefix, mode)
         if mode == WRITE:
-            return self._take(place, ttl, holder, blocking)  # its own key is in range
+            # Its own key is in the range, as a lock's waiter's.
+            return self._take_in_turn(place, ttl, holder, blocking)
         answer = self.gateway.post("/v3/kv/txn", {"success": [
             {"request_range": {"key": b64(place.key)}},
             # Not count_only: etcd counts the whole range, before the revision filter.
@@ -534,6 +541,28 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             place.predecessor, place.predecessor_known = ahead["kvs"][0]["key"], True
             return Busy(None, place)
         return self._take(place, ttl, holder, None)
+
+    def _take_in_turn(
+        self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str
+    ) -> Grant | Busy:
+        """A lock's waiter (or a writer's): the grant's transaction at once after a wait
+        that may have seen the key ahead go; after a quiet timeout, a read first (every wait
+        is followed by a fresh look, as watches can miss events, but a read is not a Raft
+        write, as even a refused transaction with writes is)."""
+        if not place.woken:
+            answer = self.gateway.post("/v3/kv/txn", {"success": [
+                {"request_range": {"key": b64(place.key), "keys_only": True}},
+                _newest_before(ahead_in, place.revision),
+            ]})
+            mine, ahead = (_kvs(response) for response in answer["responses"])
+            place.watch_from = _revision(answer) + 1
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our place lapsed: join again at the back
+                return Busy(None, place)
+            if ahead:
+                place.predecessor, place.predecessor_known = ahead[0]["key"], True
+                return Busy(None, place)
+        return self._take(place, ttl, holder, ahead_in)
 
     def _take(
         self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str | None
@@ -609,7 +638,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         if not place.revision:
             self._join(place)
         if place.limit > 1:
-            self.gateway.watch_deletes(
+            place.woken = self.gateway.watch_deletes(
                 b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
             )
             return
@@ -623,8 +652,11 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             place.predecessor = predecessor[0]["key"] if predecessor else None
             place.watch_from = _revision(ahead) + 1
         place.predecessor_known = False  # the next wait reads again, unless a step did
+        place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
         if place.predecessor is not None:
-            self.gateway.watch_deletes(place.predecessor, None, place.watch_from, timeout)
+            place.woken = self.gateway.watch_deletes(
+                place.predecessor, None, place.watch_from, timeout
+            )
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting

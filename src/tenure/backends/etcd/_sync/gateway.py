@@ -325,10 +325,11 @@ class Gateway:
 
     def watch_deletes(
         self, key: str, range_end: str | None, start_revision: int, timeout: float
-    ) -> None:
+    ) -> bool:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
         checks again after every return, so a watch bug or a compaction only costs a wait.
+        False: a quiet timeout (no event, no error); True: anything else.
 
         A watch that starts at a past revision is served by etcd's catch-up loop, which runs
         every 100 ms: a deletion just before it opens would wake the waiter up to 100 ms
@@ -338,8 +339,8 @@ class Gateway:
         (return at once)."""
         clients, own = self._endpoints()
         try:
-            self._watch(clients[self._preferred % len(clients)], key, range_end,
-                              start_revision, timeout)
+            return self._watch(clients[self._preferred % len(clients)], key, range_end,
+                                     start_revision, timeout)
         finally:
             if own:
                 _close_all(clients)
@@ -347,7 +348,7 @@ class Gateway:
     def _watch(
         self, client: httpx.Client, key: str, range_end: str | None,
         start_revision: int, timeout: float,
-    ) -> None:
+    ) -> bool:
         request: JSON = {"key": key, "filters": ["NOPUT"]}
         from_now = range_end is None and start_revision > 0
         if range_end is not None:
@@ -367,21 +368,24 @@ class Gateway:
                 headers=headers, timeout=limits,
             ) as response:
                 if response.status_code != 200:
-                    return
+                    return True
                 for line in response.iter_lines():
                     result = json.loads(line).get("result", {}) if line.strip() else {}
                     if result.get("events") or result.get("canceled") or result.get("error"):
-                        return
+                        return True
                     if from_now and result.get("created"):
                         # The watch sees what comes after this revision; anything between
                         # start_revision and it, only a read can tell.
                         watched_from = int(result.get("header", {}).get("revision", 0)) + 1
                         if watched_from > start_revision and not self._exists(key):
-                            return
+                            return True
                     if time.monotonic() >= deadline:
-                        return
+                        return False
+        except httpx.ReadTimeout:
+            return False  # no line within the wait: a quiet timeout
         except (httpx.HTTPError, OSError, ValueError, BackendError):
-            return
+            return True
+        return True  # the stream ended
 
     def _exists(self, key: str) -> bool:
         answer = self.post("/v3/kv/range", {"key": key, "keys_only": True})
