@@ -504,13 +504,17 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
 
 
 def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
+    # As scenarios 12, 15 and 16: the pause outlasts the lease on the server too (etcd's
+    # whole-second leases may end up to lease_overrun after the ttl).
+    overrun = _capabilities(run.target.url).lease_overrun
     found = _pause_trials(run, profile.pause_trials, profile.pause_ttl,
-                          profile.pause_contenders, fenced=fenced)
+                          profile.pause_contenders, fenced=fenced, overrun=overrun)
     variant = "fence checked by the resource" if fenced else "lease only, no fence check"
     return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
                   profile.pause_trials, found.figures.sections, found.figures.overlaps,
                   found.figures.stale_writes_accepted, None, None,
-                  details=_pause_details(found, profile.pause_ttl, profile.pause_contenders),
+                  details=_pause_details(found, profile.pause_ttl, profile.pause_contenders,
+                                         overrun),
                   violations=found.violations)
 
 
@@ -1262,12 +1266,14 @@ def semaphores(run: Run, profile: Profile) -> list[Result]:
                                 **_figures_details(figures)},
                        violations=violations)
     ttl, contenders = profile.pause_ttl, max(limit, profile.pause_contenders)
+    overrun = _capabilities(run.target.url).lease_overrun  # as scenario 3's pause
     paused = _pause_trials(run.child("paused"), profile.semaphore_pause_trials, ttl,
-                           contenders, fenced=False, limit=limit)
+                           contenders, fenced=False, limit=limit, overrun=overrun)
     paused_result = Result(12, title, "holder paused 1.5x TTL", backend,
                            profile.semaphore_pause_trials, paused.figures.sections,
                            paused.figures.overlaps, None, None, None,
-                           details={"limit": limit, **_pause_details(paused, ttl, contenders)},
+                           details={"limit": limit,
+                                    **_pause_details(paused, ttl, contenders, overrun)},
                            violations=paused.violations)
     killed = _kill_trials(run.child("killed"), profile.semaphore_kill_trials, profile.kill_ttl,
                           profile.kill_lanes, limit=limit)
