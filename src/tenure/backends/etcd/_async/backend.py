@@ -61,6 +61,7 @@ to find our own key still there, created at the same revision.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -205,6 +206,15 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
 
     def describe(self) -> str:
         return self.settings.display
+
+    def renewal_backend(self) -> AsyncEtcdBackend:
+        """An instance with a gateway of its own (httpx's asyncio clients belong to the loop
+        that opened them) and this one's record of granted keys, shared: a renewal finds
+        the lease of a key by it, and moves the key to a new lease in it (``_move``). etcd
+        leases belong to no connection: any client may keep one alive."""
+        twin = copy.copy(self)
+        twin.gateway = AsyncGateway(self.settings)
+        return twin
 
     async def aclose(self) -> None:
         await self.gateway.aclose()
