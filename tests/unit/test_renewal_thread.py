@@ -88,3 +88,20 @@ def test_each_event_loop_renews_on_the_one_renewal_thread() -> None:
     first = async_io._renewal_loop.thread
     asyncio.run(hold("second"))  # a new loop: the scheduler of the process serves it too
     assert async_io._renewal_loop.thread is first and first.is_alive()
+
+
+def test_a_lease_left_held_when_its_loop_ended_is_renewed_no_more() -> None:
+    """Nobody can release it or hear of its loss once its loop is gone: it runs out on its
+    own, as it did when the scheduler was one of that loop's tasks."""
+    url = _memory_url()
+
+    async def leave_held() -> Any:
+        locks = tenure.connect_async(url)
+        lock = locks.lock("k", ttl=0.3, renew=True)
+        assert await lock.acquire()
+        return lock  # never released
+
+    kept = asyncio.run(leave_held())
+    with tenure.connect(url) as locks:
+        assert locks.lock("k", ttl=10).acquire(timeout=10)
+    assert kept.fence is not None

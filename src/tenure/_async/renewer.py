@@ -216,6 +216,12 @@ class AsyncRenewer:
     async def _service(self, due: list[Hold]) -> None:
         by_kind: dict[tuple[int, str], tuple[AsyncLeaseKind, list[Hold]]] = {}
         for hold in due:
+            if io.gone(hold.home):
+                # Its holder's event loop has ended: nobody can release the lease or hear
+                # of its loss any more. Renewed no longer, it runs out on its own (as it did
+                # when the scheduler was one of that loop's tasks).
+                self.unwatch(hold)
+                continue
             if not _renews(hold):
                 why = (
                     f"the lease ran out after max_renewals={hold.lease.max_renewals}"

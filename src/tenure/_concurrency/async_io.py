@@ -41,6 +41,7 @@ __all__ = [
     "DeadlineExceeded",
     "ThreadMutex",
     "deliver",
+    "gone",
     "home",
     "on_renewal_loop",
     "renewal_scope",
@@ -415,6 +416,11 @@ async def on_renewal_loop(function: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def home() -> object:
     """Where a holder's notifications must run: its event loop."""
     return asyncio.get_running_loop()
+
+
+def gone(where: object) -> bool:
+    """Whether the event loop ``where`` (from ``home``) has closed."""
+    return isinstance(where, asyncio.AbstractEventLoop) and where.is_closed()
 
 
 def deliver(where: object, function: Callable[..., Any], *args: Any) -> None:

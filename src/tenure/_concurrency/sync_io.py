@@ -19,6 +19,7 @@ __all__ = [
     "DeadlineExceeded",
     "ThreadMutex",
     "deliver",
+    "gone",
     "home",
     "on_renewal_loop",
     "renewal_scope",
@@ -345,6 +346,10 @@ def on_renewal_loop(function: Callable[[], T]) -> T:
 
 def home() -> object:
     return None
+
+
+def gone(where: object) -> bool:
+    return False
 
 
 def deliver(where: object, function: Callable[..., Any], *args: Any) -> None:

@@ -76,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -135,17 +136,34 @@ class _Held:
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
 
+    mutex: threading.Lock = dataclasses.field(
+        init=False, default_factory=threading.Lock, repr=False, compare=False
+    )
+    """Keeps version, mtime and written_ttl_ms one write's: renewals write them from another
+    thread than the holder's release reads them (the threads flavour's scheduler; under
+    asyncio the renewal thread, which renews through this same backend: the leases live on
+    its session)."""
+
     def __post_init__(self) -> None:
         self.written_ttl_ms = self.record.ttl_ms
 
     def lapsed_before(self, mtime: int) -> bool:
         """Whether the lease had run out, by the server's clock, before a write at ``mtime``
         (one of ours, which came after the one we last knew)."""
-        return self.mtime + self.written_ttl_ms < mtime
+        with self.mutex:
+            return self.mtime + self.written_ttl_ms < mtime
 
     def wrote(self, stat: Any, ttl_ms: int) -> None:
         """Record a write of ours that was not judged lapsed: its version, time and ttl."""
-        self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+        with self.mutex:
+            self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+
+    def known(self) -> _Held:
+        """A copy of what we know now (its own mutex), for a release to move on alone."""
+        with self.mutex:
+            known = copy.copy(self)
+        known.mutex = threading.Lock()
+        return known
 
 
 @dataclasses.dataclass
@@ -501,7 +519,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         if self._doubted(held):
             self._forsake(held)
             return False
-        known = copy.copy(held)  # the write we know of; each conflict moves it on
+        known = held.known()  # the write we know of; each conflict moves it on
         while True:
             try:
                 stat = await self.session.call(
