@@ -3,6 +3,7 @@ decorator, and the operator's views (inspect, list, break)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -422,20 +423,28 @@ class AsyncLocks:
             raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
         return str(kind)
 
-    def renewal_kind(self, kind: AsyncLeaseKind) -> AsyncLeaseKind:
-        """``kind`` as the renewal scheduler renews it. Under asyncio the scheduler runs on
-        a thread of its own, so that a blocked event loop cannot starve renewals: it renews
-        through ``backend.renewal_backend()``, made once per client (and process). The
-        threads flavour renews through the backend itself."""
+    def renewal_kind(self, kind: AsyncLeaseKind, name: str) -> AsyncLeaseKind:
+        """``kind`` as the renewal scheduler renews it (for a lease of ``name``). Under
+        asyncio the scheduler runs on a thread of its own, so that a blocked event loop
+        cannot starve renewals: it renews through ``backend.renewal_backend()``, made once
+        per client (and process). The threads flavour renews through the backend itself."""
         if not io.RENEWS_ON_OWN_LOOP:
             return kind
         with self._renewals_mutex:
-            if self._renewals is None or self._renewals_pid != os.getpid():
+            made = self._renewals is None or self._renewals_pid != os.getpid()
+            if made:
                 # A forked child makes its own: the parent's connections are not its own.
                 self._renewals = self.backend.renewal_backend()
                 self._renewals_pid = os.getpid()
             renewals = self._renewals
-        return kind if renewals is kind.backend else kind.through(renewals)
+            assert renewals is not None
+        if renewals is kind.backend:
+            return kind
+        if made:
+            # Connect now, not in the first renewal: that one is due at ttl/3 and must not
+            # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
+            io.start_renewals(functools.partial(_connect, renewals, name), "tenure-connect")
+        return kind.through(renewals)
 
     async def aclose(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
@@ -458,3 +467,10 @@ class AsyncLocks:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+async def _connect(backend: AsyncBackend, name: str) -> None:
+    """Have ``backend`` open its connections (to the server of ``name``, where it matters):
+    a read whose answer nobody needs. A failure is the first renewal's to report."""
+    with contextlib.suppress(Exception):
+        await backend.inspect(name)

@@ -291,7 +291,7 @@ class AsyncLease:
         over the client's renewal backend (``AsyncLocks.renewal_kind``)."""
         renewing = self._renewing_kind
         if renewing is None:
-            renewing = self._renewing_kind = self.client.renewal_kind(self.kind)
+            renewing = self._renewing_kind = self.client.renewal_kind(self.kind, self.name)
         return renewing
 
     @property

@@ -46,6 +46,7 @@ from tenure._concurrency import async_io as io
 from tenure._errors import BackendError
 
 if TYPE_CHECKING:
+    from tenure._async.backend import AsyncBackend
     from tenure._async.lease import AsyncLeaseKind, Hold
 
 __all__ = ["AsyncRenewer", "renewer_for"]
@@ -93,6 +94,10 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
         and hold.next_due <= now + hold.trusted_for * COALESCE_FRACTION
     ]
     return due + early
+
+
+def _setup_seconds(backend: AsyncBackend) -> float:
+    return backend.setup_seconds
 
 
 def _due_after(hold: Hold, started: float) -> float:
@@ -249,7 +254,12 @@ class AsyncRenewer:
         )
         try:
             try:
-                results = await io.bounded(functools.partial(kind.extend_many, batch), limit)
+                # A connection set-up the server completed meanwhile is not the lease's
+                # problem: the bound grows by it, as an acquire's does.
+                results = await io.bounded(
+                    functools.partial(kind.extend_many, batch), limit,
+                    credit=functools.partial(_setup_seconds, kind.backend),
+                )
             except io.DeadlineExceeded:
                 raise BackendError(
                     f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "

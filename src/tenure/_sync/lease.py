@@ -293,7 +293,7 @@ class Lease:
         over the client's renewal backend (``Locks.renewal_kind``)."""
         renewing = self._renewing_kind
         if renewing is None:
-            renewing = self._renewing_kind = self.client.renewal_kind(self.kind)
+            renewing = self._renewing_kind = self.client.renewal_kind(self.kind, self.name)
         return renewing
 
     @property

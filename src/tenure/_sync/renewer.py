@@ -48,6 +48,7 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError
 
 if TYPE_CHECKING:
+    from tenure._sync.backend import Backend
     from tenure._sync.lease import LeaseKind, Hold
 
 __all__ = ["Renewer", "renewer_for"]
@@ -95,6 +96,10 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
         and hold.next_due <= now + hold.trusted_for * COALESCE_FRACTION
     ]
     return due + early
+
+
+def _setup_seconds(backend: Backend) -> float:
+    return backend.setup_seconds
 
 
 def _due_after(hold: Hold, started: float) -> float:
@@ -251,7 +256,12 @@ class Renewer:
         )
         try:
             try:
-                results = io.bounded(functools.partial(kind.extend_many, batch), limit)
+                # A connection set-up the server completed meanwhile is not the lease's
+                # problem: the bound grows by it, as an acquire's does.
+                results = io.bounded(
+                    functools.partial(kind.extend_many, batch), limit,
+                    credit=functools.partial(_setup_seconds, kind.backend),
+                )
             except io.DeadlineExceeded:
                 raise BackendError(
                     f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
