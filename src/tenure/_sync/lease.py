@@ -338,6 +338,10 @@ class Lease:
             self._acquire_while_held(held)
 
         backend = self.backend
+        if self.renew and self._renewing_kind is None:
+            # A new client's renewal connections (asyncio) start opening now, beside this
+            # acquire, rather than when the first renewal is already due.
+            self.renewing_kind  # noqa: B018
         process = _process
         token = process.token()
         holder = process.holder(io.current_owner_name())
