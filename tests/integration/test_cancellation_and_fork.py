@@ -98,7 +98,7 @@ async def test_forked_child_of_an_async_holder_holds_nothing(backend_url: str, n
                     async with tenure.connect_async(backend_url) as own:
                         if not backend_url.startswith("memory"):
                             verdict.append(not await own.lock(name).acquire(blocking=False))
-                        mine = own.lock(f"{name}:child", ttl=0.6, renew=True)
+                        mine = own.lock(f"{name}:child", ttl=1, renew=True)
                         verdict.append(await mine.acquire())
                         await asyncio.sleep(1.5)  # renewed past its ttl, by the child
                         verdict.append(await mine.owned())
