@@ -105,3 +105,20 @@ def test_a_lease_left_held_when_its_loop_ended_is_renewed_no_more() -> None:
     with tenure.connect(url) as locks:
         assert locks.lock("k", ttl=10).acquire(timeout=10)
     assert kept.fence is not None
+
+
+async def test_renewals_go_on_while_pure_python_work_holds_the_gil() -> None:
+    """CPU-bound Python code holds the GIL: the renewal thread still gets it (the interpreter
+    hands it over every switch interval), so the lease is renewed and nobody else gets it."""
+    url = _memory_url()
+    ttl = 0.5
+    async with tenure.connect_async(url) as locks:
+        lock = locks.lock("k", ttl=ttl, renew=True)
+        assert await lock.acquire()
+        other = locks.lock("k", ttl=10)
+        end = time.monotonic() + 4 * ttl
+        while time.monotonic() < end:
+            sum(range(1000))
+        lock.check()
+        assert not await other.acquire(blocking=False)
+        await lock.release()

@@ -96,8 +96,8 @@ def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
 
 
 def test_renewals_go_on_while_the_holder_is_busy(backend_url: str, name: str) -> None:
-    """Issue 23's reproduction: the holder's thread (under asyncio, its event loop) runs three
-    ttls of CPU-bound work without a pause. The watchdog renews regardless: another client
+    """Issue 23's reproduction: the holder's thread (under asyncio, its event loop) is kept
+    busy for three ttls without a pause. The watchdog renews regardless: another client
     trying meanwhile is refused every time, and afterwards the lease is still ours."""
     ttl = 1.0
     with tenure.connect(backend_url) as others:
