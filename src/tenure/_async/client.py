@@ -106,6 +106,9 @@ class AsyncLocks:
         lease; ``_renewals_pid``: the process that made it."""
         self._renewals_pid = 0
         self._renewals_mutex = io.ThreadMutex()
+        self._connecting: object = None
+        """The renewal backend's first connection, under way (``io.begin_on_renewal_loop``):
+        closing waits for it, or it would open connections nobody closes."""
         _observe.prepare()
 
     def __repr__(self) -> str:
@@ -443,7 +446,9 @@ class AsyncLocks:
         if made:
             # Connect now, not in the first renewal: that one is due at ttl/3 and must not
             # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
-            io.start_renewals(functools.partial(_connect, renewals, name), "tenure-connect")
+            self._connecting = io.begin_on_renewal_loop(
+                functools.partial(_connect, renewals, name)
+            )
         return kind.through(renewals)
 
     async def aclose(self) -> None:
@@ -455,7 +460,7 @@ class AsyncLocks:
             ours = self._renewals_pid == os.getpid()
         if renewals is not None and renewals is not self.backend and ours:
             # Its connections belong to the renewal thread's loop: closed there.
-            await io.on_renewal_loop(renewals.aclose)
+            await io.on_renewal_loop(renewals.aclose, after=self._connecting)
 
     async def __aenter__(self) -> AsyncLocks:
         return self

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import inspect
@@ -40,6 +41,7 @@ __all__ = [
     "RENEWS_ON_OWN_LOOP",
     "DeadlineExceeded",
     "ThreadMutex",
+    "begin_on_renewal_loop",
     "deliver",
     "gone",
     "home",
@@ -406,10 +408,25 @@ def renewal_signal() -> Signal:
     return Signal(_the_renewal_loop())
 
 
-async def on_renewal_loop(function: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def begin_on_renewal_loop(function: Callable[[], Coroutine[Any, Any, Any]]) -> object:
+    """Start ``function()`` on the renewal thread's loop; a handle for ``on_renewal_loop``'s
+    ``after``."""
+    return asyncio.run_coroutine_threadsafe(function(), _the_renewal_loop())
+
+
+async def on_renewal_loop(
+    function: Callable[[], Coroutine[Any, Any, T]], after: object = None
+) -> T:
     """``function()`` run on the renewal thread's loop (the connections it opened belong to
-    that loop), awaited from the caller's."""
-    future = asyncio.run_coroutine_threadsafe(function(), _the_renewal_loop())
+    that loop), once the call ``after`` stands for (from ``begin_on_renewal_loop``) has
+    ended, however; awaited from the caller's loop."""
+
+    async def run() -> T:
+        if isinstance(after, concurrent.futures.Future):
+            await asyncio.wait([asyncio.wrap_future(after)])
+        return await function()
+
+    future = asyncio.run_coroutine_threadsafe(run(), _the_renewal_loop())
     return await asyncio.wrap_future(future)
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "RENEWS_ON_OWN_LOOP",
     "DeadlineExceeded",
     "ThreadMutex",
+    "begin_on_renewal_loop",
     "deliver",
     "gone",
     "home",
@@ -340,7 +341,12 @@ def renewal_signal() -> Signal:
     return Signal()
 
 
-def on_renewal_loop(function: Callable[[], T]) -> T:
+def begin_on_renewal_loop(function: Callable[[], Any]) -> object:
+    start_background(function, "tenure-renewer")
+    return None
+
+
+def on_renewal_loop(function: Callable[[], T], after: object = None) -> T:
     return function()
 
 
