@@ -163,6 +163,17 @@ class AsyncBackend(abc.ABC):
         loss at once rather than at its next renewal. A bound method is held weakly. A no-op
         by default: a backend without sessions never doubts."""
 
+    def renewal_backend(self) -> AsyncBackend:
+        """The backend through which the renewal scheduler renews this one's leases, from the
+        renewal thread's event loop (asyncio only: ``tenure._async.renewer``). It must reach
+        the same store, and renew a lease this backend granted. This backend itself (the
+        default) when its calls bind nothing to the caller's event loop (a store called in
+        worker threads, a driver with an I/O thread of its own) or when its leases live on
+        its own session; otherwise a new instance with the same settings, whose connections
+        the renewal loop opens and keeps, sharing whatever local state a renewal needs. The
+        client closes it (on the renewal loop) when it is not this backend."""
+        return self
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close connections. The backend must not be used afterwards."""
 

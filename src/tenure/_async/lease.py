@@ -181,6 +181,11 @@ class AsyncLeaseKind(abc.ABC):
         ``queues``): the backend leaves any queue the attempt joined."""
         await self.backend.abandon_wait(name, busy)
 
+    @abc.abstractmethod
+    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
+        """The same primitive (and parameters) over ``backend``, another instance of this
+        kind's backend: the renewal scheduler renews through it (``extend_many``)."""
+
 
 @dataclasses.dataclass(eq=False)
 class Hold:
@@ -203,6 +208,9 @@ class Hold:
     """The scheduler watching this hold, if any."""
     granted_at: float = 0.0
     """Client clock time of the grant, for the hold time reported on release."""
+    home: object = None
+    """Where the holder runs (its event loop, under asyncio): the renewal scheduler reports
+    a loss there (``io.deliver``)."""
 
     @property
     def renewal(self) -> Renewal:
@@ -257,6 +265,7 @@ class AsyncLease:
         reentrant: bool,
     ) -> None:
         self.kind = kind
+        self.client = client
         self.clock = client.clock
         self.name = name
         self.ttl = ttl
@@ -274,6 +283,16 @@ class AsyncLease:
         """Registered with ``_forks`` (in this process): its holds are forgotten in a child."""
         self.labels: _observe.Labels | None = None
         """Metric and span attributes, made at the first event (``tenure._observe``)."""
+        self._renewing_kind: AsyncLeaseKind | None = None
+
+    @property
+    def renewing_kind(self) -> AsyncLeaseKind:
+        """The kind the renewal scheduler renews this handle's leases through: ``kind``
+        over the client's renewal backend (``AsyncLocks.renewal_kind``)."""
+        renewing = self._renewing_kind
+        if renewing is None:
+            renewing = self._renewing_kind = self.client.renewal_kind(self.kind, self.name)
+        return renewing
 
     @property
     def backend(self) -> AsyncBackend:
@@ -317,6 +336,10 @@ class AsyncLease:
             self._acquire_while_held(held)
 
         backend = self.backend
+        if self.renew and self._renewing_kind is None:
+            # A new client's renewal connections (asyncio) start opening now, beside this
+            # acquire, rather than when the first renewal is already due.
+            self.renewing_kind  # noqa: B018
         process = _process
         token = process.token()
         holder = process.holder(io.current_owner_name())
@@ -466,6 +489,8 @@ class AsyncLease:
         if self.lost.is_set():  # clear() takes the event's lock: only when needed
             self.lost.clear()
         if self.renew or self.on_lost is not None:
+            self.renewing_kind  # noqa: B018 - made here, not on the renewal thread
+            hold.home = io.home()
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
         if not self._fork_tracked:  # once per handle (and process): the set add is not free
@@ -666,4 +691,5 @@ class AsyncLease:
     def _forget_after_fork(self) -> None:
         self._holds = {}
         self._mutex = io.Mutex()
+        self._renewing_kind = None  # the parent's renewal connections are not the child's
         self._fork_tracked = False  # the child's registry starts empty

@@ -15,7 +15,17 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
+    "RENEWS_ON_OWN_LOOP",
     "DeadlineExceeded",
+    "ThreadMutex",
+    "begin_on_renewal_loop",
+    "deliver",
+    "gone",
+    "home",
+    "on_renewal_loop",
+    "renewal_scope",
+    "renewal_signal",
+    "start_renewals",
     "bounded",
     "settle",
     "Event",
@@ -43,6 +53,7 @@ logger = logging.getLogger("tenure")
 
 Event = threading.Event
 Mutex = threading.Lock
+ThreadMutex = threading.Lock
 
 
 class Signal:
@@ -323,3 +334,43 @@ def gather(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
         except Exception as exc:
             results.append(exc)
     return results
+
+
+# ---- renewals: the scheduler's thread is the renewal thread -------------------------------
+
+RENEWS_ON_OWN_LOOP = False
+"""Renewals run on the scheduler's own thread already, through the caller's backend."""
+
+
+def renewal_scope() -> object:
+    return scope()
+
+
+def start_renewals(function: Callable[[], Any], name: str) -> None:
+    start_background(function, name)
+
+
+def renewal_signal() -> Signal:
+    return Signal()
+
+
+def begin_on_renewal_loop(function: Callable[[], Any]) -> object:
+    start_background(function, "tenure-renewer")
+    return None
+
+
+def on_renewal_loop(function: Callable[[], T], after: object = None) -> T:
+    return function()
+
+
+def home() -> object:
+    return None
+
+
+def gone(where: object) -> bool:
+    return False
+
+
+def deliver(where: object, function: Callable[..., Any], *args: Any) -> None:
+    # Threads need no hand-over: the holder's state is guarded by mutexes.
+    function(*args)

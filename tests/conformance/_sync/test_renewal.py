@@ -96,3 +96,29 @@ def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
     backend_url: str, name: str
 ) -> None:
     extend_racing_release(backend_url, lambda locks: locks.lock(name, ttl=30))
+
+
+def test_renewals_go_on_while_the_holder_is_busy(backend_url: str, name: str) -> None:
+    """Issue 23's reproduction: the holder's thread (under asyncio, its event loop) is kept
+    busy for three ttls without a pause. The watchdog renews regardless: another client
+    trying meanwhile is refused every time, and afterwards the lease is still ours."""
+    ttl = 1.0
+    with tenure.connect(backend_url) as others:
+
+        def contend() -> bool:
+            other = others.lock(name, ttl=10)
+            taken = other.acquire(blocking=False)
+            if taken:
+                other.release()
+            return taken
+
+        with tenure.connect(backend_url) as locks:
+            lost: list[object] = []
+            lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
+            assert lock.acquire()
+            answers = helpers.hog_the_holder(3 * ttl, contend, every=ttl / 4)
+            assert answers and not any(answers), answers
+            assert not lock.lost.is_set() and lost == []
+            lock.check()
+            lock.release()
+            assert lost == []

@@ -137,6 +137,10 @@ class AsyncMongoDBBackend(
     def describe(self) -> str:
         return redact(self.settings.url)
 
+    def renewal_backend(self) -> AsyncMongoDBBackend:
+        # PyMongo's asyncio client belongs to the loop that opened it.
+        return type(self)(self.settings)
+
     # ---- the client ------------------------------------------------------------------------
 
     def _open(self) -> AsyncCollection[Document]:

@@ -139,6 +139,10 @@ class MongoDBBackend(
     def describe(self) -> str:
         return redact(self.settings.url)
 
+    def renewal_backend(self) -> MongoDBBackend:
+        # PyMongo's asyncio client belongs to the loop that opened it.
+        return type(self)(self.settings)
+
     # ---- the client ------------------------------------------------------------------------
 
     def _open(self) -> Collection[Document]:

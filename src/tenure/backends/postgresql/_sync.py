@@ -192,6 +192,12 @@ class PostgreSQLBackend(
     def describe(self) -> str:
         return self._display
 
+    def renewal_backend(self) -> PostgreSQLBackend:
+        # psycopg's asyncio connections belong to the loop that opened them (``_claim``).
+        return type(self)(
+            self._conninfo, self._connect_args, self._options, self._display, self._gc_after
+        )
+
     # ---- the atomic steps --------------------------------------------------------------
 
     def acquire(

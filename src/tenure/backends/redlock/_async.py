@@ -132,6 +132,10 @@ class AsyncRedlockBackend(AsyncBackend):
     def describe(self) -> str:
         return self.settings.display
 
+    def renewal_backend(self) -> AsyncRedlockBackend:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
+
     # ---- the fan-out -----------------------------------------------------------------------
 
     async def _each(

@@ -134,6 +134,10 @@ class RedlockBackend(Backend):
     def describe(self) -> str:
         return self.settings.display
 
+    def renewal_backend(self) -> RedlockBackend:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
+
     # ---- the fan-out -----------------------------------------------------------------------
 
     def _each(

@@ -106,6 +106,7 @@ creation revision 0 is below every revision.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import os
@@ -308,6 +309,18 @@ class AsyncEtcdBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
 
     def describe(self) -> str:
         return self.settings.display
+
+    def renewal_backend(self) -> AsyncEtcdBackend:
+        """An instance with a gateway of its own (httpx's asyncio clients belong to the loop
+        that opened them) and this one's record of granted keys, shared: a renewal finds
+        the lease of a key by it, and moves the key to a new lease in it (``_move``). etcd
+        leases belong to no connection: any client may keep one alive."""
+        twin = copy.copy(self)
+        twin.gateway = AsyncGateway(self.settings)
+        # Spare leases of its own: the twin runs on the renewal thread, and a pool shared
+        # across threads could hand one spare to two acquisitions. Its close revokes its own.
+        twin._spare = {}
+        return twin
 
     async def aclose(self) -> None:
         self._closed = True

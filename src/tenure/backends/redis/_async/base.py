@@ -4,7 +4,7 @@ budget, built once per backend; and the translation of driver errors around each
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from tenure._async.backend import AsyncBackend
 from tenure._types import Capabilities, Renewal
@@ -56,6 +56,10 @@ class AsyncRedisBase(AsyncBackend):
 
     def _translated(self, action: str, name: str | None = None) -> Translated:
         return Translated(self.settings.display, action, name)
+
+    def renewal_backend(self) -> Self:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
 
     async def aclose(self) -> None:
         with self._translated("close"):

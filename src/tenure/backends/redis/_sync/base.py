@@ -6,7 +6,7 @@ budget, built once per backend; and the translation of driver errors around each
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from tenure._sync.backend import Backend
 from tenure._types import Capabilities, Renewal
@@ -58,6 +58,10 @@ class RedisBase(Backend):
 
     def _translated(self, action: str, name: str | None = None) -> Translated:
         return Translated(self.settings.display, action, name)
+
+    def renewal_backend(self) -> Self:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
 
     def close(self) -> None:
         with self._translated("close"):

@@ -121,6 +121,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -189,17 +190,34 @@ class _Held:
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
 
+    mutex: threading.Lock = dataclasses.field(
+        init=False, default_factory=threading.Lock, repr=False, compare=False
+    )
+    """Keeps version, mtime and written_ttl_ms one write's: renewals write them from another
+    thread than the holder's release reads them (the threads flavour's scheduler; under
+    asyncio the renewal thread, which renews through this same backend: the leases live on
+    its session)."""
+
     def __post_init__(self) -> None:
         self.written_ttl_ms = self.record.ttl_ms
 
     def lapsed_before(self, mtime: int) -> bool:
         """Whether the lease had run out, by the server's clock, before a write at ``mtime``
         (one of ours, which came after the one we last knew)."""
-        return self.mtime + self.written_ttl_ms < mtime
+        with self.mutex:
+            return self.mtime + self.written_ttl_ms < mtime
 
     def wrote(self, stat: Any, ttl_ms: int) -> None:
         """Record a write of ours that was not judged lapsed: its version, time and ttl."""
-        self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+        with self.mutex:
+            self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+
+    def known(self) -> _Held:
+        """A copy of what we know now (its own mutex), for a release to move on alone."""
+        with self.mutex:
+            known = copy.copy(self)
+        known.mutex = threading.Lock()
+        return known
 
 
 @dataclasses.dataclass
@@ -666,7 +684,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 await self.session.settled(held.fence_record)
 
     async def _release_held(self, held: _Held) -> bool:
-        known = copy.copy(held)  # the write we know of; each conflict moves it on
+        known = held.known()  # the write we know of; each conflict moves it on
         unrecorded, held.unrecorded = held.unrecorded, None
         if unrecorded is not None and unrecorded[2] is None:
             unrecorded = await self._fence_version(*unrecorded[:2])
@@ -763,7 +781,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         held = self._held.get((kind, name, token))
         if held is None or self._doubted(held):
             return False
-        known = copy.copy(held)  # before the read: a renewal's answer may move it on
+        known = held.known()  # before the read: a renewal's answer may move it on
         now = await self._server_now()
         try:
             data, stat = await self.session.call("get", held.path)
