@@ -25,3 +25,20 @@ def test_one_exception_root() -> None:
             assert issubclass(error, tenure.TenureError), error
     assert issubclass(tenure.InvalidArgument, ValueError)
     assert issubclass(tenure.InvalidArgumentType, TypeError)
+
+
+def test_a_candidate_has_a_term_once_elected() -> None:
+    # Leadership.term is typed int (tests/typing checks that with mypy): a candidate that has
+    # not won says so instead of answering None.
+    locks = tenure.connect("memory://")
+    candidate = locks.election("typing:term", ttl=30).candidate(value="a")
+    try:
+        candidate.term
+    except tenure.NotOwned as exc:
+        assert "not been elected" in str(exc)
+    else:
+        raise AssertionError("an unelected candidate answered a term")
+    assert candidate.acquire(timeout=0)
+    assert isinstance(candidate.term, int) and candidate.term >= 1
+    candidate.resign()
+    assert candidate.term >= 1  # kept after resign
