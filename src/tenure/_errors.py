@@ -2,7 +2,8 @@
 
     TenureError
     ├── LockError                  carries the lock's ``name``
-    │   ├── LockTimeout            not acquired within the timeout (context manager, decorator)
+    │   ├── LockTimeout            not acquired within the timeout (context manager, decorator);
+    │   │                          also a TimeoutError, so ``except TimeoutError`` catches it
     │   ├── LockLost               the lease is gone: expired, broken, or taken by another owner
     │   └── NotOwned               this handle (or this thread / task) does not hold the lock
     ├── BackendError               the server is unreachable or failing; the driver's error is
@@ -43,8 +44,12 @@ class LockError(TenureError):
         self.name = name
 
 
-class LockTimeout(LockError):
-    """The lock was not acquired within ``timeout`` seconds."""
+class LockTimeout(LockError, TimeoutError):
+    """The lock was not acquired within ``timeout`` seconds.
+
+    Also the builtin ``TimeoutError`` (as filelock's ``Timeout`` is), so code written
+    ``except TimeoutError`` catches it; ``except tenure.TenureError`` does too.
+    """
 
     def __init__(self, name: str, timeout: float | None) -> None:
         super().__init__(name, f"not acquired within {timeout} s")

@@ -26,3 +26,7 @@ async def lead_async(locks: tenure.AsyncLocks) -> None:
     serve(leadership.term)
     await leadership.resign()
 
+
+def as_builtin(exc: tenure.LockTimeout) -> TimeoutError:
+    # tenure.LockTimeout is a TimeoutError, so ``except TimeoutError`` catches it.
+    return exc

@@ -27,6 +27,21 @@ def test_one_exception_root() -> None:
     assert issubclass(tenure.InvalidArgumentType, TypeError)
 
 
+def test_lock_timeout_is_a_timeout_error() -> None:
+    # ``except TimeoutError`` (the habit filelock's Timeout and asyncio.timeout teach) must
+    # catch it, as must ``except tenure.TenureError``.
+    assert issubclass(tenure.LockTimeout, TimeoutError)
+    assert issubclass(tenure.LockTimeout, tenure.LockError)
+    locks = tenure.connect("memory://")
+    with locks.lock("typing:timeout", ttl=30):
+        try:
+            with locks.lock("typing:timeout", ttl=30, timeout=0):
+                raise AssertionError("acquired a held lock")
+        except TimeoutError as exc:
+            assert isinstance(exc, tenure.LockTimeout)
+            assert exc.name == "typing:timeout"
+
+
 def test_a_candidate_has_a_term_once_elected() -> None:
     # Leadership.term is typed int (tests/typing checks that with mypy): a candidate that has
     # not won says so instead of answering None.
