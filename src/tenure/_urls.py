@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
+import re
+import urllib.parse
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
@@ -13,6 +15,7 @@ from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme, e
 
 __all__ = [
     "default_sqlite_path",
+    "is_secret_option",
     "load_backend_module",
     "redact",
     "resolve_url",
@@ -95,17 +98,40 @@ def _missing_driver(scheme: str, entry: BackendEntry, module: str) -> str:
     )
 
 
+SECRET_OPTION_WORDS = ("password", "passwd", "pwd", "secret", "token")
+"""A query option (or key=value) whose name contains one of these carries a secret: libpq's
+``password`` and ``sslpassword``, PyMySQL's ``passwd``, redis-py's ``ssl_password``,
+PyMongo's ``tlsCertificateKeyFilePassword``; ``token`` and ``secret`` for what a driver may
+add next. Matched case-insensitively."""
+SECRET_OPTIONS = ("authmechanismproperties",)
+"""Options that carry a secret under another name: PyMongo's ``authMechanismProperties``
+holds ``AWS_SESSION_TOKEN:...``."""
+_KEY_VALUE_SECRET = re.compile(
+    r"(?i)(\b\w*(?:" + "|".join(SECRET_OPTION_WORDS) + r")\w*\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)"
+)
+
+
 def redact(url: str) -> str:
-    """The URL with every password field replaced by ``***`` (each host's, where a multi-host
-    URL gives credentials per host); nothing else is changed. A URL whose credentials cannot
-    be told apart keeps none of them."""
+    """The URL with every secret replaced by ``***``: each host's password field (a
+    multi-host URL may give credentials per host) and the value of every query option that
+    carries one (``SECRET_OPTION_WORDS``, ``SECRET_OPTIONS``); nothing else is changed.
+
+    The one place URLs are made printable: every backend's ``describe()`` and every error
+    that quotes a URL go through it. A URL whose credentials cannot be told apart keeps
+    none of them; text that is not a URL (no
+    ``scheme://``, such as a libpq ``key=value`` string) loses its ``password=`` values and
+    anything before an ``@``."""
     scheme, separator, rest = url.partition("://")
     if not separator:
-        return url
+        hidden = _KEY_VALUE_SECRET.sub(r"\1***", url)
+        if "@" in hidden:
+            hidden = "***@" + hidden.rpartition("@")[2]
+        return hidden
     location, query_mark, query = rest.partition("?")
+    query = _redact_query(query)
     netloc, path = split_location(location)
     if "@" not in netloc:
-        return url
+        return f"{scheme}://{location}{query_mark}{query}"
     try:
         entries = split_hosts(netloc, "")
     except ConfigurationError:
@@ -119,3 +145,21 @@ def redact(url: str) -> str:
         user, colon, _ = entry.userinfo.partition(":")
         hosts.append(f"{user}{':***' if colon else ''}@{entry.address}")
     return f"{scheme}://{','.join(hosts)}{path}{query_mark}{query}"
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether the option ``name`` (of a URL's query, or a ``connect()`` keyword) carries a
+    secret: its value is never printed."""
+    name = name.lower()
+    return name in SECRET_OPTIONS or any(word in name for word in SECRET_OPTION_WORDS)
+
+
+def _redact_query(query: str) -> str:
+    """The query string with the value of each secret option replaced; the separators
+    (``&``, and ``;`` which PyMongo also accepts), names and other values as written."""
+    pieces = re.split(r"([&;])", query)
+    for index in range(0, len(pieces), 2):
+        key, equals, _ = pieces[index].partition("=")
+        if equals and is_secret_option(urllib.parse.unquote_plus(key).strip()):
+            pieces[index] = f"{key}=***"
+    return "".join(pieces)
