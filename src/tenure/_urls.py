@@ -118,7 +118,7 @@ def redact(url: str) -> str:
 
     The one place URLs are made printable: every backend's ``describe()`` and every error
     that quotes a URL go through it. A URL whose credentials cannot be told apart keeps
-    none of them; text that is not a URL (no
+    its hosts and loses every credential (``_redact_unparsed``); text that is not a URL (no
     ``scheme://``, such as a libpq ``key=value`` string) loses its ``password=`` values and
     anything before an ``@``."""
     scheme, separator, rest = url.partition("://")
@@ -135,7 +135,7 @@ def redact(url: str) -> str:
     try:
         entries = split_hosts(netloc, "")
     except ConfigurationError:
-        return f"{scheme}://***@{netloc.rpartition('@')[2]}{path}{query_mark}{query}"
+        return f"{scheme}://{_redact_unparsed(netloc)}{path}{query_mark}{query}"
     hosts = []
     shared = len({entry.userinfo for entry in entries}) == 1 and netloc.count("@") == 1
     for index, entry in enumerate(entries):
@@ -163,3 +163,36 @@ def _redact_query(query: str) -> str:
         if equals and is_secret_option(urllib.parse.unquote_plus(key).strip()):
             pieces[index] = f"{key}=***"
     return "".join(pieces)
+
+
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]*)?")
+
+
+def _redact_unparsed(netloc: str) -> str:
+    """The hosts of a location whose credentials ``split_hosts`` refused, for the message
+    that says so: the user needs to see which hosts have credentials and which do not.
+
+    Split at each ``,``: an item with an ``@`` shows ``***@`` and its host. An item without
+    one is a host, or a piece of a user name or password holding an unencoded ``,`` (that
+    is what makes such a URL ambiguous): it is shown only when it has the shape of a host
+    and does not directly precede an item whose credentials lack the ``:`` that would end a
+    user name (then it may be the ``user:pass`` start of them); otherwise ``***``."""
+    items = netloc.split(",")
+    suspect = [False] * len(items)
+    for index, item in enumerate(items):
+        userinfo, at, _ = item.rpartition("@")
+        if at and ":" not in userinfo:
+            before = index - 1
+            while before >= 0 and "@" not in items[before]:
+                suspect[before] = True
+                before -= 1
+    shown = []
+    for index, item in enumerate(items):
+        _, at, address = item.rpartition("@")
+        if at:
+            shown.append(f"***@{address}")
+        elif not suspect[index] and _HOST.fullmatch(item.strip()):
+            shown.append(item)
+        else:
+            shown.append("***")
+    return ",".join(shown)

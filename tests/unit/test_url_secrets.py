@@ -144,3 +144,29 @@ def test_a_failing_server_shows_no_secret(url: str, caplog: pytest.LogCaptureFix
     assert "127.0.0.1" in str(raised.value)
     assert shown(_chain(raised.value)) == []
     assert shown(caplog.text) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts"),
+    [
+        (
+            "redlock://:pw1secret@127.0.0.1:6701,127.0.0.1:6702,:pw1secret@127.0.0.1:6703",
+            "redlock://***@127.0.0.1:6701,127.0.0.1:6702,***@127.0.0.1:6703",
+        ),
+        (
+            "etcd://root:pw1secret@[::1]:2379,[::1]:2380,root:pw1secret@[::1]:2381",
+            "etcd://***@[::1]:2379,[::1]:2380,***@[::1]:2381",
+        ),
+        # An unencoded ',' in a password: its pieces look like hosts, and are hidden.
+        ("redlock://app:pw1,pw2secret@h1:1,h2:2,h3:3", "redlock://***,***@h1:1,h2:2,h3:3"),
+        ("redlock://:pw3secret,x@h1:1,h2:2,h3:3", "redlock://***,***@h1:1,h2:2,h3:3"),
+        ("redlock://app:12,pw2secret@h1:1,h2:2,h3:3", "redlock://***,***@h1:1,h2:2,h3:3"),
+    ],
+)
+def test_ambiguous_credentials_show_the_hosts(url: str, hosts: str) -> None:
+    # The user must see which hosts got credentials and which did not; only secrets go.
+    assert redact(url) == hosts
+    with pytest.raises(tenure.ConfigurationError, match="cannot tell which credentials") as raised:
+        tenure.connect(url)
+    assert hosts in str(raised.value)
+    assert shown(str(raised.value)) == []
