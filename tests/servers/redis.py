@@ -67,7 +67,8 @@ def _ask(port: int, command: bytes, *, timeout: float = 1.0) -> bytes:
 
 def _ping(port: int) -> None:
     reply = _ask(port, b"PING")
-    if not reply.startswith(b"+PONG"):
+    # NOAUTH: a server started with requirepass answers, which is all readiness means.
+    if not reply.startswith((b"+PONG", b"-NOAUTH")):
         raise ServerFailed(f"redis on port {port} answered {reply[:80]!r} to PING")
 
 

@@ -9,13 +9,30 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from redis.exceptions import ChildDeadlockedError, RedisClusterException, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    ChildDeadlockedError,
+    NoPermissionError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+)
 
 from tenure._errors import BackendError
 
-__all__ = ["DRIVER_ERRORS", "Translated"]
+__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "Translated"]
 
 DRIVER_ERRORS = (RedisError, RedisClusterException, ChildDeadlockedError, OSError)
+MISCONFIGURED = (
+    AuthenticationError,  # WRONGPASS, NOAUTH, invalid password
+    AuthenticationWrongNumberOfArgsError,  # a password given to a server that has none
+    NoPermissionError,  # NOPERM: the ACL user may not run the scripts
+    ReadOnlyError,  # READONLY: a replica, where a master was meant
+)
+"""Driver errors that say the server answered and refuses us, as it will every time: a
+configuration error, never "the server is down" (Redlock must not count such a node as one
+that did not answer, and go on without its fault tolerance)."""
 
 
 class Translated:
