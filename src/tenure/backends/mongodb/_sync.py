@@ -139,6 +139,16 @@ class MongoDBBackend(
     def describe(self) -> str:
         return redact(self.settings.url)
 
+    def unanswered(self, seconds: float) -> BaseException:
+        # The driver's last word on each server (refused, timed out, ...), kept in its
+        # topology while server selection goes on: what the caller's deadline cut short.
+        client = self._client
+        if client is not None:
+            for server in client.topology_description.server_descriptions().values():
+                if server.error is not None:
+                    return server.error
+        return super().unanswered(seconds)
+
     # ---- the client ------------------------------------------------------------------------
 
     def _open(self) -> Collection[Document]:
