@@ -59,6 +59,7 @@ from tenure.backends.mongodb._documents import (
     set_value_update,
     to_info,
 )
+from tenure.backends.mongodb._errors import driver_message
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
     break_update,
@@ -222,7 +223,9 @@ class AsyncMongoDBBackend(
         try:
             yield
         except (PyMongoError, BSONError) as exc:
-            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+            raise BackendError(
+                f"MongoDB {self.describe()}: {action} failed: {driver_message(exc)}"
+            ) from exc
 
     async def aclose(self) -> None:
         with self._mutex:

@@ -61,6 +61,7 @@ from tenure.backends.mongodb._documents import (
     set_value_update,
     to_info,
 )
+from tenure.backends.mongodb._errors import driver_message
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
     break_update,
@@ -224,7 +225,9 @@ class MongoDBBackend(
         try:
             yield
         except (PyMongoError, BSONError) as exc:
-            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+            raise BackendError(
+                f"MongoDB {self.describe()}: {action} failed: {driver_message(exc)}"
+            ) from exc
 
     def close(self) -> None:
         with self._mutex:
