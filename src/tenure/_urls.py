@@ -11,7 +11,13 @@ from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
 from tenure._hosts import split_hosts, split_location
-from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme, extra_requirements
+from tenure._registry import (
+    BackendEntry,
+    builtin_backends,
+    entry_for_scheme,
+    extra_requirements,
+    unmet_floors,
+)
 
 __all__ = [
     "default_sqlite_path",
@@ -77,6 +83,15 @@ def _entry_for(scheme: str) -> BackendEntry:
 def load_backend_module(url: str, flavour: str) -> ModuleType:
     """Import the ``_async`` or ``_sync`` module of the backend serving ``url``."""
     entry = _entry_for(scheme_of(url))
+    if entry.extra is not None:
+        # Before the import: a driver below its floor may import, then fail deep inside
+        # the first call with a TypeError or AttributeError that names nothing useful.
+        unmet = unmet_floors(entry.extra)
+        if unmet:
+            raise ConfigurationError(
+                f"the {scheme_of(url)!r} backend needs {', '.join(unmet)}: "
+                f"pip install -U 'tenure[{entry.extra}]'"
+            )
     try:
         return importlib.import_module(f"{entry.package}.{flavour}")
     except ModuleNotFoundError as exc:
