@@ -19,7 +19,7 @@ Node timeouts are short (0.2 s by default, see ``_config``): every call waits fo
 so a dead node slows each operation by at most that much and never hangs one.
 
 A node that answers and refuses us (a wrong or missing password, an ACL user barred from the
-scripts, a replica: ``MISCONFIGURED``) is not a node that is down: counted as one, a team would
+scripts, a replica: ``misconfigured``) is not a node that is down: counted as one, a team would
 run on a bare majority with no fault tolerance left, and nothing would say so. Acquire (after
 undoing its grants on the other nodes), inspect, owned, list and break raise
 ConfigurationError naming the node. Release and renewals, which end or keep a lease already
@@ -41,7 +41,7 @@ from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._async import DRIVER_ERRORS, AsyncTransport, _transport
-from tenure.backends.redis._errors import MISCONFIGURED
+from tenure.backends.redis._errors import misconfigured
 from tenure.backends.redis._scripts import (
     ACQUIRE,
     BREAK,
@@ -154,7 +154,7 @@ class AsyncRedlockBackend(AsyncBackend):
     ) -> list[T | Exception]:
         """``call`` on every node (or those indexed by ``nodes``) at once; a node's driver
         error is its result. Anything else (a bug) is raised. With ``action``, a node that
-        refuses us (``MISCONFIGURED``) raises ConfigurationError once every node answered;
+        refuses us (``misconfigured``) raises ConfigurationError once every node answered;
         without, the caller decides (``_misconfigured``)."""
         indexes = list(range(self._count) if nodes is None else nodes)
         targets = [self._nodes[i] for i in indexes]
@@ -174,7 +174,7 @@ class AsyncRedlockBackend(AsyncBackend):
         """The error for the first node whose answer says it refuses us, if any, with the
         driver's error as its cause."""
         for index, result in zip(indexes, results, strict=True):
-            if isinstance(result, MISCONFIGURED):
+            if isinstance(result, BaseException) and misconfigured(result):
                 detail = str(result) or type(result).__name__
                 refusal = ConfigurationError(
                     f"Redlock node {self.settings.nodes[index].display} refused {action} "
