@@ -1,8 +1,9 @@
 """A driver installed below the floor its extra states is refused when its backend is first
 used, with a ConfigurationError naming the floor, the version found and the extra to install:
-not a TypeError or AttributeError from deep inside the first call (redis-py 5.x, 6.x and 7.x
-did that). The floors are read from tenure's installed metadata (pyproject.toml's extras), so
-they are written once; the installed versions are stood in for here, one driver at a time."""
+not a TypeError or AttributeError from deep inside the first call (as redis-py 5.x-7.x did
+when the floor was 8.0.1). The floors are read from tenure's installed metadata
+(pyproject.toml's extras), so they are written once; the installed versions are stood in for
+here, one driver at a time."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from tenure import _observe, _registry
 
 # scheme -> (URL, the extra, the distribution, a release below its floor)
 DRIVERS = {
-    "redis": ("redis://127.0.0.1:1/0", "redis", "redis", "7.4.0"),
-    "rediss": ("rediss://127.0.0.1:1/0", "redis", "redis", "5.2.1"),
-    "redlock": ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "redis", "redis", "6.4.0"),
+    "redis": ("redis://127.0.0.1:1/0", "redis", "redis", "5.2.1"),
+    "rediss": ("rediss://127.0.0.1:1/0", "redis", "redis", "4.6.0"),
+    "redlock": ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "redis", "redis", "5.3.0"),
     "mongodb": ("mongodb://127.0.0.1:1/db", "mongodb", "pymongo", "4.8.0"),
     "mysql": ("mysql://root@127.0.0.1:1/db", "mysql", "PyMySQL", "0.9.3"),
     "postgresql": ("postgresql://u@127.0.0.1:1/db", "postgresql", "psycopg", "3.0b1"),
