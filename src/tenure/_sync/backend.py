@@ -53,6 +53,17 @@ class Backend(abc.ABC):
         given this much more while it grows. 0 for a backend that does not measure it."""
         return 0.0
 
+    def unanswered(self, seconds: float) -> BaseException:
+        """The ``__cause__`` of the BackendError the lock logic raises when its deadline
+        guard, not the driver, ended a call that got no answer within ``seconds``: the
+        driver's last error where the backend knows one (the MongoDB backend asks its
+        topology), else a TimeoutError saying that no answer came. A BackendError always
+        has a cause, whichever gave up first."""
+        return TimeoutError(
+            f"{self.describe()}: no answer within {seconds:.3f} s (the driver was still "
+            "trying when the caller's deadline came)"
+        )
+
     @classmethod
     @abc.abstractmethod
     def from_url(cls, url: str, **options: Any) -> Backend:

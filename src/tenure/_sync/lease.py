@@ -388,7 +388,7 @@ class Lease:
                     raise BackendError(
                         f"{backend.describe()}: no answer to acquire of {self.name!r} within "
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
-                    ) from None
+                    ) from backend.unanswered(late.seconds)
                 except BaseException:
                     # The grant may have landed before the failure (an error, a cancellation,
                     # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued

@@ -262,11 +262,11 @@ class Renewer:
                     functools.partial(kind.extend_many, batch), limit,
                     credit=functools.partial(_setup_seconds, kind.backend),
                 )
-            except io.DeadlineExceeded:
+            except io.DeadlineExceeded as late:
                 raise BackendError(
                     f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
                     f"by the lease's end"
-                ) from None
+                ) from kind.backend.unanswered(late.seconds)
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:

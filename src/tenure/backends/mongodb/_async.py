@@ -59,6 +59,7 @@ from tenure.backends.mongodb._documents import (
     set_value_update,
     to_info,
 )
+from tenure.backends.mongodb._errors import driver_message
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
     break_update,
@@ -141,6 +142,16 @@ class AsyncMongoDBBackend(
         # PyMongo's asyncio client belongs to the loop that opened it.
         return type(self)(self.settings)
 
+    def unanswered(self, seconds: float) -> BaseException:
+        # The driver's last word on each server (refused, timed out, ...), kept in its
+        # topology while server selection goes on: what the caller's deadline cut short.
+        client = self._client
+        if client is not None:
+            for server in client.topology_description.server_descriptions().values():
+                if server.error is not None:
+                    return server.error
+        return super().unanswered(seconds)
+
     # ---- the client ------------------------------------------------------------------------
 
     def _open(self) -> AsyncCollection[Document]:
@@ -216,7 +227,9 @@ class AsyncMongoDBBackend(
         try:
             yield
         except (PyMongoError, BSONError) as exc:
-            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+            raise BackendError(
+                f"MongoDB {self.describe()}: {action} failed: {driver_message(exc)}"
+            ) from exc
 
     async def aclose(self) -> None:
         with self._mutex:

@@ -61,6 +61,7 @@ from tenure.backends.mongodb._documents import (
     set_value_update,
     to_info,
 )
+from tenure.backends.mongodb._errors import driver_message
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
     break_update,
@@ -143,6 +144,16 @@ class MongoDBBackend(
         # PyMongo's asyncio client belongs to the loop that opened it.
         return type(self)(self.settings)
 
+    def unanswered(self, seconds: float) -> BaseException:
+        # The driver's last word on each server (refused, timed out, ...), kept in its
+        # topology while server selection goes on: what the caller's deadline cut short.
+        client = self._client
+        if client is not None:
+            for server in client.topology_description.server_descriptions().values():
+                if server.error is not None:
+                    return server.error
+        return super().unanswered(seconds)
+
     # ---- the client ------------------------------------------------------------------------
 
     def _open(self) -> Collection[Document]:
@@ -218,7 +229,9 @@ class MongoDBBackend(
         try:
             yield
         except (PyMongoError, BSONError) as exc:
-            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+            raise BackendError(
+                f"MongoDB {self.describe()}: {action} failed: {driver_message(exc)}"
+            ) from exc
 
     def close(self) -> None:
         with self._mutex:

@@ -175,11 +175,18 @@ class AsyncPostgreSQLBackend(
         settings, rest = sql_options("postgresql", ours, options, extra=("gc_after",))
         gc_after = gc_after_option("postgresql", rest.pop("gc_after", DEFAULT_GC_AFTER))
         libpq_query = urllib.parse.urlencode([(k, v) for k, v in query if k not in OPTIONS])
-        conninfo = urllib.parse.urlunsplit(parts._replace(query=libpq_query))
+        # Rebuilt by hand, not with urlunsplit: that drops the "//" of an empty host, and
+        # libpq's postgresql:///db (the local socket, or $PGHOST) becomes postgresql:/db,
+        # which libpq does not read as a URL.
+        conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        if libpq_query:
+            conninfo += f"?{libpq_query}"
         try:
             params = psycopg.conninfo.conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL URL {redact(url)!r}: {exc}") from None
+            raise ConfigurationError(
+                f"bad PostgreSQL URL {redact(url)!r}: {str(exc).strip()}"
+            ) from None
         connect_args: dict[str, Any] = {}
         if "connect_timeout" not in params:
             connect_args["connect_timeout"] = max(2, math.ceil(settings.timeout))

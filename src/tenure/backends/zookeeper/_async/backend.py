@@ -311,6 +311,9 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
     def describe(self) -> str:
         return self.settings.display
 
+    def unanswered(self, seconds: float) -> BaseException:
+        return self.session.unanswered(seconds)
+
     async def aclose(self) -> None:
         await self.session.aclose()
 

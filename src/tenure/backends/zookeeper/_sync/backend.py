@@ -313,6 +313,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
     def describe(self) -> str:
         return self.settings.display
 
+    def unanswered(self, seconds: float) -> BaseException:
+        return self.session.unanswered(seconds)
+
     def close(self) -> None:
         self.session.close()
 

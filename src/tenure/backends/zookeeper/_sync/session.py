@@ -145,6 +145,22 @@ class Session:
                 with contextlib.suppress(Exception):  # a listener must not break kazoo's loop
                     listener()
 
+    def unanswered(self, seconds: float) -> TimeoutError:
+        """What kept a call from being answered within ``seconds``, for the BackendError the
+        lock logic raises when its deadline ends the wait (kazoo keeps its connection
+        errors to its log: none to chain)."""
+        client = self._client
+        if client is None or not client.connected:
+            what = (
+                "no session was established with any of its servers (kazoo was still "
+                "trying to connect: refused, unreachable or not answering)"
+            )
+        else:
+            what = "the session was up, but no server answered"
+        return TimeoutError(
+            f"ZooKeeper {self.settings.display}: no answer within {seconds:.3f} s: {what}"
+        )
+
     def delete_soon(self, path: str) -> None:
         """Delete ``path`` without waiting for the answer (safe in kazoo's thread): a node of
         ours that nobody believes in any more. A failure changes nothing that matters: the
