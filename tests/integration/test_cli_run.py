@@ -46,12 +46,31 @@ while True:
 """
 
 
-@pytest.fixture
-def env(tmp_path: pathlib.Path) -> dict[str, str]:
+WITHOUT_SIGTIMEDWAIT = pathlib.Path(__file__).parent.parent / "without_sigtimedwait"
+"""A sitecustomize that deletes ``signal.sigtimedwait``, as macOS's Python lacks it."""
+
+
+@pytest.fixture(params=["sigtimedwait", "without-sigtimedwait"])
+def env(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """Every test runs twice: with ``signal.sigtimedwait`` (Linux) and without (as on macOS),
+    for every ``tenure`` the test starts."""
     environment = {k: v for k, v in os.environ.items() if k != "TENURE_DEBUG"}
     environment["TENURE_URL"] = f"sqlite:///{tmp_path / 'locks.db'}"
     environment["XDG_STATE_HOME"] = str(tmp_path / "state")
+    if request.param == "without-sigtimedwait":
+        environment["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(WITHOUT_SIGTIMEDWAIT), environment.get("PYTHONPATH")])
+        )
     return environment
+
+
+def test_the_macos_stand_in_really_lacks_sigtimedwait(env: dict[str, str]) -> None:
+    probe = subprocess.run(
+        [sys.executable, "-c", "import signal; print(hasattr(signal, 'sigtimedwait'))"],
+        env=env, capture_output=True, text=True, check=True, timeout=60,
+    )
+    lacking = str(WITHOUT_SIGTIMEDWAIT) in env.get("PYTHONPATH", "")
+    assert probe.stdout.strip() == str(not lacking)
 
 
 @pytest.fixture
@@ -224,17 +243,20 @@ def test_a_signal_while_waiting_runs_nothing(
 
 
 def wait_until_blocking(process: subprocess.Popen[str], signum: int) -> None:
-    """Until ``process`` has ``signum`` blocked (tenure run does so first thing), so that a
-    signal sent now is tenure's to handle, not the interpreter's default action."""
+    """Until ``process`` has ``signum`` blocked or caught (tenure run takes its signals first
+    thing: blocked where sigtimedwait exists, else caught), so that a signal sent now is
+    tenure's to handle, not the interpreter's default action."""
     bit = 1 << (signum - 1)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         status = pathlib.Path(f"/proc/{process.pid}/status").read_text()
-        blocked = int(status.split("SigBlk:")[1].split()[0], 16)
-        if blocked & bit:
+        taken = 0
+        for field in ("SigBlk:", "SigCgt:"):
+            taken |= int(status.split(field)[1].split()[0], 16)
+        if taken & bit:
             return
         time.sleep(0.01)
-    pytest.fail("tenure never blocked its signals")
+    pytest.fail("tenure never took its signals")
 
 
 # Counts the SIGINTs it gets; a second later writes the count to `count` and exits 5.
