@@ -116,7 +116,7 @@ def test_defaults_are_as_documented() -> None:
         (["--url", "not a url", "ls"], "not a backend URL"),
         (["show", ""], "lock name must not be empty"),
         (["break", "x" * 2000], "the limit is 1024"),
-        (["ls", "a", "b"], "unrecognized arguments"),
+        (["ls", "a", "b"], "unexpected argument 'b'"),
         (["demo", "--workers", "0"], "--workers"),
         (["demo", "--url", "memory://"], "memory:// is private"),
         (["frobnicate"], "invalid choice"),
@@ -270,3 +270,52 @@ def test_redaction_hides_the_password_field_and_nothing_else(
     assert "redis://:***@127.0.0.1:1/0" in result.stderr
     assert f"'{name}'" in result.stderr  # the lock's own name is printed as it is
     assert "127.0.0.1:1." in result.stderr  # so is the driver's "connecting to 127.0.0.1:1."
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["run", "x", "--bogus", "--", "true"],
+         "run: unknown option '--bogus' (see 'tenure run --help')"),
+        (["run", "x", "--bogus"], "run: unknown option '--bogus' (see 'tenure run --help')"),
+        (["elect", "x", "--value", "v", "--bogus", "--", "true"],
+         "elect: unknown option '--bogus' (see 'tenure elect --help')"),
+        (["ls", "--bogus"], "ls: unknown option '--bogus' (see 'tenure ls --help')"),
+        (["show", "x", "-z"], "show: unknown option '-z' (see 'tenure show --help')"),
+        (["ls", "a", "b"], "ls: unexpected argument 'b' (see 'tenure ls --help')"),
+    ],
+)
+def test_an_unknown_option_is_named_as_unknown(
+    arguments: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--url", "memory://", *arguments]) == EXIT_USAGE
+    assert capsys.readouterr().err == f"tenure: error: {expected}\n"
+
+
+def test_elect_takes_runs_waiting_and_reporting_flags() -> None:
+    options = _parse(["elect", "x", "--value", "v", "-w", "3", "-E", "9", "-q",
+                      "--lost-exit-code", "8", "--", "true"])
+    assert (options.timeout, options.no_wait, options.busy_exit_code, options.verbosity,
+            options.lost_exit_code) == (3.0, False, 9, -1, 8)
+    options = _parse(["elect", "x", "--value", "v", "-n", "-v", "--", "true"])
+    assert (options.no_wait, options.verbosity) == (True, 1)
+
+
+def test_elect_no_wait_exits_with_the_busy_status_and_says_who_leads(
+    env: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    marker = tmp_path / "ran"
+    with tenure.connect(url) as locks, locks.election("chief", ttl=60).campaign(value="other"):
+        told = tenure_command("--url", url, "elect", "chief", "--value", "me", "-n", "--",
+                              "touch", str(marker), env=env)
+        assert told.returncode == EXIT_BUSY
+        assert "leadership of 'chief' is held (held by" in told.stderr
+        silent = tenure_command("--url", url, "elect", "chief", "--value", "me", "-n", "-q",
+                                "-E", "0", "--", "touch", str(marker), env=env)
+        assert (silent.returncode, silent.stderr) == (0, "")
+        waited = tenure_command("--url", url, "elect", "chief", "--value", "me", "-w", "0.3",
+                                "--", "touch", str(marker), env=env)
+        assert waited.returncode == EXIT_BUSY
+        assert "leadership of 'chief' was not acquired within 0.3 s" in waited.stderr
+    assert not marker.exists()

@@ -28,7 +28,7 @@ from tenure.cli import (
 from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
-from tenure.cli.progress import QUIET, VERBOSE
+from tenure.cli.options import add_wait_options
 
 __all__ = ["build_parser", "main"]
 
@@ -134,14 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ttl", type=float, default=30.0, metavar="S",
                      help="lease in seconds; a crashed tenure frees the lock after this long "
                           "(default: 30)")
-    wait = run.add_mutually_exclusive_group()
-    wait.add_argument("-w", "--timeout", "--wait", type=float, default=None, metavar="S",
-                      help="wait at most S seconds for the lock (default: wait forever)")
-    wait.add_argument("-n", "--no-wait", "--nonblock", "--nb", action="store_true",
-                      help="try once; if the lock is held, exit at once")
-    run.add_argument("-E", "--busy-exit-code", "--conflict-exit-code", type=int,
-                     dest="busy_exit_code", default=EXIT_BUSY, metavar="N",
-                     help=f"exit status when the lock is not obtained (default: {EXIT_BUSY})")
+    add_wait_options(run, "the lock")
     run.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
                      help=f"exit status when the lease is lost while CMD runs "
                           f"(default: {EXIT_LOST})")
@@ -151,14 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")
-    talk = run.add_mutually_exclusive_group()
-    talk.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=QUIET,
-                      default=0,
-                      help="say nothing when the lock is busy or waited for (the exit status "
-                           "tells); errors are still printed")
-    talk.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=VERBOSE,
-                      help="report the wait: a live line on a terminal, else one line when it "
-                           "starts and one when the lock is acquired")
     run.set_defaults(handler=_run)
 
     ls = command(
@@ -275,6 +260,13 @@ def _parse(arguments: list[str]) -> argparse.Namespace:
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
     options, extra = parser.parse_known_args(arguments)
+    unknown = [word for word in extra if word.startswith("-") and word != "-"]
+    if unknown:
+        # An option argparse does not know is named as such, not taken for a misplaced CMD.
+        raise CommandError(
+            f"{options.command}: unknown option {unknown[0]!r} (see 'tenure "
+            f"{options.command} --help')"
+        )
     if options.command in CMD_COMMANDS and (extra or not command):
         shown = f"unexpected {extra[0]!r}: " if extra else ""
         raise CommandError(
@@ -282,7 +274,10 @@ def _parse(arguments: list[str]) -> argparse.Namespace:
             f"{options.command} NAME -- CMD [ARGS...]"
         )
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        raise CommandError(
+            f"{options.command}: unexpected argument {extra[0]!r} (see 'tenure "
+            f"{options.command} --help')"
+        )
     options.argv = command
     return options
 

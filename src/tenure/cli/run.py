@@ -352,6 +352,8 @@ def _busy_message(locks: tenure.Locks, options: RunOptions) -> str:
         head = f"{options.name!r} was not acquired within {options.timeout:g} s"
     if options.semaphore is not None:
         head = head.replace(f"{options.name!r}", f"a permit of {options.name!r}", 1)
+    elif options.leader_value is not None:
+        head = head.replace(f"{options.name!r}", f"leadership of {options.name!r}", 1)
     try:
         info = locks.inspect(
             options.name, kind="lock" if options.semaphore is None else "semaphore"
