@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shlex
 from typing import Any, TextIO
 
 import tenure
@@ -130,7 +131,9 @@ def _rwlock_state(info: LockInfo) -> str:
 
 def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextIO) -> int:
     """Force-release ``name`` (every permit of a semaphore, every reader or the writer of a
-    read-write lock): exit 0 if a live lease was broken, 1 if nothing was held."""
+    read-write lock): exit 0 if a live lease was broken, 1 if nothing was held. When nothing
+    of ``kind`` was held but the name is held as another primitive, say which, and the flag
+    that breaks it."""
     if kind == "rwlock":
         if locks.break_lock(name, kind="rwlock"):
             out.write(
@@ -140,7 +143,7 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             )
             return EXIT_OK
         out.write(f"read-write lock {_printable(name)} was not held: nothing to break\n")
-        return EXIT_NOTHING
+        return _held_elsewhere(locks, name, kind, out)
     if kind == "semaphore":
         if locks.break_lock(name, kind="semaphore"):
             out.write(
@@ -149,7 +152,7 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             )
             return EXIT_OK
         out.write(f"semaphore {_printable(name)} had no live permit: nothing to break\n")
-        return EXIT_NOTHING
+        return _held_elsewhere(locks, name, kind, out)
     # Read first only to say whose lease it was; the break itself is one atomic step.
     before = locks.inspect(name)
     if locks.break_lock(name):
@@ -161,8 +164,39 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             "its next renewal, check or release\n"
         )
         return EXIT_OK
-    out.write(f"{_printable(name)} was not held: nothing to break\n")
+    out.write(f"lock {_printable(name)} was not held: nothing to break\n")
+    return _held_elsewhere(locks, name, kind, out)
+
+
+BREAK_FLAGS = {"lock": "", "semaphore": " --semaphore", "rwlock": " --rwlock"}
+"""The ``tenure break`` flag of each primitive."""
+SHOWN_AS = {"lock": "a lock", "semaphore": "a semaphore", "rwlock": "a read-write or fair lock"}
+
+
+def _held_elsewhere(locks: tenure.Locks, name: str, kind: str, out: TextIO) -> int:
+    """After a break of ``kind`` found nothing: name the other primitives that hold ``name``
+    (a break never guesses: the operator asks again with the flag). Exit 1 either way."""
+    for other in _other_kinds(locks, kind):
+        info = locks.inspect(name, kind=other)
+        if info is None or not info.holders:
+            continue
+        live = len(info.holders)
+        held = (f"{live} of {info.limit} permits held" if other == "semaphore"
+                else f"{live} lease{'s' if live > 1 else ''} held")
+        out.write(
+            f"{_printable(name)} is held as {SHOWN_AS[other]} ({held}); to break it: "
+            f"tenure break {shlex.quote(name)}{BREAK_FLAGS[other]}\n"
+        )
     return EXIT_NOTHING
+
+
+def _other_kinds(locks: tenure.Locks, kind: str) -> list[str]:
+    kinds = ["lock"]
+    if locks.supports("semaphore"):
+        kinds.append("semaphore")
+    if locks.supports("rwlock") or locks.supports("fair"):
+        kinds.append("rwlock")
+    return [other for other in kinds if other != kind]
 
 
 def describe_lease(lease: LeaseInfo) -> str:
