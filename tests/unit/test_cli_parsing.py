@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -319,3 +320,52 @@ def test_elect_no_wait_exits_with_the_busy_status_and_says_who_leads(
         assert waited.returncode == EXIT_BUSY
         assert "leadership of 'chief' was not acquired within 0.3 s" in waited.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "said"),
+    [
+        (["ls"], 0, "nothing is locked: the SQLite store {path} does not exist (yet)\n"),
+        (["ls", "--all", "--json"], 0, "[]\n"),
+        (["show", "job"], 1, "job: nothing held: the SQLite store {path} does not exist (yet)\n"),
+        (["show", "job", "--json"], 1, "null\n"),
+        (["break", "job"], 1, "job: nothing held: the SQLite store {path} does not exist (yet)\n"),
+        (["leader", "job"], 1, "no leader: the SQLite store {path} does not exist (yet)\n"),
+    ],
+)
+@pytest.mark.parametrize("where", ["default", "homeless default", "url"])
+def test_reading_a_store_that_does_not_exist_creates_nothing(
+    arguments: list[str], status: int, said: str, where: str, env: dict[str, str],
+    tmp_path: pathlib.Path,
+) -> None:
+    if where == "url":
+        path = tmp_path / "dir" / "locks.db"
+        env["TENURE_URL"] = f"sqlite:///{path}"
+    elif where == "homeless default":
+        # Debian's convention for system users: HOME=/nonexistent (here, inside tmp_path).
+        del env["XDG_STATE_HOME"]
+        env["HOME"] = str(tmp_path / "nonexistent")
+        path = tmp_path / "nonexistent" / ".local" / "state" / "tenure" / "locks.db"
+    else:
+        path = pathlib.Path(env["XDG_STATE_HOME"]) / "tenure" / "locks.db"
+    result = tenure_command(*arguments, env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        status, said.format(path=path), ""
+    )
+    assert list(tmp_path.iterdir()) == []  # no file, no directory, no home
+
+
+def test_completing_names_from_a_store_that_does_not_exist_creates_nothing(
+    env: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    bash = shutil.which("bash")
+    assert bash is not None
+    env["PATH"] = f"{TENURE.parent}{os.pathsep}{env['PATH']}"
+    script = tenure_command("completion", "bash", env=env).stdout
+    completed = subprocess.run(
+        [bash, "-c", script + "\nCOMP_WORDS=(tenure show j); COMP_CWORD=2; _tenure; "
+         'printf "%s\\n" "${COMPREPLY[@]}"'],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert completed.stdout.strip() == ""
+    assert list(tmp_path.iterdir()) == []

@@ -68,6 +68,7 @@ def test_the_suggested_command_quotes_the_name(
     assert permit.acquire()
     try:
         status, said = run(capsys, "break", "two words; rm")
+        assert status == 1
         assert "tenure break 'two words; rm' --semaphore" in said
     finally:
         permit.release()

@@ -85,6 +85,12 @@ def _leader(options: argparse.Namespace, out: TextIO | None = None) -> int:
     interval = 0.1 if options.interval is None else options.interval
     if not interval > 0:
         raise CommandError(f"--interval must be > 0 seconds, not {options.interval}")
+    if not options.watch:
+        from tenure.cli.inspect import absent_store
+
+        if (absent := absent_store(options.url)) is not None:
+            out.write(f"no leader: the SQLite store {absent} does not exist (yet)\n")
+            return EXIT_NOTHING
     with tenure.connect(options.url) as locks:
         election = locks.election(name)
         if not options.watch:

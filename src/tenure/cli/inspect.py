@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import datetime
 import json
+import pathlib
 import shlex
+import urllib.parse
 from typing import Any, TextIO
 
 import tenure
 from tenure._types import LeaseInfo, LockInfo
+from tenure._urls import resolve_url, scheme_of
 from tenure.cli import EXIT_NOTHING, EXIT_OK
 
 __all__ = [
+    "absent_store",
     "break_lock",
     "describe_holder",
     "describe_lease",
@@ -21,6 +25,33 @@ __all__ = [
     "list_locks",
     "show_lock",
 ]
+
+
+def absent_store(url: str | None) -> pathlib.Path | None:
+    """The SQLite file ``url`` (default: ``$TENURE_URL``, else the per-user file) names, if it
+    does not exist: a command that only reads then says so, and creates nothing (connecting
+    would create the file, its directories, even a missing home). None for other URLs."""
+    resolved = resolve_url(url)
+    if scheme_of(resolved) != "sqlite":
+        return None
+    parts = urllib.parse.urlsplit(resolved)
+    raw_path = urllib.parse.unquote(parts.path[1:] if parts.path.startswith("/") else "")
+    if parts.netloc or not raw_path:
+        return None  # a bad URL: connecting reports it
+    path = pathlib.Path(raw_path)
+    return None if path.exists() else path
+
+
+def say_absent(
+    path: pathlib.Path, *, as_json: bool, empty: str, out: TextIO, name: str | None = None
+) -> None:
+    """What a read of a store that does not exist prints: ``empty`` in JSON, else one line
+    (about ``name`` if given)."""
+    if as_json:
+        out.write(empty + "\n")
+        return
+    what = "nothing is locked" if name is None else f"{_printable(name)}: nothing held"
+    out.write(f"{what}: the SQLite store {path} does not exist (yet)\n")
 
 
 def list_locks(

@@ -19,6 +19,7 @@ from tenure._validation import validate_limit, validate_name, validate_timeout, 
 from tenure.cli import (
     EXIT_BUSY,
     EXIT_LOST,
+    EXIT_NOTHING,
     EXIT_SIGNAL_BASE,
     EXIT_SOFTWARE,
     EXIT_UNAVAILABLE,
@@ -355,8 +356,11 @@ def _run(options: argparse.Namespace) -> int:
 
 
 def _ls(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import list_locks
+    from tenure.cli.inspect import absent_store, list_locks, say_absent
 
+    if (absent := absent_store(options.url)) is not None:
+        say_absent(absent, as_json=options.json, empty="[]", out=_out())
+        return 0
     with _connect(options) as locks:
         return list_locks(
             locks, options.prefix, include_free=options.all, as_json=options.json, out=_out()
@@ -364,17 +368,23 @@ def _ls(options: argparse.Namespace) -> int:
 
 
 def _show(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import show_lock
+    from tenure.cli.inspect import absent_store, say_absent, show_lock
 
     name = validate_name(options.name)
+    if (absent := absent_store(options.url)) is not None:
+        say_absent(absent, as_json=options.json, empty="null", out=_out(), name=name)
+        return EXIT_NOTHING
     with _connect(options) as locks:
         return show_lock(locks, name, as_json=options.json, out=_out())
 
 
 def _break(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import break_lock
+    from tenure.cli.inspect import absent_store, break_lock, say_absent
 
     name = validate_name(options.name)
+    if (absent := absent_store(options.url)) is not None:
+        say_absent(absent, as_json=False, empty="", out=_out(), name=name)
+        return EXIT_NOTHING
     with _connect(options) as locks:
         kind = "semaphore" if options.semaphore else "rwlock" if options.rwlock else "lock"
         return break_lock(locks, name, kind=kind, out=_out())
