@@ -196,6 +196,11 @@ def test_a_lost_lease_terminates_the_command_with_sigterm(
     assert status == 76  # the command itself exited 5 after SIGTERM: the lost status wins
     assert (tmp_path / "first" / "got").read_text() == "SIGTERM"
     assert "lost the lease on 'job'" in stderr and "renewal refused" in stderr
+    # The CLI owns stderr: every line is its own, and the loss is told once, not also by
+    # the library's WARNING through Python's last-resort handler.
+    lines = stderr.splitlines()
+    assert all(line.startswith("tenure: ") for line in lines), stderr
+    assert sum("renewal refused" in line for line in lines) == 1, stderr
 
 
 def test_a_command_ignoring_sigterm_gets_sigkill_after_the_grace(

@@ -29,7 +29,9 @@ from tenure.cli import (
 from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
+from tenure.cli.logs import owned_stderr
 from tenure.cli.options import add_wait_options
+from tenure.cli.progress import VERBOSE
 
 __all__ = ["build_parser", "main"]
 
@@ -225,7 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = _parse(arguments)
         url = options.url
         handler: Callable[[argparse.Namespace], int] = options.handler
-        return handler(options)
+        verbose = getattr(options, "verbosity", 0) >= VERBOSE
+        with owned_stderr(sys.stderr, verbose=verbose):
+            return handler(options)
     except CommandError as exc:
         return _fail(exc.message, exc.status, url)
     except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.ConfigurationError) as exc:

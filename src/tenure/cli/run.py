@@ -5,9 +5,10 @@ How it is built, and why:
   taken with ``sigtimedwait`` where it exists, else a wake-up pipe): nothing is interrupted
   half-way, and the main loop alone decides what to do with each one.
 - The wait for the lock is made of short acquire attempts with a look at the signals between
-  them. An attempt the server fails to answer (a stall, a dropped connection) is retried
-  until the user's deadline: only ``-w`` ends the wait, as ``acquire(timeout=...)`` does in
-  Python. An error no retry can cure (a refused password) ends it at once.
+  them. An attempt the server fails to answer in time (a stall), or once it has answered a
+  timeout or a dropped connection, is retried until the user's deadline: only ``-w`` ends
+  the wait, as ``acquire(timeout=...)`` does in Python (``curable``). A server unreachable
+  from the start, or an error no retry can cure (a refused password), ends it at once.
 - CMD is started with ``posix_spawnp`` with an empty signal mask and default dispositions, so
   it sees signals exactly as if the shell had started it.
 - Signals the kernel generated from the terminal (Ctrl-C, Ctrl-\\) already reach CMD, which
@@ -135,7 +136,7 @@ def _acquire(
         if lock.acquire(blocking=False) if options.timeout is None else lock.acquire(timeout=0):
             return True
     except tenure.BackendError as exc:
-        if options.no_wait or not curable(exc):
+        if options.no_wait or not curable(exc, answered=False):
             raise
         failure = exc
     if options.no_wait:
@@ -168,6 +169,7 @@ def _wait(
     """Try in slices until acquired or the user's deadline; a failed try is retried after a
     pause (``RETRY_PAUSES``), so a stalled or restarting server is waited out."""
     deadline = None if options.timeout is None else began + options.timeout
+    answered = failure is None  # the first try got an answer: the server was reachable
     failures = 0
     failing_since: float | None = None
     while True:
@@ -210,8 +212,9 @@ def _wait(
             if lock.acquire(timeout=wait):
                 return True
             failure = None
+            answered = True
         except tenure.BackendError as exc:
-            if not curable(exc):
+            if not curable(exc, answered=answered):
                 raise
             failure = exc
 
@@ -222,13 +225,19 @@ _FINAL_NAMES = ("Auth", "Permission", "Access", "Denied")
 """Words that mean the server answered and said no: waiting will not change its answer."""
 
 
-def curable(exc: tenure.BackendError) -> bool:
-    """Whether a later attempt may succeed where ``exc`` failed: a stall (no answer in time),
-    a timeout or a lost connection. A refusal (bad password, no permission, a server error)
-    is not: waiting would only hide it."""
+def curable(exc: tenure.BackendError, *, answered: bool) -> bool:
+    """Whether a later attempt may succeed where ``exc`` failed. A stall (the server did not
+    answer an attempt within its slice's deadline, which only the slicing imposes) always
+    is: ``acquire(timeout=...)`` would have waited it out. A timeout or a lost connection is
+    once the server has ``answered`` in this run (it went away: it may come back). At first
+    contact it is not, as in Python: a wrong host or a server that is down is told at once,
+    not waited on forever. Nor is a refusal (bad password, no permission, a server error):
+    waiting would only hide it."""
     error: BaseException | None = exc.__cause__
     if error is None:
         return _STALL.search(str(exc)) is not None
+    if not answered:
+        return False
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
