@@ -363,7 +363,7 @@ def test_completing_names_from_a_store_that_does_not_exist_creates_nothing(
     env["PATH"] = f"{TENURE.parent}{os.pathsep}{env['PATH']}"
     script = tenure_command("completion", "bash", env=env).stdout
     completed = subprocess.run(
-        [bash, "-c", script + "\nCOMP_WORDS=(tenure show j); COMP_CWORD=2; _tenure; "
+        [bash, "-c", script + '\nCOMP_LINE="tenure show j"; COMP_POINT=${#COMP_LINE}; _tenure; '
          'printf "%s\\n" "${COMPREPLY[@]}"'],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )

@@ -55,14 +55,20 @@ def say_absent(
 
 
 def list_locks(
-    locks: tenure.Locks, prefix: str, *, include_free: bool, as_json: bool, out: TextIO
+    locks: tenure.Locks, prefix: str, *, include_free: bool, as_json: bool, out: TextIO,
+    names_only: bool = False,
 ) -> int:
     """Print the held locks whose names start with ``prefix`` (all known ones with
-    ``include_free``) as a table, or as a JSON array. Always exits 0, even when none."""
+    ``include_free``) as a table, or as a JSON array, or only their names (one a line, each
+    once, as they are). Always exits 0, even when none."""
     # A read-write lock with waiters and, for a moment, no holder is still of interest.
     infos = [
         info for info in locks.list_locks(prefix) if include_free or info.held or info.queued
     ]
+    if names_only:
+        for name in dict.fromkeys(info.name for info in infos):
+            out.write(name + "\n")
+        return EXIT_OK
     if as_json:
         json.dump([info_to_json(info) for info in infos], out, indent=2)
         out.write("\n")

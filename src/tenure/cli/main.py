@@ -162,7 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
                     help="only names starting with PREFIX")
     ls.add_argument("--all", action="store_true", help="include free locks")
-    ls.add_argument("--json", action="store_true", help="print a JSON array")
+    shown = ls.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print a JSON array")
+    shown.add_argument("--names", action="store_true",
+                       help="print only the names, one a line, each once (for scripts and "
+                            "shell completion: names may hold spaces)")
     ls.set_defaults(handler=_ls)
 
     show = command("show", "show one lock",
@@ -363,11 +367,13 @@ def _ls(options: argparse.Namespace) -> int:
     from tenure.cli.inspect import absent_store, list_locks, say_absent
 
     if (absent := absent_store(options.url)) is not None:
-        say_absent(absent, as_json=options.json, empty="[]", out=_out())
+        if not options.names:
+            say_absent(absent, as_json=options.json, empty="[]", out=_out())
         return 0
     with _connect(options) as locks:
         return list_locks(
-            locks, options.prefix, include_free=options.all, as_json=options.json, out=_out()
+            locks, options.prefix, include_free=options.all, as_json=options.json, out=_out(),
+            names_only=options.names,
         )
 
 
