@@ -3,6 +3,8 @@ names a table must not garble; in-process against a ``memory://`` store this tes
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 import tenure
@@ -72,3 +74,48 @@ def test_the_suggested_command_quotes_the_name(
         assert "tenure break 'two words; rm' --semaphore" in said
     finally:
         permit.release()
+
+
+def test_wide_characters_keep_the_columns_aligned(
+    locks: tenure.Locks, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An emoji takes two columns on a terminal, as CJK does; each row's HOLDER column must
+    # start at the same column as the header's.
+    names = [f"{name}:🔒", f"{name}:ascii", f"{name}:日本"]
+    held = [locks.lock(each, ttl=60) for each in names]
+    for lease in held:
+        assert lease.acquire()
+    try:
+        status, table = run(capsys, "ls", name)
+    finally:
+        for lease in held:
+            lease.release()
+    assert status == 0
+    lines = table.splitlines()
+    assert len(lines) == 4
+
+    def columns(text: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+    starts = {columns(line[: line.index("lock ")]) for line in lines[1:]}
+    assert starts == {columns(lines[0][: lines[0].index("KIND")])}
+
+
+def test_ls_says_when_free_names_are_known_that_list_locks_returns(
+    locks: tenure.Locks, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Locks.list_locks() answers every name the backend remembers, free ones included;
+    # `tenure ls` shows what is held (--all: all of them), and says so rather than seeming
+    # to disagree with the API.
+    for each in (f"{name}:a", f"{name}:b"):
+        lease = locks.lock(each, ttl=60)
+        assert lease.acquire()
+        lease.release()
+    assert {info.name for info in locks.list_locks(name)} == {f"{name}:a", f"{name}:b"}
+    status, said = run(capsys, "ls", name)
+    assert (status, said) == (
+        0, f"no held locks or semaphores with prefix {name} (2 free names known: tenure ls "
+           "--all)\n",
+    )
+    status, said = run(capsys, "ls", name, "--all")
+    assert said.count("(free)") == 2

@@ -8,6 +8,7 @@ import datetime
 import json
 import pathlib
 import shlex
+import unicodedata
 import urllib.parse
 from typing import Any, TextIO
 
@@ -62,9 +63,8 @@ def list_locks(
     ``include_free``) as a table, or as a JSON array, or only their names (one a line, each
     once, as they are). Always exits 0, even when none."""
     # A read-write lock with waiters and, for a moment, no holder is still of interest.
-    infos = [
-        info for info in locks.list_locks(prefix) if include_free or info.held or info.queued
-    ]
+    known = locks.list_locks(prefix)
+    infos = [info for info in known if include_free or info.held or info.queued]
     if names_only:
         for name in dict.fromkeys(info.name for info in infos):
             out.write(name + "\n")
@@ -78,14 +78,35 @@ def list_locks(
     if not rows:
         what = "known" if include_free else "held"
         where = f" with prefix {_printable(prefix)}" if prefix else ""
-        out.write(f"no {what} locks or semaphores{where}\n")
+        # list_locks() answers free names too: say they exist, so the two never seem to
+        # disagree (`ls` shows what is held; --all, every name the backend remembers).
+        free = 0 if include_free else len({info.name for info in known})
+        plural = "s" if free > 1 else ""
+        hint = f" ({free} free name{plural} known: tenure ls --all)" if free else ""
+        out.write(f"no {what} locks or semaphores{where}{hint}\n")
         return EXIT_OK
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    widths = [max(_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        cells = [cell.rjust(width) if i >= 5 else cell.ljust(width)
+        cells = [_pad(cell, width, right=i >= 5)
                  for i, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  ".join(cells).rstrip() + "\n")
     return EXIT_OK
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: wide characters (emoji, CJK) take two,
+    combining marks and zero-width joiners none."""
+    columns = 0
+    for character in text:
+        if unicodedata.combining(character) or unicodedata.category(character) in ("Mn", "Cf"):
+            continue
+        columns += 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
+    return columns
+
+
+def _pad(cell: str, width: int, *, right: bool) -> str:
+    space = " " * (width - _width(cell))
+    return space + cell if right else cell + space
 
 
 def show_lock(locks: tenure.Locks, name: str, *, as_json: bool, out: TextIO) -> int:
