@@ -250,7 +250,9 @@ def test_an_unusable_default_location_is_a_usage_error_not_an_internal_one(
 ) -> None:
     env = {k: v for k, v in env.items() if k != "XDG_STATE_HOME"}
     env["HOME"] = "/proc"  # no directory can be created there, even by root
-    result = tenure_command("ls", env=env)
+    # (A command that only reads says the store does not exist and creates nothing; one
+    # that takes a lock has to create it.)
+    result = tenure_command("run", "job", "--", "true", env=env)
     assert result.returncode == 2, result.stderr
     assert "internal error" not in result.stderr
     assert "/proc/.local/state/tenure/locks.db" in result.stderr
