@@ -1,0 +1,283 @@
+"""The client side of ``tenure verify``: processes that call a lease store at random and
+record every call (``Operation``) for the checker.
+
+Each client loops until the run's end: when it holds nothing it acquires one of the names
+(non-blocking, or waiting a fraction of the ttl), or asks ``locked()`` / ``inspect()``; when
+it holds a lease it extends it, releases it, asks ``owned()``, lets it run out (it stops
+using it), or pauses past its ttl before the next call, so that expiry, refusals and "not
+ours" answers all happen. Handles never renew on their own (``renew=False``): every call the
+store sees is a recorded one. A lease whose handle already knows it lost (``lock.lost``) is
+left alone, since the handle would answer without asking the store. An error or timeout is
+recorded as an unknown outcome, and the client gives that lease up.
+
+Clients are processes (``spawn``), each with its own connection; for a store that lives in
+one process (``memory://`` and its subclasses) they are threads of this process instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing
+import pathlib
+import queue
+import random
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import tenure
+from tenure.verify.history import Operation
+from tenure.verify.jsonl import dump_lines, load
+
+__all__ = ["WorkloadOptions", "run_workload"]
+
+FINISH_GRACE = 30.0
+"""Seconds past the run's end a client may take to finish its last call (a blocked call
+on an unreachable server) before the run is given up."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkloadOptions:
+    url: str | None
+    clients: int = 4
+    seconds: float = 10.0
+    names: int = 2
+    ttl: float = 1.0
+    prefix: str = ""
+    """The names used are ``prefix + "0"`` ... (default: ``verify:<random>:``)."""
+    seed: int | None = None
+
+
+class ClientFailed(tenure.TenureError):
+    """A client of the workload could not run (it could not connect, or never finished)."""
+
+
+def run_workload(options: WorkloadOptions) -> list[Operation]:
+    """Run the clients and return every call they made (times from the run's start).
+    Raises ClientFailed if a client could not run to the end."""
+    prefix = options.prefix or f"verify:{secrets.token_hex(4)}:"
+    seed = options.seed if options.seed is not None else secrets.randbits(32)
+    in_process = _in_process(options.url)
+    context: Any = threading if in_process else multiprocessing.get_context("spawn")
+    # Clients connect, say they are ready, and start together: spawned processes take a
+    # while to import and connect, which must not eat into the run.
+    ready = queue.SimpleQueue() if in_process else context.SimpleQueue()
+    go = context.Event()
+    start = _Start() if in_process else context.Value("d", 0.0)
+    with tempfile.TemporaryDirectory(prefix="tenure-verify-") as directory:
+        outputs = [pathlib.Path(directory, f"client-{client}.jsonl")
+                   for client in range(options.clients)]
+        runners: list[Any] = [
+            (threading.Thread if in_process else context.Process)(
+                target=_client_main,
+                args=((options, prefix, seed + client, client), str(out), ready, go, start),
+                daemon=True)
+            for client, out in enumerate(outputs)]
+        for runner in runners:
+            runner.start()
+        for _ in runners:
+            ready.get()
+        start.value = time.monotonic()
+        go.set()
+        give_up = start.value + options.seconds + FINISH_GRACE
+        for runner in runners:
+            runner.join(max(0.0, give_up - time.monotonic()))
+        hung = [number for number, runner in enumerate(runners) if runner.is_alive()]
+        for number in hung:
+            if not in_process:
+                runners[number].kill()
+        if hung:
+            raise ClientFailed(f"client(s) {hung} did not finish within {FINISH_GRACE:g} s "
+                               "of the run's end (a call hung): no verdict")
+        history: list[Operation] = []
+        for number, out in enumerate(outputs):
+            failure = out.with_suffix(".error")
+            if failure.exists():
+                raise ClientFailed(f"client {number}: {failure.read_text().strip()}")
+            if not out.exists():
+                raise ClientFailed(f"client {number} ended without a history")
+            history.extend(load(out)[0])
+    _clean_up(options, prefix)
+    origin = min((op.invoked for op in history), default=0.0)
+    return [dataclasses.replace(
+        op, invoked=op.invoked - origin,
+        completed=None if op.completed is None else op.completed - origin) for op in history]
+
+
+_Job = tuple[WorkloadOptions, str, int, int]
+"""What one client runs: the options, the name prefix, its seed, its number."""
+
+
+class _Start:
+    value = 0.0
+
+
+def _in_process(url: str | None) -> bool:
+    """Whether the store lives in this process (memory:// and subclasses)."""
+    from tenure._urls import load_backend_module, resolve_url
+    from tenure.backends.memory._sync import MemoryBackend
+
+    backend = load_backend_module(resolve_url(url), "_sync").BACKEND
+    return isinstance(backend, type) and issubclass(backend, MemoryBackend)
+
+
+def _clean_up(options: WorkloadOptions, prefix: str) -> None:
+    """Break what the run left held, so its names do not sit out their ttl."""
+    try:
+        with tenure.connect(options.url) as locks:
+            for number in range(options.names):
+                locks.break_lock(f"{prefix}{number}")
+    except tenure.TenureError:
+        pass  # the leases run out on their own within the ttl
+
+
+def _client_main(job: _Job, out: str, ready: Any, go: Any, start: Any) -> None:
+    """One client, in its own process or thread: connect, say ready, wait for the start,
+    run, and write the history to ``out`` (or what went wrong next to it)."""
+    options, prefix, seed, client = job
+    if multiprocessing.parent_process() is not None:
+        # Leases this run loses on purpose are not news: keep the client's stderr quiet.
+        logging.getLogger("tenure").setLevel(logging.ERROR)
+    try:
+        history = _Client(options, prefix, seed, client).run(ready, go, start)
+    except BaseException as exc:  # reported by the parent, which owns the exit status
+        pathlib.Path(out).with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}")
+        return
+    pathlib.Path(out).write_text(dump_lines(history))
+
+
+@dataclasses.dataclass
+class _Held:
+    name: str
+    lease: str
+    lock: tenure.Lock
+
+
+class _Client:
+    def __init__(self, options: WorkloadOptions, prefix: str, seed: int, client: int) -> None:
+        self.options = options
+        self.names = [f"{prefix}{number}" for number in range(options.names)]
+        self.random = random.Random(seed)
+        self.client = client
+        self.acquired = 0
+        self.history: list[Operation] = []
+        self.held: _Held | None = None
+        self.abandoned: list[tenure.Lock] = []  # kept referenced: nothing of theirs runs
+
+    def run(self, ready: Any, go: Any, start: Any) -> list[Operation]:
+        ttl = self.options.ttl
+        try:
+            locks = tenure.connect(self.options.url)
+            # A first call, so that connecting is not part of the run.
+            locks.inspect(self.names[0])
+        finally:
+            ready.put(self.client)
+        with locks:
+            self.locks = locks
+            go.wait()
+            end = start.value + self.options.seconds
+            while time.monotonic() < end:
+                if self.held is not None and self.held.lock.lost.is_set():
+                    self._give_up()
+                if self.held is None:
+                    self._free_step()
+                else:
+                    self._held_step()
+                # Mostly short pauses; now and then one past the ttl, so leases expire
+                # under their holders.
+                pause = ttl * (1.1 if self.random.random() < 0.03 else self.random.uniform(0, 0.05))
+                time.sleep(min(pause, max(0.0, end - time.monotonic())))
+        return self.history
+
+    def _give_up(self) -> None:
+        assert self.held is not None
+        self.abandoned.append(self.held.lock)
+        self.held = None
+
+    def _free_step(self) -> None:
+        name = self.random.choice(self.names)
+        ttl = self.options.ttl
+        choice = self.random.random()
+        if choice < 0.6:
+            self.acquired += 1
+            lease = f"{self.client}.{self.acquired}"
+            lock = self.locks.lock(name, ttl=ttl)
+            if self.random.random() < 0.5:
+                call: Callable[[], Any] = lambda: lock.acquire(blocking=False)  # noqa: E731
+            else:
+                wait = self.random.uniform(0.0, ttl / 5)
+                call = lambda: lock.acquire(timeout=wait)  # noqa: E731
+            answer, op = self._call(call, name=name, kind="acquire", lease=lease, ttl=ttl)
+            if answer:
+                self.history.append(dataclasses.replace(op, outcome="ok", fence=lock.fence))
+                self.held = _Held(name, lease, lock)
+            elif op.outcome == "unknown":
+                self.history.append(op)
+                self.abandoned.append(lock)
+            else:
+                self.history.append(dataclasses.replace(op, outcome="fail"))
+        elif choice < 0.8:
+            answer, op = self._call(lambda: self.locks.lock(name).locked(),
+                                    name=name, kind="locked")
+            self.history.append(op if op.outcome == "unknown" else
+                                dataclasses.replace(op, held=bool(answer)))
+        else:
+            answer, op = self._call(lambda: self.locks.inspect(name), name=name, kind="inspect")
+            if op.outcome != "unknown":
+                held = answer is not None and answer.holder is not None
+                op = dataclasses.replace(op, held=held, fence=answer.fence if held else None)
+            self.history.append(op)
+
+    def _held_step(self) -> None:
+        held = self.held
+        assert held is not None
+        choice = self.random.random()
+        base = {"name": held.name, "lease": held.lease}
+        if choice < 0.45:
+            ttl = self.options.ttl
+            answer, op = self._call(held.lock.extend, kind="extend", ttl=ttl, **base)
+            self.history.append(op)
+            if op.outcome != "ok":
+                self._give_up()
+        elif choice < 0.8:
+            answer, op = self._call(held.lock.release, kind="release", **base)
+            self.history.append(op)
+            self.held = None
+        elif choice < 0.95:
+            answer, op = self._call(held.lock.owned, kind="owned", **base)
+            if op.outcome != "unknown":
+                op = dataclasses.replace(op, held=bool(answer))
+            self.history.append(op)
+            if not answer:
+                self._give_up()
+        else:
+            self._give_up()  # let it run out
+
+    def _call(self, call: Callable[[], Any], **fields: Any) -> tuple[Any, Operation]:
+        """Make ``call`` and record it: ok, fail (LockLost / NotOwned), or unknown (any other
+        error)."""
+        invoked = time.monotonic()
+        try:
+            answer = call()
+        except (tenure.LockLost, tenure.NotOwned):
+            return None, Operation(client=self.client, invoked=invoked,
+                                   completed=time.monotonic(), outcome="fail", **fields)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            return None, Operation(client=self.client, invoked=invoked, completed=None,
+                                   outcome="unknown", error=error[:200], **fields)
+        return answer, Operation(client=self.client, invoked=invoked,
+                                 completed=time.monotonic(), outcome="ok", **fields)
+
+
+def describe_run(options: WorkloadOptions) -> dict[str, Any]:
+    """What a saved history's header says about the run (never the URL's password)."""
+    from tenure._urls import redact, resolve_url
+
+    return {"url": redact(resolve_url(options.url)), "clients": options.clients,
+            "seconds": options.seconds, "names": options.names, "ttl": options.ttl,
+            "started": time.time()}
