@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from tenure.cli import EXIT_NOTHING, EXIT_OK, CommandError
+from tenure.cli import EXIT_NOTHING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 
 if TYPE_CHECKING:
     from tenure.verify import Operation, Report
@@ -28,7 +28,21 @@ EXIT_UNDECIDED = 3
 MAX_SHOWN = 3
 """Violations described in full (the others are counted)."""
 
-CommandFactory = Callable[[str, str, str], argparse.ArgumentParser]
+CommandFactory = Callable[..., argparse.ArgumentParser]
+"""``command(name, summary, description, epilog)`` of ``tenure.cli.main.build_parser``."""
+
+EPILOG = f"""\
+examples:
+  tenure verify --url redis://cache:6379/0 --seconds 60 --save run.jsonl
+  tenure verify --check run.jsonl --html timeline.html
+
+exit status:
+  0     linearizable: some order of the calls is what a fenced lease answers
+  {EXIT_NOTHING}     not linearizable: the excerpt printed has no valid order
+  {EXIT_USAGE}     bad input: arguments, URL, a malformed history file
+  {EXIT_UNDECIDED}     undecided: the check ran out of --budget
+  {EXIT_UNAVAILABLE}    the backend is unreachable or failing (a client could not run)
+"""
 
 
 def add_commands(command: CommandFactory) -> None:
@@ -44,6 +58,7 @@ def add_commands(command: CommandFactory) -> None:
         "may have ended. Exit 0 if so, 1 with the smallest excerpt that has no valid order "
         f"and why, {EXIT_UNDECIDED} if the check ran out of --budget. With --check FILE, "
         "check a saved history instead of running one.",
+        EPILOG,
     )
     verify.add_argument("--clients", type=int, default=4, metavar="N",
                         help="client processes (default: 4)")
@@ -84,13 +99,21 @@ def _verify(options: argparse.Namespace) -> int:
                 f"{key} {about[key]}" for key in ("url", "clients", "seconds", "ttl")
                 if key in about) + "\n")
     else:
-        from tenure.verify.workload import WorkloadOptions, describe_run, run_workload
+        from tenure.verify.workload import (
+            ClientFailed,
+            WorkloadOptions,
+            describe_run,
+            run_workload,
+        )
 
         run = WorkloadOptions(url=options.url, clients=options.clients, seconds=options.seconds,
                               names=options.names, ttl=options.ttl, seed=options.seed)
         # Leases the run loses on purpose are not news.
         logging.getLogger("tenure").setLevel(logging.ERROR)
-        history = run_workload(run)
+        try:
+            history = run_workload(run)
+        except ClientFailed as exc:
+            raise CommandError(str(exc), EXIT_UNAVAILABLE) from None
         about = describe_run(run)
         if options.save is not None:
             save(options.save, history, about)

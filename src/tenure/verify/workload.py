@@ -33,7 +33,7 @@ import tenure
 from tenure.verify.history import Operation
 from tenure.verify.jsonl import dump_lines, load
 
-__all__ = ["WorkloadOptions", "run_workload"]
+__all__ = ["ClientFailed", "WorkloadOptions", "describe_run", "run_workload"]
 
 FINISH_GRACE = 30.0
 """Seconds past the run's end a client may take to finish its last call (a blocked call
@@ -189,7 +189,7 @@ class _Client:
                     self._held_step()
                 # Mostly short pauses; now and then one past the ttl, so leases expire
                 # under their holders.
-                pause = ttl * (1.1 if self.random.random() < 0.03 else self.random.uniform(0, 0.05))
+                pause = ttl * (1.1 if self.random.random() < 0.01 else self.random.uniform(0, 0.05))
                 time.sleep(min(pause, max(0.0, end - time.monotonic())))
         return self.history
 
