@@ -194,13 +194,14 @@ def test_weaker_records_stay_linearizable(seed: int, data: st.DataObject) -> Non
     """Answers lost afterwards, or calls that took longer, allow more orders, never fewer."""
     history = simulate(120, clients=4, names=1, ttl=0.1, latency=0.02, seed=seed)
     weakened = []
-    for operation in history:
+    for recorded in history:
         change = data.draw(st.sampled_from(["keep"] * 6 + ["longer", "lost"]))
-        if change == "longer" and operation.completed is not None:
+        operation = recorded
+        if change == "longer" and recorded.completed is not None:
             operation = dataclasses.replace(
-                operation, invoked=operation.invoked - 0.01, completed=operation.completed + 0.01)
+                recorded, invoked=recorded.invoked - 0.01, completed=recorded.completed + 0.01)
         elif change == "lost":
-            operation = dataclasses.replace(operation, outcome="unknown", completed=None,
+            operation = dataclasses.replace(recorded, outcome="unknown", completed=None,
                                             fence=None, held=None)
         weakened.append(operation)
     assert check(weakened).linearizable
