@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from tenure._errors import InvalidArgument
 from tenure.verify.history import READS, Operation, partition
@@ -29,24 +29,85 @@ class Violation:
     """Every call of the name (as checked: unanswered reads left out), in invocation order;
     ``stuck`` indexes into it."""
     stuck: Stuck
+    """Where the search of the whole name got furthest."""
+    alone: tuple[int, ...] = ()
+    """When not empty: calls that have no valid order on their own, for the same reason
+    (``alone_stuck``): the excerpt shown, which a reader can check by hand."""
+    alone_stuck: Stuck | None = None
 
     @property
     def excerpt(self) -> list[int]:
         """The calls that explain the violation (indexes into ``operations``, by invocation
-        time): the call that could not be placed, the calls that could have gone before it,
-        and the grants and extensions of the leases live at that point."""
-        chosen = {self.stuck.blocking, *self.stuck.candidates}
-        for state in self.stuck.states:
-            for lease in state.leases:
-                chosen.add(lease.set_by)
-                chosen.update(i for i, op in enumerate(self.operations)
-                              if op.kind == "acquire" and op.lease == lease.lease)
-        # The grant of any lease a chosen call is about (why its client believed it held).
-        leases = {self.operations[i].lease for i in chosen if self.operations[i].lease}
-        chosen.update(i for i in self.stuck.placed
-                      if self.operations[i].kind == "acquire" and self.operations[i].lease
-                      in leases)
-        return sorted(chosen, key=lambda i: (self.operations[i].invoked, i))
+        time): ``alone`` if found, else the call that could not be placed, the calls that
+        could have gone before it, and the grants and extensions of the leases live there."""
+        if self.alone:
+            return list(self.alone)
+        return _context(self.operations, self.stuck)
+
+
+def _context(operations: Sequence[Operation], stuck: Stuck) -> list[int]:
+    """The calls around the point where ``stuck`` ended (``Violation.excerpt``)."""
+    chosen = {stuck.blocking, *stuck.candidates}
+    for state in stuck.states:
+        for lease in state.leases:
+            chosen.add(lease.set_by)
+            chosen.update(i for i, op in enumerate(operations)
+                          if op.kind == "acquire" and op.lease == lease.lease)
+    # The grant of any lease a chosen call is about (why its client believed it held).
+    leases = {operations[i].lease for i in chosen if operations[i].lease}
+    chosen.update(i for i in stuck.placed
+                  if operations[i].kind == "acquire" and operations[i].lease
+                  in leases)
+    return sorted(chosen, key=lambda i: (operations[i].invoked, i))
+
+
+def _alone(model: LeaseModel, operations: Sequence[Operation], stuck: Stuck,
+           deadline: float) -> tuple[tuple[int, ...], Stuck | None]:
+    """The smallest excerpt found that has no valid order on its own, with the same call
+    blocked for the same reason as in the whole name: the context excerpt checked alone,
+    then without each call whose removal only takes a constraint away (an answer that
+    changed nothing: a read, a refusal, a "not ours"), one at a time. ``((), None)`` when
+    the context excerpt needs the rest of the history to fail."""
+    blocked = stuck.reasons.get(stuck.blocking)
+
+    def attempt(indices: list[int]) -> Stuck | None:
+        outcome = search(model, [operations[i] for i in indices], deadline)
+        if outcome.verdict != "violation" or outcome.stuck is None:
+            return None
+        found = _renumbered(outcome.stuck, indices)
+        if found.blocking != stuck.blocking or found.reasons.get(found.blocking) != blocked:
+            return None
+        return found
+
+    kept = _context(operations, stuck)
+    found = attempt(kept)
+    if found is None:
+        return (), None
+    for index in list(kept):
+        op = operations[index]
+        if index == stuck.blocking or not (op.kind in READS or op.outcome == "fail"):
+            continue
+        trial = [i for i in kept if i != index]
+        smaller = attempt(trial)
+        if smaller is not None:
+            kept, found = trial, smaller
+    return tuple(kept), found
+
+
+def _renumbered(stuck: Stuck, indices: list[int]) -> Stuck:
+    """``stuck`` of a search over ``operations[i] for i in indices``, in the whole name's
+    numbering."""
+    states = frozenset(
+        state._replace(leases=tuple(lease._replace(set_by=indices[lease.set_by])
+                                    for lease in state.leases))
+        for state in stuck.states)
+    return Stuck(
+        placed=frozenset(indices[i] for i in stuck.placed),
+        states=states,
+        blocking=indices[stuck.blocking],
+        candidates=tuple(indices[i] for i in stuck.candidates),
+        reasons={indices[i]: why for i, why in stuck.reasons.items()},
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,7 +179,9 @@ def check(
         outcome = search(model, calls, deadline)
         if outcome.verdict == "violation":
             assert outcome.stuck is not None
-            violations.append(Violation(key[0], key[1], calls, outcome.stuck))
+            alone, alone_stuck = _alone(model, calls, outcome.stuck, deadline)
+            violations.append(Violation(key[0], key[1], calls, outcome.stuck, alone,
+                                        alone_stuck))
         elif outcome.verdict == "unknown":
             unknown.append(key)
     return Report(

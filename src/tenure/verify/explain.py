@@ -29,11 +29,18 @@ def _state(state: State, origin: float) -> str:
 def describe_violation(violation: Violation, origin: float = 0.0) -> str:
     """The excerpt and the reason, several lines. ``origin``: the time shown as 0."""
     ops = violation.operations
-    stuck = violation.stuck
-    lines = [f"{violation.primitive} {violation.name!r}: no valid order of its "
-             f"{len(ops)} calls. The smallest excerpt that shows it:"]
+    excerpt = violation.excerpt
+    if violation.alone_stuck is not None:
+        stuck = violation.alone_stuck
+        lines = [f"{violation.primitive} {violation.name!r}: no valid order of its "
+                 f"{len(ops)} calls. These {len(excerpt)} of them have none on their own:"]
+    else:
+        stuck = violation.stuck
+        lines = [f"{violation.primitive} {violation.name!r}: no valid order of its "
+                 f"{len(ops)} calls. The excerpt where every order stops (the calls "
+                 "before it leave the state given below):"]
     lines.append(f"  {'#':>5}  {'client':>6}  {'invoked':>11}  {'completed':>11}  call -> answer")
-    for index in violation.excerpt:
+    for index in excerpt:
         op = ops[index]
         mark = "  <- cannot be placed" if index == stuck.blocking else ""
         lines.append(f"  {index:>5}  {op.client:>6}  {_time(op.invoked, origin)}  "
@@ -41,7 +48,8 @@ def describe_violation(violation: Violation, origin: float = 0.0) -> str:
     earlier = len(stuck.placed)
     states = sorted(stuck.states)
     lines.append(
-        f"Why: {earlier} call{'s' if earlier != 1 else ''} can be ordered before it, leaving "
+        f"Why: {earlier} call{'s' if earlier != 1 else ''} can be ordered before "
+        f"#{stuck.blocking}, leaving "
         + (" or ".join(_state(state, origin) for state in states) if states else "nothing")
         + f"; then call #{stuck.blocking} must take effect before it completes at "
         f"{_time(ops[stuck.blocking].latest, origin).strip()}, and no call in flight can:"
