@@ -253,3 +253,26 @@ def test_sequential_histories_agree_with_a_reference_store(
             break
     history = [dataclasses.replace(o, ttl=math.inf) if o.ttl else o for o in history]
     assert check(history).linearizable is right
+
+
+def test_excerpt_alone_has_no_valid_order() -> None:
+    """Calls that only constrain (reads, refusals) are left out of the excerpt when the rest
+    still has no valid order on its own."""
+    history = [grant(1, "a", 0, 5), op(2, "locked", 0.5, 0.6, held=True),
+               op(3, "acquire", 0.7, 0.8, "fail", lease="c"), grant(2, "b", 1, 6),
+               op(3, "locked", 1.05, 1.2, held=True)]
+    violation = check(history).violations[0]
+    assert [violation.operations[i].lease for i in violation.excerpt] == ["a", "b"]
+    text = describe_violation(violation)
+    assert "These 2 of them have none on their own" in text
+    assert check([violation.operations[i] for i in violation.excerpt]).linearizable is False
+
+
+def test_excerpt_in_context_when_the_rest_is_needed() -> None:
+    # The second grant's fence is wrong only given the first grant, which the search placed
+    # before it: the excerpt shows that grant and the state it left.
+    history = [grant(1, "a", 0, 5), op(1, "release", 1, 1.1, lease="a"), grant(2, "b", 2, 5)]
+    violation = check(history).violations[0]
+    text = describe_violation(violation)
+    assert [violation.operations[i].lease for i in violation.excerpt] == ["a", "b"]
+    assert "free (last fence 5)" in text and "not above fence 5" in text

@@ -49,6 +49,9 @@ def _context(operations: Sequence[Operation], stuck: Stuck) -> list[int]:
     """The calls around the point where ``stuck`` ended (``Violation.excerpt``)."""
     chosen = {stuck.blocking, *stuck.candidates}
     for state in stuck.states:
+        # The grant of the last fence (a fence that goes back is judged against it).
+        chosen.update(i for i in stuck.placed if operations[i].kind == "acquire"
+                      and operations[i].fence == state.last_fence)
         for lease in state.leases:
             chosen.add(lease.set_by)
             chosen.update(i for i, op in enumerate(operations)

@@ -16,14 +16,15 @@ def _time(value: float, origin: float) -> str:
 
 
 def _state(state: State, origin: float) -> str:
+    last = "" if state.last_fence is None else f" (last fence {state.last_fence})"
     if not state.leases:
-        return "free"
+        return "free" + last
     parts = []
     for lease in state.leases:
         fence = "unknown fence" if lease.fence is None else f"fence {lease.fence}"
         parts.append(f"lease {lease.lease} live ({fence}, may expire from "
                      f"{lease.ends_after - origin:.3f} s)")
-    return ", ".join(parts)
+    return ", ".join(parts) + last
 
 
 def describe_violation(violation: Violation, origin: float = 0.0) -> str:
