@@ -19,6 +19,8 @@ def _state(state: State, origin: float) -> str:
     last = "" if state.last_fence is None else f" (last fence {state.last_fence})"
     if not state.leases:
         return "free" + last
+    if any(lease.fence == state.last_fence for lease in state.leases):
+        last = ""
     parts = []
     for lease in state.leases:
         fence = "unknown fence" if lease.fence is None else f"fence {lease.fence}"
@@ -49,11 +51,12 @@ def describe_violation(violation: Violation, origin: float = 0.0) -> str:
     earlier = len(stuck.placed)
     states = sorted(stuck.states)
     lines.append(
-        f"Why: {earlier} call{'s' if earlier != 1 else ''} can be ordered before "
-        f"#{stuck.blocking}, leaving "
+        f"Why: every order fails; the longest found orders {earlier} "
+        f"call{'s' if earlier != 1 else ''} before #{stuck.blocking}, leaving "
         + (" or ".join(_state(state, origin) for state in states) if states else "nothing")
         + f"; then call #{stuck.blocking} must take effect before it completes at "
-        f"{_time(ops[stuck.blocking].latest, origin).strip()}, and no call in flight can:"
+        f"{_time(ops[stuck.blocking].latest, origin).strip()}, and no call in flight can "
+        "go next:"
     )
     for index in [stuck.blocking, *(i for i in stuck.candidates if i != stuck.blocking)]:
         reason = stuck.reasons.get(index)
