@@ -15,6 +15,7 @@ import time
 import pytest
 import redis
 
+from tests.conftest import BACKENDS, offers
 from tests.servers.redis import RedisServer
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
@@ -42,6 +43,20 @@ def test_every_backend_is_linearizable(backend_url: str, backend_name: str,
     assert int(found[1]) > 10, result.stdout
     # Shown with -rA / -s: the counts per backend for the record.
     print(f"{backend_name}: {result.stdout.splitlines()[0]} / {result.stdout.splitlines()[1]}")
+
+
+def test_every_backend_with_semaphores_is_linearizable(backend_url: str, backend_name: str) -> None:
+    result = verify(backend_url, "--seconds", str(SECONDS), "--clients", "4", "--names", "1",
+                    "--ttl", "1", "--semaphore", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r"linearizable: (\d+) operations on 1 names, 4 clients", result.stdout)
+    assert found and int(found[1]) > 10, result.stdout
+    print(f"{backend_name} (semaphore, 2 permits): {result.stdout.splitlines()[0]}")
+
+
+test_every_backend_with_semaphores_is_linearizable.backends = [  # type: ignore[attr-defined]
+    backend for backend in BACKENDS if offers(backend, "semaphore")
+]
 
 
 @pytest.mark.redis

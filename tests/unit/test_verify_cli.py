@@ -34,6 +34,17 @@ def test_a_correct_store_is_linearizable(capsys: pytest.CaptureFixture[str],
     assert f"linearizable: {len(history)} operations" in capsys.readouterr().out
 
 
+def test_semaphores_of_a_correct_store_are_linearizable(
+        capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    saved = tmp_path / "run.jsonl"
+    status = main(["verify", "--url", "memory://verify-sem", *RUN, "--semaphore", "2",
+                   "--save", str(saved)])
+    assert status == 0, capsys.readouterr().out
+    history, about = load(saved)
+    assert about["semaphore"] == 2
+    assert {(op.primitive, op.limit) for op in history} == {("semaphore", 2)}
+
+
 def test_a_store_granting_while_held_is_caught(capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: pathlib.Path) -> None:

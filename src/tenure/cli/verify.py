@@ -69,6 +69,9 @@ def add_commands(command: CommandFactory) -> None:
     verify.add_argument("--ttl", type=float, default=1.0, metavar="T",
                         help="the leases' ttl in seconds: short, so that leases expire "
                              "during the run (default: 1)")
+    verify.add_argument("--semaphore", type=int, default=None, metavar="N",
+                        help="use counting semaphores of N permits instead of locks (at most "
+                             "N live holders per name)")
     verify.add_argument("--save", default=None, metavar="FILE",
                         help="write the recorded history to FILE (JSON lines)")
     verify.add_argument("--check", default=None, metavar="FILE",
@@ -107,7 +110,8 @@ def _verify(options: argparse.Namespace) -> int:
         )
 
         run = WorkloadOptions(url=options.url, clients=options.clients, seconds=options.seconds,
-                              names=options.names, ttl=options.ttl, seed=options.seed)
+                              names=options.names, ttl=options.ttl, seed=options.seed,
+                              semaphore=options.semaphore)
         # Leases the run loses on purpose are not news.
         logging.getLogger("tenure").setLevel(logging.ERROR)
         try:
@@ -130,6 +134,8 @@ def _validate(options: argparse.Namespace) -> None:
         raise CommandError(f"--names must be 1..1000, not {options.names}")
     if not (0.05 <= options.ttl <= 3600) or math.isnan(options.ttl):
         raise CommandError(f"--ttl must be 0.05..3600 seconds, not {options.ttl}")
+    if options.semaphore is not None and not 1 <= options.semaphore <= 1000:
+        raise CommandError(f"--semaphore must be 1..1000 permits, not {options.semaphore}")
     if not options.budget > 0:
         raise CommandError(f"--budget must be > 0 seconds, not {options.budget}")
     if options.check is not None and options.save is not None:

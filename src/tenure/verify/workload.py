@@ -51,6 +51,8 @@ class WorkloadOptions:
     prefix: str = ""
     """The names used are ``prefix + "0"`` ... (default: ``verify:<random>:``)."""
     seed: int | None = None
+    semaphore: int | None = None
+    """Use semaphores of this many permits instead of locks."""
 
 
 class ClientFailed(tenure.TenureError):
@@ -136,10 +138,11 @@ def _in_process(url: str | None) -> bool:
 
 def _clean_up(options: WorkloadOptions, prefix: str) -> None:
     """Break what the run left held, so its names do not sit out their ttl."""
+    kind = "lock" if options.semaphore is None else "semaphore"
     try:
         with tenure.connect(options.url) as locks:
             for number in range(options.names):
-                locks.break_lock(f"{prefix}{number}")
+                locks.break_lock(f"{prefix}{number}", kind)
     except tenure.TenureError:
         pass  # the leases run out on their own within the ttl
 
@@ -163,7 +166,7 @@ def _client_main(job: _Job, out: str, ready: Any, go: Any, start: Any) -> None:
 class _Held:
     name: str
     lease: str
-    lock: tenure.Lock
+    lock: tenure.Lock | tenure.Semaphore
 
 
 class _Client:
@@ -175,7 +178,8 @@ class _Client:
         self.acquired = 0
         self.history: list[Operation] = []
         self.held: _Held | None = None
-        self.abandoned: list[tenure.Lock] = []  # kept referenced: nothing of theirs runs
+        # Handles given up, kept referenced: nothing of theirs runs, nothing is collected.
+        self.abandoned: list[tenure.Lock | tenure.Semaphore] = []
 
     def run(self, ready: Any, go: Any, start: Any) -> list[Operation]:
         ttl = self.options.ttl
@@ -214,7 +218,7 @@ class _Client:
         if choice < 0.6:
             self.acquired += 1
             lease = f"{self.client}.{self.acquired}"
-            lock = self.locks.lock(name, ttl=ttl)
+            lock = self._handle(name)
             if self.random.random() < 0.5:
                 call: Callable[[], Any] = lambda: lock.acquire(blocking=False)  # noqa: E731
             else:
@@ -230,13 +234,18 @@ class _Client:
             else:
                 self.history.append(dataclasses.replace(op, outcome="fail"))
         elif choice < 0.8:
-            answer, op = self._call(lambda: self.locks.lock(name).locked(),
+            answer, op = self._call(lambda: self._handle(name).locked(),
                                     name=name, kind="locked")
             self.history.append(op if op.outcome == "unknown" else
                                 dataclasses.replace(op, held=bool(answer)))
         else:
-            answer, op = self._call(lambda: self.locks.inspect(name), name=name, kind="inspect")
-            if op.outcome != "unknown":
+            answer, op = self._call(lambda: self.locks.inspect(name, self.primitive), name=name,
+                                    kind="inspect")
+            if op.outcome != "unknown" and self.options.semaphore is not None:
+                # A semaphore's inspect is checked as locked(): all permits taken or not.
+                full = answer is not None and len(answer.leases) >= self.options.semaphore
+                op = dataclasses.replace(op, held=full)
+            elif op.outcome != "unknown":
                 held = answer is not None and answer.holder is not None
                 op = dataclasses.replace(op, held=held, fence=answer.fence if held else None)
             self.history.append(op)
@@ -266,9 +275,21 @@ class _Client:
         else:
             self._give_up()  # let it run out
 
+    @property
+    def primitive(self) -> str:
+        return "lock" if self.options.semaphore is None else "semaphore"
+
+    def _handle(self, name: str) -> Any:
+        """A new handle (a lock, or one permit of the semaphore) on ``name``."""
+        if self.options.semaphore is None:
+            return self.locks.lock(name, ttl=self.options.ttl)
+        return self.locks.semaphore(name, limit=self.options.semaphore, ttl=self.options.ttl)
+
     def _call(self, call: Callable[[], Any], **fields: Any) -> tuple[Any, Operation]:
         """Make ``call`` and record it: ok, fail (LockLost / NotOwned), or unknown (any other
         error)."""
+        if self.options.semaphore is not None:
+            fields.update(primitive="semaphore", limit=self.options.semaphore)
         invoked = time.monotonic()
         try:
             answer = call()
@@ -289,4 +310,4 @@ def describe_run(options: WorkloadOptions) -> dict[str, Any]:
 
     return {"url": redact(resolve_url(options.url)), "clients": options.clients,
             "seconds": options.seconds, "names": options.names, "ttl": options.ttl,
-            "started": time.time()}
+            "semaphore": options.semaphore, "started": time.time()}
