@@ -151,11 +151,14 @@ def check(
     *,
     allowance: ClockAllowance | None = None,
     budget: float = DEFAULT_BUDGET,
+    strict_refusals: bool = False,
 ) -> Report:
     """Check ``history`` against the fenced-lease model, one (primitive, name) at a time.
 
     Each name starts free. ``budget`` bounds the whole check (seconds); names not decided
-    in time are reported in ``Report.unknown``. Raises InvalidArgument for a malformed
+    in time are reported in ``Report.unknown``. ``strict_refusals``: a refused acquire needs
+    the name held (see ``tenure.verify.model``; off by default, as stores that queue waiters
+    refuse newcomers while the name is free). Raises InvalidArgument for a malformed
     operation or a lease used on two names."""
     operations = list(history)
     for number, operation in enumerate(operations):
@@ -178,7 +181,8 @@ def check(
         limits = {op.limit for op in calls}
         if len(limits) > 1:
             raise InvalidArgument(f"{key[0]} {key[1]!r} is used with limits {sorted(limits)}")
-        model = LeaseModel(limits.pop() if limits else 1, allowance)
+        model = LeaseModel(limits.pop() if limits else 1, allowance,
+                           strict_refusals=strict_refusals)
         outcome = search(model, calls, deadline)
         if outcome.verdict == "violation":
             assert outcome.stuck is not None

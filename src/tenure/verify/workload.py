@@ -246,8 +246,10 @@ class _Client:
                 full = answer is not None and len(answer.leases) >= self.options.semaphore
                 op = dataclasses.replace(op, held=full)
             elif op.outcome != "unknown":
-                held = answer is not None and answer.holder is not None
-                op = dataclasses.replace(op, held=held, fence=answer.fence if held else None)
+                # Held or not only: the fence inspect reports is not the holder's on every
+                # store (Redlock's is the largest counter of the nodes read, which refused
+                # attempts also move).
+                op = dataclasses.replace(op, held=answer is not None and answer.holder is not None)
             self.history.append(op)
 
     def _held_step(self) -> None:
