@@ -17,6 +17,7 @@ are threads of this process instead.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -71,13 +72,19 @@ def run_workload(options: WorkloadOptions) -> list[Operation]:
     ready = queue.SimpleQueue() if in_process else context.SimpleQueue()
     go = context.Event()
     start = _Start() if in_process else context.Value("d", 0.0)
+    # And they close their connections only once every client is done: closing ends a
+    # ZooKeeper session, which frees its nodes, and a lease ending so, unrecorded, while
+    # another client still calls would read as a lease lost early.
+    done = queue.SimpleQueue() if in_process else context.SimpleQueue()
+    finish = context.Event()
+    signals = (ready, go, start, done, finish)
     with tempfile.TemporaryDirectory(prefix="tenure-verify-") as directory:
         outputs = [pathlib.Path(directory, f"client-{client}.jsonl")
                    for client in range(options.clients)]
         runners: list[Any] = [
             (threading.Thread if in_process else context.Process)(
                 target=_client_main,
-                args=((options, prefix, seed + client, client), str(out), ready, go, start),
+                args=((options, prefix, seed + client, client), str(out), signals),
                 daemon=True)
             for client, out in enumerate(outputs)]
         for runner in runners:
@@ -87,6 +94,12 @@ def run_workload(options: WorkloadOptions) -> list[Operation]:
         start.value = time.monotonic()
         go.set()
         give_up = start.value + options.seconds + FINISH_GRACE
+        finished = 0
+        with contextlib.suppress(TimeoutError):
+            while finished < len(runners):
+                _get(done, give_up - time.monotonic())
+                finished += 1
+        finish.set()
         for runner in runners:
             runner.join(max(0.0, give_up - time.monotonic()))
         hung = [number for number, runner in enumerate(runners) if runner.is_alive()]
@@ -147,7 +160,24 @@ def _clean_up(options: WorkloadOptions, prefix: str) -> None:
         pass  # the leases run out on their own within the ttl
 
 
-def _client_main(job: _Job, out: str, ready: Any, go: Any, start: Any) -> None:
+def _get(source: Any, timeout: float) -> Any:
+    """The next item of a queue.SimpleQueue or a multiprocessing SimpleQueue, waiting at most
+    ``timeout`` seconds (TimeoutError)."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        if isinstance(source, queue.SimpleQueue):
+            try:
+                return source.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError from None
+        if not source.empty():
+            return source.get()
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        time.sleep(0.01)
+
+
+def _client_main(job: _Job, out: str, signals: tuple[Any, ...]) -> None:
     """One client, in its own process or thread: connect, say ready, wait for the start,
     run, and write the history to ``out`` (or what went wrong next to it)."""
     options, prefix, seed, client = job
@@ -155,7 +185,7 @@ def _client_main(job: _Job, out: str, ready: Any, go: Any, start: Any) -> None:
         # Leases this run loses on purpose are not news: keep the client's stderr quiet.
         logging.getLogger("tenure").setLevel(logging.ERROR)
     try:
-        history = _Client(options, prefix, seed, client).run(ready, go, start)
+        history = _Client(options, prefix, seed, client).run(signals)
     except BaseException as exc:  # reported by the parent, which owns the exit status
         pathlib.Path(out).with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}")
         return
@@ -181,30 +211,44 @@ class _Client:
         # Handles given up, kept referenced: nothing of theirs runs, nothing is collected.
         self.abandoned: list[tenure.Lock | tenure.Semaphore] = []
 
-    def run(self, ready: Any, go: Any, start: Any) -> list[Operation]:
-        ttl = self.options.ttl
+    def run(self, signals: tuple[Any, ...]) -> list[Operation]:
+        ready, go, start, done, finish = signals
+        looped = False
         try:
-            locks = tenure.connect(self.options.url)
-            # A first call, so that connecting is not part of the run.
-            locks.inspect(self.names[0])
-        finally:
-            ready.put(self.client)
-        with locks:
-            self.locks = locks
-            go.wait()
-            end = start.value + self.options.seconds
-            while time.monotonic() < end:
-                if self.held is not None and self.held.lock.lost.is_set():
-                    self._give_up()
-                if self.held is None:
-                    self._free_step()
-                else:
-                    self._held_step()
-                # Mostly short pauses; now and then one past the ttl, so leases expire
-                # under their holders.
-                pause = ttl * (1.1 if self.random.random() < 0.01 else self.random.uniform(0, 0.05))
-                time.sleep(min(pause, max(0.0, end - time.monotonic())))
+            try:
+                locks = tenure.connect(self.options.url)
+                # A first call, so that connecting is not part of the run.
+                locks.inspect(self.names[0])
+            finally:
+                ready.put(self.client)
+            with locks:
+                self.locks = locks
+                go.wait()
+                looped = True
+                try:
+                    self._loop(start.value + self.options.seconds)
+                finally:
+                    done.put(self.client)
+                finish.wait(FINISH_GRACE + self.options.seconds)
+        except BaseException:
+            if not looped:
+                done.put(self.client)  # failed before the run: the parent must not wait
+            raise
         return self.history
+
+    def _loop(self, end: float) -> None:
+        ttl = self.options.ttl
+        while time.monotonic() < end:
+            if self.held is not None and self.held.lock.lost.is_set():
+                self._give_up()
+            if self.held is None:
+                self._free_step()
+            else:
+                self._held_step()
+            # Mostly short pauses; now and then one past the ttl, so leases expire under
+            # their holders.
+            pause = ttl * (1.1 if self.random.random() < 0.01 else self.random.uniform(0, 0.05))
+            time.sleep(min(pause, max(0.0, end - time.monotonic())))
 
     def _give_up(self) -> None:
         assert self.held is not None
