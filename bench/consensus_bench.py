@@ -23,6 +23,16 @@ data on the temp dir's disk).
 2. Handoff: ``--processes`` (8) processes take turns on one lock (``_common.handoff``): the
    holder waits until all others block in acquire, holds 5..55 ms, stamps the release; the
    next holder stamps its grant. p50/p99 of release-to-grant, ``--handoffs`` (60) per lock.
+   Every process counts the holders inside the lock (a shared counter raised after acquire
+   returns, lowered before release is called): an acquire that finds another holder inside
+   is an overlap.
+
+Requests: every lock counts the requests it sends, reported per cycle (uncontended, warm-up
+included) and per acquisition (handoff: every process's requests, waits included, over the
+acquisitions). etcd: the HTTP requests of the JSON gateway client (``Gateway.requests``, a
+watch counted as one request when it opens); ZooKeeper: the requests kazoo sends
+(``KazooClient._call``, wrapped in every process: a ``multi`` is one request; the session's
+pings are not counted).
 
 Prints tables and writes docs/benchmarks-consensus.md. No assertions: figures only.
 """
@@ -63,17 +73,75 @@ STORES = ("etcd", "zookeeper")
 KINDS = ("raw floor", "tenure", "native")
 NATIVE = {"etcd": "etcd lock service", "zookeeper": "kazoo Lock"}
 
+Opened = tuple[_common.Pair, Callable[[], None], Callable[[], int]]
+"""An open lock: (acquire, release), its clean-up, and the requests it has sent so far."""
+TALLY = ("requests", "cycles", "overlaps", "inside")
+"""The shared counters of one lock's run (``Tally``), by index."""
+
+_kazoo_requests = [0]
+"""Requests kazoo sent in this process (``count_kazoo``)."""
+
+
+def count_kazoo() -> Callable[[], int]:
+    """Count every request kazoo sends in this process (once per process): all its calls,
+    the recipes' included, go through ``KazooClient._call``."""
+    from kazoo.client import KazooClient
+
+    if not getattr(KazooClient._call, "counted", False):
+        original = KazooClient._call
+
+        def _call(self: Any, request: Any, async_object: Any) -> Any:
+            _kazoo_requests[0] += 1
+            return original(self, request, async_object)
+
+        _call.counted = True  # type: ignore[attr-defined]
+        KazooClient._call = _call
+    return lambda: _kazoo_requests[0]
+
 
 # ---- the locks: each a LockFactory (module level: spawned processes unpickle them) ----------
 
 
-def tenure_lock(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+def counted(opener: Callable[[str, str], Opened], url: str, name: str, tally: Any
+            ) -> tuple[_common.Pair, Callable[[], None]]:
+    """The lock ``opener`` opens, counting into ``tally`` (a shared array, ``TALLY``): the
+    requests it sends, its cycles, and overlaps (an acquire returning while another holder
+    is inside)."""
+    (acquire, release), close, requests = opener(url, name)
+    start = requests()
+
+    def counted_acquire() -> None:
+        acquire()
+        with tally.get_lock():
+            tally[3] += 1
+            if tally[3] > 1:
+                tally[2] += 1
+
+    def counted_release() -> None:
+        with tally.get_lock():
+            tally[3] -= 1
+            tally[1] += 1
+        release()
+
+    def counted_close() -> None:
+        with tally.get_lock():
+            tally[0] += requests() - start
+        close()
+
+    return (counted_acquire, counted_release), counted_close
+
+
+def tenure_lock(url: str, name: str) -> Opened:
+    requests = count_kazoo() if url.startswith("zookeeper") else None
     locks = tenure.connect(url)
     lock = locks.lock(name, ttl=TTL)
-    return (lock.acquire, lock.release), locks.close
+    if requests is None:
+        gateway = locks.backend.gateway  # type: ignore[attr-defined]
+        requests = lambda: gateway.requests  # noqa: E731
+    return (lock.acquire, lock.release), locks.close, requests
 
 
-def etcd_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+def etcd_floor(url: str, name: str) -> Opened:
     """A put if the key is absent, then a delete: the least a lock on etcd sends."""
     gateway = Gateway(parse_etcd(url, {}))
     key = b64(f"bench/floor/{name}")
@@ -89,10 +157,10 @@ def etcd_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
     def release() -> None:
         gateway.post("/v3/kv/deleterange", {"key": key})
 
-    return (acquire, release), gateway.close
+    return (acquire, release), gateway.close, lambda: gateway.requests
 
 
-def etcd_lock_service(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+def etcd_lock_service(url: str, name: str) -> Opened:
     """etcd's v3lock service: the lock is a key on our lease; ``lock`` blocks server-side."""
     gateway = Gateway(parse_etcd(url, {"timeout": 600}))
     lease = str(gateway.post("/v3/lease/grant", {"TTL": str(int(TTL))})["ID"])
@@ -115,7 +183,7 @@ def etcd_lock_service(url: str, name: str) -> tuple[_common.Pair, Callable[[], N
             gateway.post("/v3/lease/revoke", {"ID": lease})
         gateway.close()
 
-    return (acquire, release), close
+    return (acquire, release), close, lambda: gateway.requests
 
 
 def _kazoo(url: str) -> Any:
@@ -131,7 +199,8 @@ def _stop(client: Any) -> None:
     client.close()
 
 
-def zookeeper_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+def zookeeper_floor(url: str, name: str) -> Opened:
+    requests = count_kazoo()
     client = _kazoo(url)
     parent = f"/bench/floor/{name}"
     client.ensure_path(parent)
@@ -143,17 +212,18 @@ def zookeeper_floor(url: str, name: str) -> tuple[_common.Pair, Callable[[], Non
     def release() -> None:
         client.delete(created.pop())
 
-    return (acquire, release), functools.partial(_stop, client)
+    return (acquire, release), functools.partial(_stop, client), requests
 
 
-def kazoo_lock(url: str, name: str) -> tuple[_common.Pair, Callable[[], None]]:
+def kazoo_lock(url: str, name: str) -> Opened:
+    requests = count_kazoo()
     client = _kazoo(url)
     lock = client.Lock(f"/bench/lock/{name}", "bench")
-    return (lock.acquire, lock.release), functools.partial(_stop, client)
+    return (lock.acquire, lock.release), functools.partial(_stop, client), requests
 
 
-def factory(store: str, kind: str, url: str, name: str) -> _common.LockFactory:
-    table: dict[tuple[str, str], Callable[[str, str], tuple[_common.Pair, Callable[[], None]]]]
+def factory(store: str, kind: str, url: str, name: str, tally: Any) -> _common.LockFactory:
+    table: dict[tuple[str, str], Callable[[str, str], Opened]]
     table = {
         ("etcd", "raw floor"): etcd_floor,
         ("etcd", "tenure"): tenure_lock,
@@ -162,7 +232,7 @@ def factory(store: str, kind: str, url: str, name: str) -> _common.LockFactory:
         ("zookeeper", "tenure"): tenure_lock,
         ("zookeeper", "native"): kazoo_lock,
     }
-    return functools.partial(table[store, kind], url, name)
+    return functools.partial(counted, table[store, kind], url, name, tally)
 
 
 # ---- the servers ------------------------------------------------------------------------------
@@ -210,10 +280,16 @@ def label(store: str, kind: str) -> str:
     return f"{store} {NATIVE[store] if kind == 'native' else kind}"
 
 
+def per_cycle(tally: Any) -> float:
+    """Requests per cycle (or per acquisition) of one lock's run."""
+    return float(tally[0] / tally[1]) if tally[1] else float("nan")
+
+
 def report(
     facts: dict[str, str],
     rates: dict[tuple[str, str], tuple[float, int]],
     latencies: dict[tuple[str, str], list[int]],
+    tallies: dict[tuple[str, str, str], Any],
     args: argparse.Namespace,
 ) -> str:
     lines = [
@@ -232,7 +308,9 @@ def report(
         f"rounds of {args.seconds:g} s)",
         "",
         "vs floor: the lock's cycles/s over the raw floor's (the least the store can do per "
-        "cycle); vs tenure: over tenure's on the same store, above 1 is faster than tenure.",
+        "cycle); vs tenure: over tenure's on the same store, above 1 is faster than tenure; "
+        "requests: sent per cycle, counted by the client (etcd: HTTP requests to the JSON "
+        "gateway; ZooKeeper: kazoo's requests, pings excluded).",
         "",
     ]
     rows = []
@@ -242,16 +320,21 @@ def report(
         for kind in KINDS:
             rate = rates[store, kind][0]
             rows.append([label(store, kind), f"{rate:,.0f}", f"{1e3 / rate:,.2f}",
-                         f"{rate / floor:.2f}x", f"{rate / ours:.2f}x"])
-    lines += _common.table(["lock", "cycles/s", "ms per cycle", "vs floor", "vs tenure"], rows)
+                         f"{rate / floor:.2f}x", f"{rate / ours:.2f}x",
+                         f"{per_cycle(tallies[store, kind, 'uncontended']):.2f}"])
+    lines += _common.table(
+        ["lock", "cycles/s", "ms per cycle", "vs floor", "vs tenure", "requests"], rows
+    )
     lines += [
         "",
         "What each cycle sends:",
         "- etcd raw floor: 2 requests (a create-if-absent txn, a deleterange). No lease, "
         "fence or holder record: what a lock that cannot expire would cost.",
-        "- etcd tenure: a lease grant; one txn writing the holder key on that lease (only into "
-        "an empty range) and reading the oldest key; a guarded put of the name's last fence "
-        "(for `inspect`); a lease revoke on release: 4 requests.",
+        "- etcd tenure: one txn writing the holder key (only into an empty range) on a lease "
+        "granted ahead (the previous holder's, kept alive by this process and reused while "
+        "it still lasts the whole ttl: every ~1 s a keep-alive first, as leases are the "
+        "smallest whole seconds above the ttl) and the name's last fence (for `inspect`); "
+        "on release a delete of the key: 2 requests.",
         "- etcd lock service: `lock` (the server writes a key on the session's lease and "
         "waits for the keys ahead) and `unlock` (a delete): 2 requests, the lease granted "
         "once for the whole run. No fence is returned to the caller (the key's revision "
@@ -267,7 +350,9 @@ def report(
         "",
         "From the holder's release (stamped just before the call) to the next holder's "
         "acquire returning; every other process is already blocked in acquire. vs tenure: "
-        "tenure's p50 over the lock's, above 1 is faster than tenure.",
+        "tenure's p50 over the lock's, above 1 is faster than tenure; requests: every "
+        "process's requests (waits, keep-alives and watches included) over the acquisitions; "
+        "overlaps: acquires that returned while another process was inside the lock.",
         "",
     ]
     rows = []
@@ -276,16 +361,23 @@ def report(
         for kind in ("tenure", "native"):
             values = latencies[store, kind]
             p50 = _common.ms(values, 0.5)
+            tally = tallies[store, kind, "handoff"]
             rows.append([label(store, kind), f"{p50:.2f}", f"{_common.ms(values, 0.99):.2f}",
-                         f"{ours / p50:.2f}x", str(len(values))])
-    lines += _common.table(["lock", "p50 ms", "p99 ms", "vs tenure", "handoffs"], rows)
+                         f"{ours / p50:.2f}x", str(len(values)), f"{per_cycle(tally):.2f}",
+                         str(tally[2])])
+    lines += _common.table(
+        ["lock", "p50 ms", "p99 ms", "vs tenure", "handoffs", "requests", "overlaps"], rows
+    )
     lines += [
         "",
         "Waiting: all four are queues, each waiter watching the key or node just ahead of its "
-        "own, so a release wakes exactly the next waiter. tenure's etcd waiter then reads the "
-        "queue and moves its key from its short queue lease onto a lease of its ttl (a lease "
-        "grant, a guarded txn, a revoke), so a handoff there is a few round trips more than "
-        "the lock service's, which answers the blocked `lock` call itself. tenure's "
+        "own, so a release wakes exactly the next waiter. tenure's etcd waiter then sends one "
+        "txn: if no key older than its own is left, it moves its key from its short queue "
+        "lease onto the lease of its ttl that it kept alive while waiting, and records the "
+        "fence; so a handoff there is two writes in a row (the release's delete, then that "
+        "txn) where the lock service's is one (the delete, after which the server answers "
+        "the blocked `lock` call itself). Between two waits an etcd waiter sends that txn "
+        "and a keep-alive of its two leases (the requests column counts them). tenure's "
         "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
         "server's time and every live node ahead), then rewrites its node with its ttl; "
         "kazoo's Lock only lists the children. Each wait is bounded (0.5 s) and re-checked, "
@@ -319,10 +411,13 @@ def main() -> None:
         _common.print_facts(facts)
         width = max(len(label(store, kind)) for store in STORES for kind in KINDS)
 
+        tallies = {(store, kind, phase): context.Array("q", len(TALLY))
+                   for store in STORES for kind in KINDS for phase in ("uncontended", "handoff")}
         runs: dict[str, Callable[[], tuple[float, int]]] = {}
         for store in STORES:
             for kind in KINDS:
-                lock = factory(store, kind, urls[store], f"bench-{secrets.token_hex(4)}")
+                lock = factory(store, kind, urls[store], f"bench-{secrets.token_hex(4)}",
+                               tallies[store, kind, "uncontended"])
                 runs[label(store, kind)] = functools.partial(
                     _common.uncontended, lock, args.seconds, warmup=20, batch=5
                 )
@@ -331,24 +426,30 @@ def main() -> None:
                  for store in STORES for kind in KINDS}
         for (store, kind), (rate, cycles) in rates.items():
             print(f"uncontended {label(store, kind):<{width}} {rate:8,.0f} cycles/s "
-                  f"({cycles} cycles)", flush=True)
+                  f"({cycles} cycles, "
+                  f"{per_cycle(tallies[store, kind, 'uncontended']):.2f} requests each)",
+                  flush=True)
 
         factories = {
-            label(store, kind): factory(store, kind, urls[store], f"handoff-{secrets.token_hex(4)}")
+            (store, kind): factory(store, kind, urls[store], f"handoff-{secrets.token_hex(4)}",
+                                   tallies[store, kind, "handoff"])
             for store in STORES for kind in ("tenure", "native")
         }
         by_label_latency: dict[str, list[int]] = {}
-        for name, lock in factories.items():
+        for (store, kind), lock in factories.items():
+            name = label(store, kind)
             started = time.perf_counter()
             values = _common.handoff(context, lock, args.handoffs + 1, processes=args.processes)
             by_label_latency[name] = values
+            tally = tallies[store, kind, "handoff"]
             print(f"handoff     {name:<{width}} p50 {_common.ms(values, 0.5):7.2f} ms  "
                   f"p99 {_common.ms(values, 0.99):7.2f} ms  ({len(values)} handoffs, "
+                  f"{per_cycle(tally):.2f} requests per acquisition, {tally[2]} overlaps, "
                   f"{time.perf_counter() - started:.1f} s)", flush=True)
         latencies = {(store, kind): by_label_latency[label(store, kind)]
                      for store in STORES for kind in ("tenure", "native")}
 
-    _common.publish(report(facts, rates, latencies, args),
+    _common.publish(report(facts, rates, latencies, tallies, args),
                     ROOT / "docs" / "benchmarks-consensus.md", ROOT, args.write)
 
 

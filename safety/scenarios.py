@@ -21,10 +21,12 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from tests.timing import scaled
+
 import tenure
 from safety.checker import Figures, check, check_races, write_fence_regressions
 from safety.control import Run, Target, WorkerFailed, WorkerProcess
-from safety.history import Section, now_ns
+from safety.history import History, Section, now_ns
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
 from tenure._sync.capabilities import LeaseValueSupport
@@ -502,13 +504,17 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
 
 
 def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
+    # As scenarios 12, 15 and 16: the pause outlasts the lease on the server too (etcd's
+    # whole-second leases may end up to lease_overrun after the ttl).
+    overrun = _capabilities(run.target.url).lease_overrun
     found = _pause_trials(run, profile.pause_trials, profile.pause_ttl,
-                          profile.pause_contenders, fenced=fenced)
+                          profile.pause_contenders, fenced=fenced, overrun=overrun)
     variant = "fence checked by the resource" if fenced else "lease only, no fence check"
     return Result(3, "Holder paused 1.5x TTL", variant, run.target.backend,
                   profile.pause_trials, found.figures.sections, found.figures.overlaps,
                   found.figures.stale_writes_accepted, None, None,
-                  details=_pause_details(found, profile.pause_ttl, profile.pause_contenders),
+                  details=_pause_details(found, profile.pause_ttl, profile.pause_contenders,
+                                         overrun),
                   violations=found.violations)
 
 
@@ -518,15 +524,26 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
     """Victims SIGSTOPped for 1.5x their TTL inside their sections, contenders going on
     (``limit``, ``rw``, ``election``: as ``_disturbed``). ``overrun``: seconds added to the
     pause, the most a lease may outlive its ttl on the backend's server
-    (``Capabilities.lease_overrun``), so that the lease surely ends during the pause."""
-    pause = 1.5 * ttl + overrun
+    (``Capabilities.lease_overrun``), so that the lease surely ends during the pause.
+
+    On a loaded machine the contenders may not get in within that pause; the victim then
+    stays stopped until their sections show its place taken (``_taken_over``), for at most
+    ``PAUSE_MOST_TTLS`` ttls, so that a trial tests what it is meant to instead of failing
+    the "nothing was tested" guard below."""
+    least = 1.5 * ttl + overrun
+    most = PAUSE_MOST_TTLS * ttl + overrun
 
     def pause_victim(victim: WorkerProcess) -> None:
         victim.signal(signal.SIGSTOP)
-        run.recorder.event("sigstop", victim.worker, seconds=pause)
-        time.sleep(pause)
+        stopped = now_ns()
+        run.recorder.event("sigstop", victim.worker, seconds=least)
+        time.sleep(least)
+        deadline = time.monotonic() + most - least
+        while (not _taken_over(run.history(), victim.worker, stopped, limit or 1)
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         victim.signal(signal.SIGCONT)
-        run.recorder.event("sigcont", victim.worker)
+        run.recorder.event("sigcont", victim.worker, seconds=(now_ns() - stopped) / 1e9)
 
     found = _disturbed(run, ttl=ttl, trials=trials, contenders=contenders, fenced=fenced,
                        disturb=pause_victim, limit=limit, rw=rw, election=election)
@@ -536,6 +553,29 @@ def _pause_trials(run: Run, trials: int, ttl: float, contenders: int, *, fenced:
         found.violations.append("no other holder entered during any pause: nothing was "
                                 "tested")
     return found
+
+
+PAUSE_MOST_TTLS = 20.0
+"""The longest a paused victim waits, in ttls, for the contenders to take its place."""
+
+
+def _taken_over(history: History, victim: str, since: int, limit: int) -> bool:
+    """Whether the other workers' sections that began after ``since`` were, at some
+    instant, ``limit`` at once: with the stopped victim still inside its own section, its
+    place (its permit, or the lock) has been taken. The victim's own section is recorded
+    only when it ends, so the check reads the others'."""
+    changes = sorted(
+        change
+        for section in history.sections
+        if section.worker != victim and section.start >= since
+        for change in ((section.start, 1), (section.end, -1))
+    )
+    inside = 0
+    for _, step in changes:
+        inside += step
+        if inside >= limit:
+            return True
+    return False
 
 
 def _pause_details(found: _Disturbed, ttl: float, contenders: int,
@@ -583,9 +623,14 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
     its win times the new leader. ``overrun``: seconds the backend declares its leases may
     outlive their ttl on the server (``Capabilities.lease_overrun``), added to the bound."""
     holder_sides = ["write"] if rw else None
+    # The second of slack is an idle machine's: each trial stretches it by the load at its
+    # kill (tests.timing), as a waiter's wake-up and its process's turn on a core take longer
+    # on a loaded one. ``bound`` is the idle figure the docs print.
     bound = ttl + ttl / 3 + 1.0 + overrun
     lanes = max(1, min(lanes, trials))
     recoveries: list[float] = []
+    late: list[tuple[float, float]] = []  # (recovery, that trial's bound) over it
+    bounds = [bound]  # each trial's, stretched
     violations: list[str] = []
     failures: list[BaseException] = []
 
@@ -635,12 +680,17 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                                            killed, got["fence"], lost=told, release="none",
                                            mode=got.get("side")))
                 run.recorder.event("sigkill", holder.worker)
-                answer = waiter.expect(bound + 30)
+                trial_bound = bound - 1.0 + scaled(1.0)
+                bounds.append(trial_bound)
+                answer = waiter.expect(trial_bound + 30)
                 if not answer.get("acquired"):
                     violations.append(f"lane {number}: nobody acquired after kill {trial}: "
                                       f"{answer.get('error')}")
                     continue
-                recoveries.append((answer["start"] - killed) / 1e9)
+                recovery = (answer["start"] - killed) / 1e9
+                recoveries.append(recovery)
+                if recovery > trial_bound:
+                    late.append((recovery, trial_bound))
         except BaseException as exc:
             failures.append(exc)
         finally:
@@ -668,16 +718,19 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
     # a waiter then took before the kill: allowed only when that holder was told (reported
     # as silent overlaps otherwise); the SIGKILLed holders themselves are never told.
     violations += _common_violations(figures, run.target.backend, overlaps_allowed=True)
-    late = [r for r in recoveries if r > bound]
     if late:
+        worst, worst_bound = max(late)
         violations.append(f"{len(late)} of {len(recoveries)} recoveries over the "
-                          f"{bound:.2f} s bound (worst {max(late):.3f} s)")
+                          f"{bound:.2f} s bound, stretched by the load at each kill "
+                          f"(worst {worst:.3f} s against {worst_bound:.2f} s)")
     if len(recoveries) != trials:
         violations.append(f"{len(recoveries)} recoveries measured of {trials}")
     details = {"ttl": ttl, "lanes": lanes,
                "median_recovery": sorted(recoveries)[len(recoveries) // 2] if recoveries else None,
                **_figures_details(figures)}
-    return _Killed(figures, recoveries, bound, details, violations)
+    # The bound reported is the loosest any trial was held to: the idle figure on an idle
+    # machine; each trial was judged against its own above.
+    return _Killed(figures, recoveries, max(bounds), details, violations)
 
 
 # ---- 5. the server restarted -----------------------------------------------------------------
@@ -865,7 +918,8 @@ def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
         # that each take that long (one starts a third of the validity after the other), with
         # one more of slack for drift and scheduling. Redlock's default 0.2 s keeps ttl 1 s.
         ttl = max(ttl, 4 * operation)
-    call_bound = 2 * operation + 1.0
+    # A second of slack on an idle machine, stretched by the load now (tests.timing).
+    call_bound = 2 * operation + scaled(1.0)
     lost_bound = ttl + call_bound
     watch = ttl * 3 + call_bound
     violations: list[str] = []
@@ -1212,12 +1266,14 @@ def semaphores(run: Run, profile: Profile) -> list[Result]:
                                 **_figures_details(figures)},
                        violations=violations)
     ttl, contenders = profile.pause_ttl, max(limit, profile.pause_contenders)
+    overrun = _capabilities(run.target.url).lease_overrun  # as scenario 3's pause
     paused = _pause_trials(run.child("paused"), profile.semaphore_pause_trials, ttl,
-                           contenders, fenced=False, limit=limit)
+                           contenders, fenced=False, limit=limit, overrun=overrun)
     paused_result = Result(12, title, "holder paused 1.5x TTL", backend,
                            profile.semaphore_pause_trials, paused.figures.sections,
                            paused.figures.overlaps, None, None, None,
-                           details={"limit": limit, **_pause_details(paused, ttl, contenders)},
+                           details={"limit": limit,
+                                    **_pause_details(paused, ttl, contenders, overrun)},
                            violations=paused.violations)
     killed = _kill_trials(run.child("killed"), profile.semaphore_kill_trials, profile.kill_ttl,
                           profile.kill_lanes, limit=limit)

@@ -468,7 +468,7 @@ async def _cancel_async(locks: tenure.AsyncLocks, config: Config, count: int,
 def _timeout_threads(config: Config, count: int, rng: random.Random) -> dict[str, int]:
     prefix = config["name"]
     ttl = float(config["ttl"])
-    took = timed_out = 0
+    took = timed_out = unanswered = 0
     with tenure.connect(config["url"]) as locks:
         for attempt in range(count):
             name = f"{prefix}:timeout:{attempt % 8}"
@@ -479,13 +479,20 @@ def _timeout_threads(config: Config, count: int, rng: random.Random) -> dict[str
             timer = threading.Timer(wait * rng.uniform(0.7, 1.3), blocker.release)
             timer.start()
             lock = locks.lock(name, ttl=ttl, renew=True)
-            if lock.acquire(timeout=wait):
-                took += 1
-                lock.release()
-            else:
-                timed_out += 1
+            try:
+                if lock.acquire(timeout=wait):
+                    took += 1
+                    lock.release()
+                else:
+                    timed_out += 1
+            except tenure.BackendError:
+                # No answer within the timeout plus the grace the API gives a round trip (a
+                # loaded machine): an unknown outcome, which must leave nothing behind all
+                # the same; the checks after this run say whether it did.
+                unanswered += 1
             timer.join()
-    return {"thread_attempts": count, "thread_acquired": took, "thread_timed_out": timed_out}
+    return {"thread_attempts": count, "thread_acquired": took, "thread_timed_out": timed_out,
+            "thread_unanswered": unanswered}
 
 
 async def _cancel_all(config: Config) -> dict[str, Any]:

@@ -22,6 +22,7 @@ settings.register_profile("tenure", deadline=None)
 settings.load_profile("tenure")
 
 pytest_plugins = [
+    "tests.cpu_report",
     "tests.servers.etcd",
     "tests.servers.local",
     "tests.servers.mongodb",

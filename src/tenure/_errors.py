@@ -2,11 +2,13 @@
 
     TenureError
     ├── LockError                  carries the lock's ``name``
-    │   ├── LockTimeout            not acquired within the timeout (context manager, decorator)
+    │   ├── LockTimeout            not acquired within the timeout (context manager, decorator);
+    │   │                          also a TimeoutError, so ``except TimeoutError`` catches it
     │   ├── LockLost               the lease is gone: expired, broken, or taken by another owner
     │   └── NotOwned               this handle (or this thread / task) does not hold the lock
     ├── BackendError               the server is unreachable or failing; the driver's error is
-    │                              the ``__cause__``
+    │                              the ``__cause__`` (a TimeoutError when the caller's deadline
+    │                              ended the wait before the driver did)
     ├── ConfigurationError         bad URL, unknown option, missing optional dependency
     ├── InvalidArgument            also a ValueError: empty name, ttl <= 0, negative timeout...
     └── InvalidArgumentType        also a TypeError: a name that is not a str, a ttl that is a str
@@ -43,8 +45,12 @@ class LockError(TenureError):
         self.name = name
 
 
-class LockTimeout(LockError):
-    """The lock was not acquired within ``timeout`` seconds."""
+class LockTimeout(LockError, TimeoutError):
+    """The lock was not acquired within ``timeout`` seconds.
+
+    Also the builtin ``TimeoutError`` (as filelock's ``Timeout`` is), so code written
+    ``except TimeoutError`` catches it; ``except tenure.TenureError`` does too.
+    """
 
     def __init__(self, name: str, timeout: float | None) -> None:
         super().__init__(name, f"not acquired within {timeout} s")
@@ -66,7 +72,9 @@ class NotOwned(LockError):
 class BackendError(TenureError):
     """The lock server is unreachable, timed out, or answered with an error.
 
-    The driver's own exception is chained as ``__cause__``.
+    The driver's own exception is chained as ``__cause__``; when the caller's deadline ended
+    the wait before the driver gave up, the driver's last error if the backend knows it,
+    else a TimeoutError saying that no answer came. There is always a cause.
     """
 
 

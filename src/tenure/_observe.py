@@ -34,6 +34,9 @@ import os
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from tenure._errors import ConfigurationError
+from tenure._registry import unmet_floors
+
 
 class _Kind(Protocol):
     @property
@@ -152,6 +155,14 @@ class _Instruments:
 
 @functools.cache
 def _instruments() -> _Instruments | None:
+    unmet = unmet_floors("otel")
+    if unmet:
+        # Installed, so tenure would use it, but too old for the calls below: say so (at
+        # connect, through ``prepare``) rather than fail inside an acquire.
+        raise ConfigurationError(
+            f"tenure reports metrics and spans through the OpenTelemetry API when it is "
+            f"installed, and needs {', '.join(unmet)}: pip install -U 'tenure[otel]'"
+        )
     try:
         return _Instruments()
     except ImportError:

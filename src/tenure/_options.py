@@ -83,9 +83,18 @@ def flag_option(owner: str, name: str, value: object) -> bool:
     raise _refuse(owner, name, "true or false", value)
 
 
-DEFAULT_GC_AFTER = 30 * 24 * 3600.0
+DEFAULT_GC_AFTER = 600.0
 """How long the record of an idle name (its fence, a semaphore's limit) outlives its last
-lease, waiting place or release before clean-up may remove it: 30 days."""
+lease, waiting place or release before clean-up may remove it: 10 minutes.
+
+Short, because every name ever locked would otherwise cost storage for that long (per-entity
+names, ``orders:{id}``, come by the million), and the record is not what keeps fences
+rising: each fence is at least the server's clock in microseconds, so a name whose record
+went starts again above every fence it had. Not zero, because for those minutes the record
+still serves: ``inspect``/``tenure show`` tell an operator the last fence of a name just
+released, a name locked again soon updates its record instead of writing a new one, and
+its counter keeps fences rising through a server clock stepped back by less than that
+(an NTP step), where the clock alone would not. ``gc_after=None`` keeps records forever."""
 
 _FOREVER = ("none", "off", "never")
 

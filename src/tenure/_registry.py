@@ -16,6 +16,7 @@ import functools
 import importlib
 import importlib.metadata
 import pkgutil
+import re
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -23,6 +24,7 @@ __all__ = [
     "builtin_backends",
     "entry_for_scheme",
     "extra_requirements",
+    "unmet_floors",
 ]
 
 ENTRY_POINT_GROUP = "tenure.backends"
@@ -82,3 +84,56 @@ def extra_requirements(extra: str) -> tuple[str, ...]:
         if f'extra=="{extra}"' in normalized:
             found.append(spec.strip())
     return tuple(found)
+
+
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
+_VERSION = re.compile(r"\s*v?(\d+(?:\.\d+)*)(.*)")
+_PRE_RELEASE = re.compile(r"[-_.]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", re.IGNORECASE)
+
+
+def _version_key(version: str) -> tuple[tuple[int, ...], bool] | None:
+    """A version's release numbers (trailing zeros dropped) and whether it is final (a
+    pre-release or dev release of X sorts below X); None when it does not start with a
+    number. Enough for the floors tenure's extras state, without the ``packaging`` library
+    (the core imports nothing beyond the standard library)."""
+    found = _VERSION.match(version)
+    if found is None:
+        return None
+    numbers = tuple(int(part) for part in found.group(1).split("."))
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers = numbers[:-1]
+    return numbers, _PRE_RELEASE.match(found.group(2)) is None
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def unmet_floors(extra: str) -> tuple[str, ...]:
+    """Each requirement of ``tenure[extra]`` whose distribution is installed below its floor
+    (``>=``), as ``"redis>=8.0.1 (7.4.0 is installed)"``. A distribution not installed at
+    all is left to the import, whose error names the extra; a requirement tenure's metadata
+    does not list (a source tree never installed) is not checked. Read once per process
+    (every ``connect`` asks)."""
+    unmet: list[str] = []
+    for requirement in extra_requirements(extra):
+        found = _REQUIREMENT.fullmatch(requirement)
+        if found is None:
+            continue
+        name, specifiers = found.group(1), found.group(2)
+        installed = _installed_version(name)
+        if installed is None:
+            continue
+        have = _version_key(installed)
+        for specifier in specifiers.split(","):
+            operator, _, floor = specifier.strip().partition(">=")
+            need = _version_key(floor)
+            if operator or need is None or have is None:
+                continue
+            if have < (need[0], True):
+                unmet.append(f"{name}>={floor.strip()} ({installed} is installed)")
+    return tuple(unmet)

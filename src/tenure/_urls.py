@@ -5,14 +5,23 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
+import re
+import urllib.parse
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
 from tenure._hosts import split_hosts, split_location
-from tenure._registry import BackendEntry, builtin_backends, entry_for_scheme, extra_requirements
+from tenure._registry import (
+    BackendEntry,
+    builtin_backends,
+    entry_for_scheme,
+    extra_requirements,
+    unmet_floors,
+)
 
 __all__ = [
     "default_sqlite_path",
+    "is_secret_option",
     "load_backend_module",
     "redact",
     "resolve_url",
@@ -74,6 +83,15 @@ def _entry_for(scheme: str) -> BackendEntry:
 def load_backend_module(url: str, flavour: str) -> ModuleType:
     """Import the ``_async`` or ``_sync`` module of the backend serving ``url``."""
     entry = _entry_for(scheme_of(url))
+    if entry.extra is not None:
+        # Before the import: a driver below its floor may import, then fail deep inside
+        # the first call with a TypeError or AttributeError that names nothing useful.
+        unmet = unmet_floors(entry.extra)
+        if unmet:
+            raise ConfigurationError(
+                f"the {scheme_of(url)!r} backend needs {', '.join(unmet)}: "
+                f"pip install -U 'tenure[{entry.extra}]'"
+            )
     try:
         return importlib.import_module(f"{entry.package}.{flavour}")
     except ModuleNotFoundError as exc:
@@ -95,21 +113,44 @@ def _missing_driver(scheme: str, entry: BackendEntry, module: str) -> str:
     )
 
 
+SECRET_OPTION_WORDS = ("password", "passwd", "pwd", "secret", "token")
+"""A query option (or key=value) whose name contains one of these carries a secret: libpq's
+``password`` and ``sslpassword``, PyMySQL's ``passwd``, redis-py's ``ssl_password``,
+PyMongo's ``tlsCertificateKeyFilePassword``; ``token`` and ``secret`` for what a driver may
+add next. Matched case-insensitively."""
+SECRET_OPTIONS = ("authmechanismproperties",)
+"""Options that carry a secret under another name: PyMongo's ``authMechanismProperties``
+holds ``AWS_SESSION_TOKEN:...``."""
+_KEY_VALUE_SECRET = re.compile(
+    r"(?i)(\b\w*(?:" + "|".join(SECRET_OPTION_WORDS) + r")\w*\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)"
+)
+
+
 def redact(url: str) -> str:
-    """The URL with every password field replaced by ``***`` (each host's, where a multi-host
-    URL gives credentials per host); nothing else is changed. A URL whose credentials cannot
-    be told apart keeps none of them."""
+    """The URL with every secret replaced by ``***``: each host's password field (a
+    multi-host URL may give credentials per host) and the value of every query option that
+    carries one (``SECRET_OPTION_WORDS``, ``SECRET_OPTIONS``); nothing else is changed.
+
+    The one place URLs are made printable: every backend's ``describe()`` and every error
+    that quotes a URL go through it. A URL whose credentials cannot be told apart keeps
+    its hosts and loses every credential (``_redact_unparsed``); text that is not a URL (no
+    ``scheme://``, such as a libpq ``key=value`` string) loses its ``password=`` values and
+    anything before an ``@``."""
     scheme, separator, rest = url.partition("://")
     if not separator:
-        return url
+        hidden = _KEY_VALUE_SECRET.sub(r"\1***", url)
+        if "@" in hidden:
+            hidden = "***@" + hidden.rpartition("@")[2]
+        return hidden
     location, query_mark, query = rest.partition("?")
+    query = _redact_query(query)
     netloc, path = split_location(location)
     if "@" not in netloc:
-        return url
+        return f"{scheme}://{location}{query_mark}{query}"
     try:
         entries = split_hosts(netloc, "")
     except ConfigurationError:
-        return f"{scheme}://***@{netloc.rpartition('@')[2]}{path}{query_mark}{query}"
+        return f"{scheme}://{_redact_unparsed(netloc)}{path}{query_mark}{query}"
     hosts = []
     shared = len({entry.userinfo for entry in entries}) == 1 and netloc.count("@") == 1
     for index, entry in enumerate(entries):
@@ -119,3 +160,54 @@ def redact(url: str) -> str:
         user, colon, _ = entry.userinfo.partition(":")
         hosts.append(f"{user}{':***' if colon else ''}@{entry.address}")
     return f"{scheme}://{','.join(hosts)}{path}{query_mark}{query}"
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether the option ``name`` (of a URL's query, or a ``connect()`` keyword) carries a
+    secret: its value is never printed."""
+    name = name.lower()
+    return name in SECRET_OPTIONS or any(word in name for word in SECRET_OPTION_WORDS)
+
+
+def _redact_query(query: str) -> str:
+    """The query string with the value of each secret option replaced; the separators
+    (``&``, and ``;`` which PyMongo also accepts), names and other values as written."""
+    pieces = re.split(r"([&;])", query)
+    for index in range(0, len(pieces), 2):
+        key, equals, _ = pieces[index].partition("=")
+        if equals and is_secret_option(urllib.parse.unquote_plus(key).strip()):
+            pieces[index] = f"{key}=***"
+    return "".join(pieces)
+
+
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]*)?")
+
+
+def _redact_unparsed(netloc: str) -> str:
+    """The hosts of a location whose credentials ``split_hosts`` refused, for the message
+    that says so: the user needs to see which hosts have credentials and which do not.
+
+    Split at each ``,``: an item with an ``@`` shows ``***@`` and its host. An item without
+    one is a host, or a piece of a user name or password holding an unencoded ``,`` (that
+    is what makes such a URL ambiguous): it is shown only when it has the shape of a host
+    and does not directly precede an item whose credentials lack the ``:`` that would end a
+    user name (then it may be the ``user:pass`` start of them); otherwise ``***``."""
+    items = netloc.split(",")
+    suspect = [False] * len(items)
+    for index, item in enumerate(items):
+        userinfo, at, _ = item.rpartition("@")
+        if at and ":" not in userinfo:
+            before = index - 1
+            while before >= 0 and "@" not in items[before]:
+                suspect[before] = True
+                before -= 1
+    shown = []
+    for index, item in enumerate(items):
+        _, at, address = item.rpartition("@")
+        if at:
+            shown.append(f"***@{address}")
+        elif not suspect[index] and _HOST.fullmatch(item.strip()):
+            shown.append(item)
+        else:
+            shown.append("***")
+    return ",".join(shown)

@@ -6,6 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tests.conformance.sync_helpers import hog_the_holder
+
+__all__ = ["gather", "hog_the_holder", "sleep", "wait_event"]
+
 
 async def gather(*functions: Callable[[], Awaitable[Any]]) -> list[Any]:
     """Run each function concurrently (one task each); return their results in order."""

@@ -77,3 +77,45 @@ def test_forked_child_holds_nothing(backend_url: str, name: str) -> None:
         threading.Event().wait(1.5)
         assert lock.owned()
         lock.release()
+
+
+async def test_forked_child_of_an_async_holder_holds_nothing(backend_url: str, name: str) -> None:
+    """Under asyncio the renewals run on a thread of their own, with connections of their
+    own: a child has neither, holds none of the parent's leases, and renews its own."""
+    async with tenure.connect_async(backend_url) as locks:
+        lock = locks.lock(name, ttl=1, renew=True)
+        assert await lock.acquire()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            try:
+                verdict = [lock.fence is None]
+                verdict.append(not any(t.name == "tenure-renewer" for t in threading.enumerate()))
+
+                async def child() -> None:
+                    # A loop of its own (the parent's is not running here); for the memory
+                    # backend the child's store is a fresh one.
+                    async with tenure.connect_async(backend_url) as own:
+                        if not backend_url.startswith("memory"):
+                            verdict.append(not await own.lock(name).acquire(blocking=False))
+                        mine = own.lock(f"{name}:child", ttl=1, renew=True)
+                        verdict.append(await mine.acquire())
+                        await asyncio.sleep(1.5)  # renewed past its ttl, by the child
+                        verdict.append(await mine.owned())
+                        await mine.release()
+
+                runner = threading.Thread(target=asyncio.run, args=(child(),))
+                runner.start()
+                runner.join()
+                os.write(write_end, b"".join(b"1" if v else b"0" for v in verdict))
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        await asyncio.to_thread(os.waitpid, pid, 0)
+        verdict = os.read(read_end, 16)
+        os.close(read_end)
+        assert verdict and set(verdict) == {ord("1")}, verdict
+        # The parent's lease is untouched and still renewed past its ttl.
+        await asyncio.sleep(1.5)
+        assert await lock.owned()
+        await lock.release()

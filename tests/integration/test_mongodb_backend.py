@@ -56,7 +56,7 @@ def test_defaults() -> None:
     assert settings.write_concern == WriteConcern(w="majority")
     assert settings.read_concern == ReadConcern("majority")
     assert settings.timeout == 5.0
-    assert settings.gc_after == 30 * 24 * 3600
+    assert settings.gc_after == 600
     assert settings.client_options == {
         "appname": "tenure", "timeoutMS": 5000, "serverSelectionTimeoutMS": 5000,
         "connectTimeoutMS": 5000,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import re
 import threading
 import time
 import uuid
@@ -55,6 +56,37 @@ def test_default_timeout_fails_a_dead_server_within_five_seconds() -> None:
             locks.lock("dead:default", ttl=5).acquire(timeout=10)
         elapsed = time.monotonic() - started
         assert elapsed < 5.0 + SLACK, elapsed
+
+
+@pytest.mark.parametrize(
+    "query", ["serverSelectionTimeoutMS=500", "serverSelectionTimeoutMS=500&socketTimeoutMS=2000"]
+)
+def test_the_url_server_selection_timeout_is_honoured(query: str) -> None:
+    # PyMongo ignores serverSelectionTimeoutMS once timeoutMS (tenure's default operation
+    # bound) is set: a URL that asks for 500 ms must get it, not tenure's 5 s.
+    url = f"{dead_url()}&{query}"
+    with tenure.connect(url) as locks, pytest.raises(tenure.BackendError) as caught:
+        locks.lock("dead:selection", ttl=5).acquire(timeout=30)
+    cause = caught.value.__cause__
+    # The driver, not the caller's 30 s deadline, ended the wait, after the URL's 500 ms (its
+    # own report of the timeout it applied; no clock is read here).
+    assert isinstance(cause, pymongo.errors.ServerSelectionTimeoutError), repr(cause)
+    applied = re.search(r"Timeout: ([0-9.]+)s", str(cause))
+    assert applied is not None and float(applied.group(1)) <= 0.5, str(cause)
+
+
+def test_an_unreachable_server_error_is_short_and_keeps_the_driver_error() -> None:
+    with tenure.connect(dead_url(), timeout=0.5) as locks, pytest.raises(
+        tenure.BackendError
+    ) as caught:
+        locks.lock("dead:short", ttl=5).acquire(timeout=30)
+    message = str(caught.value)
+    # One readable line: the server and what went wrong, not PyMongo's topology dump...
+    assert "Topology Description" not in message and len(message) < 300, message
+    assert "127.0.0.1" in message and "refused" in message.lower(), message
+    # ...which stays available, whole, on the driver's error.
+    assert isinstance(caught.value.__cause__, pymongo.errors.ServerSelectionTimeoutError)
+    assert "Topology Description" in str(caught.value.__cause__)
 
 
 async def test_async_nothing_listening_fails_within_the_timeout() -> None:

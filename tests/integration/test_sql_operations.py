@@ -61,6 +61,33 @@ def test_postgresql_user_without_create_privilege_uses_a_dba_made_table(
         _exercise(app_url, f"other_{uuid.uuid4().hex[:12]}")  # may not create its own
 
 
+@pytest.mark.postgresql
+@pytest.mark.parametrize("how", ["query", "environment"])
+def test_postgresql_empty_host_is_libpq_local_socket(
+    postgresql_server: Any, postgresql_url: str, how: str, name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # libpq's postgresql:///db: no host means the local socket directory, taken from the
+    # query's host= or from $PGHOST. The harness's server listens in its work directory.
+    socket_dir, port = str(postgresql_server.workdir), str(postgresql_server.port)
+    if how == "query":
+        url = f"postgresql:///tenure_test?host={socket_dir}&port={port}&user=postgres"
+    else:
+        monkeypatch.setenv("PGHOST", socket_dir)
+        monkeypatch.setenv("PGPORT", port)
+        monkeypatch.setenv("PGUSER", "postgres")
+        url = "postgresql:///tenure_test"
+    with tenure.connect(url) as local, tenure.connect(postgresql_url) as tcp:
+        lock = local.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        assert tcp.lock(name).locked()  # the same server, reached through its socket
+        lock.release()
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=5) as connection:  # the premise: a socket
+        assert connection.execute("SELECT inet_server_addr() IS NULL").fetchone() == (True,)
+
+
 @pytest.mark.mysql
 def test_mysql_user_without_create_privilege_uses_a_dba_made_table(mysql_server: Any) -> None:
     import pymysql

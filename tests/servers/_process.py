@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
@@ -28,12 +30,41 @@ class ServerFailed(RuntimeError):
     """A server could not be started: the test run fails (never skips)."""
 
 
+# Server ports come from below the kernel's ephemeral range (32768-60999 by default), so a
+# client connection's local port can never take a server's port between the probe and the
+# server's own bind. Each candidate is claimed with an flock on a file named after it, held
+# until this process exits: test processes started side by side (pytest-xdist workers, two
+# checkouts' runs) then never hand out the same port, whatever order they probe in.
+_PORT_RANGE = range(20000, 32000)
+# A fixed path, not under $TMPDIR: runs with different temp dirs must see the same claims.
+_PORT_CLAIMS = pathlib.Path("/tmp/tenure-test-ports")
+_claimed: dict[int, int] = {}  # port -> the fd holding its claim
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (other processes share this machine)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now, and claimed by this process for its whole life
+    (other processes share this machine)."""
+    _PORT_CLAIMS.mkdir(mode=0o777, exist_ok=True)
+    start = random.randrange(len(_PORT_RANGE))
+    for offset in range(len(_PORT_RANGE)):
+        port = _PORT_RANGE[(start + offset) % len(_PORT_RANGE)]
+        if port in _claimed:
+            continue
+        claim = os.open(_PORT_CLAIMS / str(port), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(claim)
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # taken by something that does not claim ports
+                os.close(claim)
+                continue
+        _claimed[port] = claim
         return port
+    raise ServerFailed(f"no free port left in {_PORT_RANGE}")
 
 
 def descendants(root: int) -> list[int]:

@@ -67,7 +67,8 @@ def _ask(port: int, command: bytes, *, timeout: float = 1.0) -> bytes:
 
 def _ping(port: int) -> None:
     reply = _ask(port, b"PING")
-    if not reply.startswith(b"+PONG"):
+    # NOAUTH: a server started with requirepass answers, which is all readiness means.
+    if not reply.startswith((b"+PONG", b"-NOAUTH")):
         raise ServerFailed(f"redis on port {port} answered {reply[:80]!r} to PING")
 
 
@@ -235,6 +236,32 @@ def _redis_client(port: int, timeout: float = 1.0) -> Any:
                        socket_connect_timeout=timeout)
 
 
+def _sentinel(client: Any, *args: str) -> Any:
+    """A SENTINEL subcommand's raw reply, decoded: redis-py's helpers for these differ
+    between its releases (6.x answers a bool unless asked for the reply, and some of its
+    parsers then fail), and the tests run against several releases (scripts/floors)."""
+    reply = client.execute_command("SENTINEL", *args)  # no parser for "SENTINEL" alone
+
+    def text(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, list | tuple):
+            return [text(item) for item in value]
+        if isinstance(value, dict):
+            return {text(key): text(item) for key, item in value.items()}
+        return value
+
+    return text(reply)
+
+
+def _fields(reply: Any) -> dict[str, str]:
+    """A SENTINEL MASTER / SLAVES entry as str -> str, from the flat list of RESP2 or the
+    map some redis-py releases already made of it."""
+    if isinstance(reply, dict):
+        return {str(key): str(value) for key, value in reply.items()}
+    return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
 def _replication(port: int) -> dict[str, Any]:
     client = _redis_client(port)
     try:
@@ -266,7 +293,7 @@ class RedisSentinel:
         for port in self.sentinel_ports:
             client = _redis_client(port)
             try:
-                address = client.sentinel_get_master_addr_by_name(self.service)
+                address = _sentinel(client, "GET-MASTER-ADDR-BY-NAME", self.service)
                 found.append(int(address[1]) if address else None)
             except Exception:
                 found.append(None)
@@ -298,16 +325,16 @@ class RedisSentinel:
         for port in self.sentinel_ports:
             client = _redis_client(port)
             try:
-                master = client.sentinel_master(self.service)
-                known = client.sentinel_slaves(self.service)
+                master = _fields(_sentinel(client, "MASTER", self.service))
+                known = [_fields(entry) for entry in _sentinel(client, "SLAVES", self.service)]
             finally:
                 client.close()
-            if master["flags"] != "master" or master["port"] != primary.port:
+            if master["flags"] != "master" or int(master["port"]) != primary.port:
                 raise ServerFailed(f"sentinel {port} sees the master as {master}")
-            if master["num-other-sentinels"] != len(self.sentinel_ports) - 1:
+            if int(master["num-other-sentinels"]) != len(self.sentinel_ports) - 1:
                 raise ServerFailed(f"sentinel {port} knows {master['num-other-sentinels']} "
                                    "other sentinels")
-            healthy = {replica["port"] for replica in known
+            healthy = {int(replica["port"]) for replica in known
                        if replica["flags"] == "slave" and replica["master-link-status"] == "ok"}
             if not wanted <= healthy:
                 raise ServerFailed(f"sentinel {port} sees the replicas as {known}")

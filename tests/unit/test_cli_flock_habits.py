@@ -196,13 +196,14 @@ def test_completion_refuses_an_unknown_shell(capsys: pytest.CaptureFixture[str])
 
 def _complete(script: pathlib.Path, *words: str) -> list[str]:
     """COMPREPLY for the command line ``words`` (the last one is being typed)."""
-    quoted = " ".join(f"'{word}'" for word in words)
+    # As bash sets them: the script reads the line itself (its words hold colons).
     driver = (
         f"source '{script}'\n"
-        f"COMP_WORDS=({quoted}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); _tenure\n"
+        'COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; _tenure\n'
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    result = subprocess.run(["bash", "-c", driver], capture_output=True, text=True, check=True)
+    result = subprocess.run(["bash", "-c", driver, "bash", " ".join(words)],
+                            capture_output=True, text=True, check=True)
     return result.stdout.split()
 
 
@@ -231,7 +232,7 @@ def test_bash_completes_lock_names_from_tenure_ls(
         driver = (
             f"export PATH='{TENURE.parent}':$PATH TENURE_URL='{url}'\n"
             f"source '{script}'\n"
-            "COMP_WORDS=(tenure show n); COMP_CWORD=2; _tenure\n"
+            'COMP_LINE="tenure show n"; COMP_POINT=${#COMP_LINE}; _tenure\n'
             'printf "%s\\n" "${COMPREPLY[@]}"\n'
         )
         result = subprocess.run(["bash", "-c", driver], capture_output=True, text=True,

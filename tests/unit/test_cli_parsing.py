@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import pytest
 import tenure
 from tenure.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE
 from tenure.cli.main import COMMANDS, MANUAL_URL, _parse, build_parser, main
-from tenure.cli.run import SI_KERNEL, should_forward
+from tenure.cli.run import should_forward
+from tenure.cli.signals import SI_KERNEL, Arrival
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
 
@@ -115,7 +117,7 @@ def test_defaults_are_as_documented() -> None:
         (["--url", "not a url", "ls"], "not a backend URL"),
         (["show", ""], "lock name must not be empty"),
         (["break", "x" * 2000], "the limit is 1024"),
-        (["ls", "a", "b"], "unrecognized arguments"),
+        (["ls", "a", "b"], "unexpected argument 'b'"),
         (["demo", "--workers", "0"], "--workers"),
         (["demo", "--url", "memory://"], "memory:// is private"),
         (["frobnicate"], "invalid choice"),
@@ -207,7 +209,8 @@ def test_ls_on_memory_is_empty_as_each_process_has_its_own_store(env: dict[str, 
     ],
 )
 def test_which_signals_are_forwarded(signum: int, code: int, forwarded: bool) -> None:
-    assert should_forward(signum, code) is forwarded
+    # As Linux's inbox tells them apart: by the si_code sigtimedwait reports.
+    assert should_forward(Arrival(signum, from_terminal=code == SI_KERNEL)) is forwarded
 
 
 def test_an_unreachable_backend_exits_69_without_the_password(
@@ -247,7 +250,9 @@ def test_an_unusable_default_location_is_a_usage_error_not_an_internal_one(
 ) -> None:
     env = {k: v for k, v in env.items() if k != "XDG_STATE_HOME"}
     env["HOME"] = "/proc"  # no directory can be created there, even by root
-    result = tenure_command("ls", env=env)
+    # (A command that only reads says the store does not exist and creates nothing; one
+    # that takes a lock has to create it.)
+    result = tenure_command("run", "job", "--", "true", env=env)
     assert result.returncode == 2, result.stderr
     assert "internal error" not in result.stderr
     assert "/proc/.local/state/tenure/locks.db" in result.stderr
@@ -268,3 +273,101 @@ def test_redaction_hides_the_password_field_and_nothing_else(
     assert "redis://:***@127.0.0.1:1/0" in result.stderr
     assert f"'{name}'" in result.stderr  # the lock's own name is printed as it is
     assert "127.0.0.1:1." in result.stderr  # so is the driver's "connecting to 127.0.0.1:1."
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["run", "x", "--bogus", "--", "true"],
+         "run: unknown option '--bogus' (see 'tenure run --help')"),
+        (["run", "x", "--bogus"], "run: unknown option '--bogus' (see 'tenure run --help')"),
+        (["elect", "x", "--value", "v", "--bogus", "--", "true"],
+         "elect: unknown option '--bogus' (see 'tenure elect --help')"),
+        (["ls", "--bogus"], "ls: unknown option '--bogus' (see 'tenure ls --help')"),
+        (["show", "x", "-z"], "show: unknown option '-z' (see 'tenure show --help')"),
+        (["ls", "a", "b"], "ls: unexpected argument 'b' (see 'tenure ls --help')"),
+    ],
+)
+def test_an_unknown_option_is_named_as_unknown(
+    arguments: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--url", "memory://", *arguments]) == EXIT_USAGE
+    assert capsys.readouterr().err == f"tenure: error: {expected}\n"
+
+
+def test_elect_takes_runs_waiting_and_reporting_flags() -> None:
+    options = _parse(["elect", "x", "--value", "v", "-w", "3", "-E", "9", "-q",
+                      "--lost-exit-code", "8", "--", "true"])
+    assert (options.timeout, options.no_wait, options.busy_exit_code, options.verbosity,
+            options.lost_exit_code) == (3.0, False, 9, -1, 8)
+    options = _parse(["elect", "x", "--value", "v", "-n", "-v", "--", "true"])
+    assert (options.no_wait, options.verbosity) == (True, 1)
+
+
+def test_elect_no_wait_exits_with_the_busy_status_and_says_who_leads(
+    env: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    marker = tmp_path / "ran"
+    with tenure.connect(url) as locks, locks.election("chief", ttl=60).campaign(value="other"):
+        told = tenure_command("--url", url, "elect", "chief", "--value", "me", "-n", "--",
+                              "touch", str(marker), env=env)
+        assert told.returncode == EXIT_BUSY
+        assert "leadership of 'chief' is held (held by" in told.stderr
+        silent = tenure_command("--url", url, "elect", "chief", "--value", "me", "-n", "-q",
+                                "-E", "0", "--", "touch", str(marker), env=env)
+        assert (silent.returncode, silent.stderr) == (0, "")
+        waited = tenure_command("--url", url, "elect", "chief", "--value", "me", "-w", "0.3",
+                                "--", "touch", str(marker), env=env)
+        assert waited.returncode == EXIT_BUSY
+        assert "leadership of 'chief' was not acquired within 0.3 s" in waited.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "said"),
+    [
+        (["ls"], 0, "nothing is locked: the SQLite store {path} does not exist (yet)\n"),
+        (["ls", "--all", "--json"], 0, "[]\n"),
+        (["show", "job"], 1, "job: nothing held: the SQLite store {path} does not exist (yet)\n"),
+        (["show", "job", "--json"], 1, "null\n"),
+        (["break", "job"], 1, "job: nothing held: the SQLite store {path} does not exist (yet)\n"),
+        (["leader", "job"], 1, "no leader: the SQLite store {path} does not exist (yet)\n"),
+    ],
+)
+@pytest.mark.parametrize("where", ["default", "homeless default", "url"])
+def test_reading_a_store_that_does_not_exist_creates_nothing(
+    arguments: list[str], status: int, said: str, where: str, env: dict[str, str],
+    tmp_path: pathlib.Path,
+) -> None:
+    if where == "url":
+        path = tmp_path / "dir" / "locks.db"
+        env["TENURE_URL"] = f"sqlite:///{path}"
+    elif where == "homeless default":
+        # Debian's convention for system users: HOME=/nonexistent (here, inside tmp_path).
+        del env["XDG_STATE_HOME"]
+        env["HOME"] = str(tmp_path / "nonexistent")
+        path = tmp_path / "nonexistent" / ".local" / "state" / "tenure" / "locks.db"
+    else:
+        path = pathlib.Path(env["XDG_STATE_HOME"]) / "tenure" / "locks.db"
+    result = tenure_command(*arguments, env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        status, said.format(path=path), ""
+    )
+    assert list(tmp_path.iterdir()) == []  # no file, no directory, no home
+
+
+def test_completing_names_from_a_store_that_does_not_exist_creates_nothing(
+    env: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    bash = shutil.which("bash")
+    assert bash is not None
+    env["PATH"] = f"{TENURE.parent}{os.pathsep}{env['PATH']}"
+    script = tenure_command("completion", "bash", env=env).stdout
+    completed = subprocess.run(
+        [bash, "-c", script + '\nCOMP_LINE="tenure show j"; COMP_POINT=${#COMP_LINE}; _tenure; '
+         'printf "%s\\n" "${COMPREPLY[@]}"'],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert completed.stdout.strip() == ""
+    assert list(tmp_path.iterdir()) == []

@@ -3,8 +3,10 @@ decorator, and the operator's views (inspect, list, break)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import os
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +22,7 @@ from tenure._async.capabilities import (
     AsyncSemaphoreSupport,
 )
 from tenure._async.election import AsyncElection
+from tenure._async.lease import AsyncLeaseKind
 from tenure._async.lock import AsyncLock
 from tenure._async.rwlock import AsyncQueuedKind, AsyncReadWriteLock, LockOptions
 from tenure._async.semaphore import AsyncSemaphore
@@ -98,6 +101,14 @@ class AsyncLocks:
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
+        self._renewals: AsyncBackend | None = None
+        """The backend renewals go through (``renewal_kind``), made at the first renewing
+        lease; ``_renewals_pid``: the process that made it."""
+        self._renewals_pid = 0
+        self._renewals_mutex = io.ThreadMutex()
+        self._connecting: object = None
+        """The renewal backend's first connection, under way (``io.begin_on_renewal_loop``):
+        closing waits for it, or it would open connections nobody closes."""
         _observe.prepare()
 
     def __repr__(self) -> str:
@@ -415,10 +426,41 @@ class AsyncLocks:
             raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
         return str(kind)
 
+    def renewal_kind(self, kind: AsyncLeaseKind, name: str) -> AsyncLeaseKind:
+        """``kind`` as the renewal scheduler renews it (for a lease of ``name``). Under
+        asyncio the scheduler runs on a thread of its own, so that a blocked event loop
+        cannot starve renewals: it renews through ``backend.renewal_backend()``, made once
+        per client (and process). The threads flavour renews through the backend itself."""
+        if not io.RENEWS_ON_OWN_LOOP:
+            return kind
+        with self._renewals_mutex:
+            made = self._renewals is None or self._renewals_pid != os.getpid()
+            if made:
+                # A forked child makes its own: the parent's connections are not its own.
+                self._renewals = self.backend.renewal_backend()
+                self._renewals_pid = os.getpid()
+            renewals = self._renewals
+            assert renewals is not None
+        if renewals is kind.backend:
+            return kind
+        if made:
+            # Connect now, not in the first renewal: that one is due at ttl/3 and must not
+            # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
+            self._connecting = io.begin_on_renewal_loop(
+                functools.partial(_connect, renewals, name)
+            )
+        return kind.through(renewals)
+
     async def aclose(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         await io.drain_cleanups(CLEANUP_GRACE)
         await self.backend.aclose()
+        with self._renewals_mutex:
+            renewals = self._renewals
+            ours = self._renewals_pid == os.getpid()
+        if renewals is not None and renewals is not self.backend and ours:
+            # Its connections belong to the renewal thread's loop: closed there.
+            await io.on_renewal_loop(renewals.aclose, after=self._connecting)
 
     async def __aenter__(self) -> AsyncLocks:
         return self
@@ -430,3 +472,10 @@ class AsyncLocks:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+async def _connect(backend: AsyncBackend, name: str) -> None:
+    """Have ``backend`` open its connections (to the server of ``name``, where it matters):
+    a read whose answer nobody needs. A failure is the first renewal's to report."""
+    with contextlib.suppress(Exception):
+        await backend.inspect(name)

@@ -65,6 +65,9 @@ class AsyncMutexKind(AsyncLeaseKind):
     async def wait(self, name: str, timeout: float, busy: Busy) -> None:
         await self._backend.wait_for_release(name, timeout, busy)
 
+    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
+        return AsyncMutexKind(backend)
+
 
 class AsyncLock(AsyncLease):
     """A handle on one named lock. Creating it sends nothing; see ``AsyncLocks.lock``.

@@ -1,4 +1,4 @@
-"""The watchdog: one renewal scheduler per process (threads) or per event loop (asyncio).
+"""The watchdog: one renewal scheduler per process, on a thread of its own.
 
 It renews every watched lease at about ttl/3, batching the leases due together per backend
 into one ``extend_many`` round trip. "Together" is a window, not an instant: leases taken a
@@ -19,6 +19,17 @@ Leases are renewed at about a third of ``Hold.trusted_for``: the ttl, or the bac
 session timeout when that is shorter (``AsyncBackend.lease_horizon``).
 Every error is caught and attached to the hold it concerns; the scheduler itself never dies
 of one.
+
+Under asyncio the scheduler does not run on the holders' event loops: CPU-bound code that
+blocks a loop for longer than a lease would otherwise lose the lease silently (nothing
+renews it, nothing notices until the loop gets a turn). It runs on the renewal thread, an
+event loop of its own (``async_io.start_renewals``), and renews through the client's
+renewal backend (``AsyncLocks.renewal_kind``): connections bound to that loop, or the
+holder's own backend where its calls bind nothing to a loop or its leases live on its
+session. Every loss it finds is handed to the holder's loop (``_report``): ``lost`` (an
+``asyncio.Event``) is set and ``on_lost`` runs there, never on the renewal thread. From the
+moment it is found the hold is no longer renewed; a release that comes first wins, as a
+release does before a renewal's answer.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from tenure._concurrency import async_io as io
 from tenure._errors import BackendError
 
 if TYPE_CHECKING:
+    from tenure._async.backend import AsyncBackend
     from tenure._async.lease import AsyncLeaseKind, Hold
 
 __all__ = ["AsyncRenewer", "renewer_for"]
@@ -60,12 +72,17 @@ def _may_go_early(hold: Hold) -> bool:
     return hold.lease.renew and hold.lease.max_renewals is None
 
 
+def _renewed_through(hold: Hold) -> int:
+    """Which backend renews ``hold`` (the renewal backend: see the module docstring)."""
+    return id(hold.lease.renewing_kind.backend)
+
+
 def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
     """The holds to service at ``now``: those due, and the renewals of the same backends
     due within ``COALESCE_FRACTION`` of their ttl, which then share the round trip that a
     due renewal opens. Nothing goes early on its own, nor to a backend nobody renews on."""
     due = [hold for hold in holds if hold.next_due <= now]
-    opened = {id(hold.lease.backend) for hold in due if _renews(hold)}
+    opened = {_renewed_through(hold) for hold in due if _renews(hold)}
     if not opened:
         return due
     early = [
@@ -73,10 +90,14 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
         for hold in holds
         if hold.next_due > now
         and _may_go_early(hold)
-        and id(hold.lease.backend) in opened
+        and _renewed_through(hold) in opened
         and hold.next_due <= now + hold.trusted_for * COALESCE_FRACTION
     ]
     return due + early
+
+
+def _setup_seconds(backend: AsyncBackend) -> float:
+    return backend.setup_seconds
 
 
 def _due_after(hold: Hold, started: float) -> float:
@@ -90,7 +111,10 @@ class AsyncRenewer:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._holds: set[Hold] = set()
-        self._mutex = io.Mutex()
+        self._reporting: set[Hold] = set()
+        """Holds found lost, no longer renewed, whose loss is on its way to the holder
+        (``_report``)."""
+        self._mutex = io.ThreadMutex()
         self._running = False
         self._wake: io.Signal | None = None
         self._sleeping_until = -math.inf
@@ -115,17 +139,40 @@ class AsyncRenewer:
             if start:
                 self._running = True
                 self._sleeping_until = -math.inf
-                self._wake = io.Signal()
+                self._wake = io.renewal_signal()
             wake = self._wake if hold.next_due < self._sleeping_until else None
         if start:
-            io.start_background(self._run, name="tenure-renewer")
+            io.start_renewals(self._run, name="tenure-renewer")
         elif wake is not None:
             wake.set()
 
     def unwatch(self, hold: Hold) -> None:
         with self._mutex:
             self._holds.discard(hold)
+            self._reporting.discard(hold)  # released first: that loss is not reported
             # No wake needed: the loop skips holds it no longer has, and exits when empty.
+
+    def _report(
+        self, hold: Hold, reason: str, error: BaseException | None = None,
+        *, expected: bool = False,
+    ) -> None:
+        """``hold`` is lost: stop renewing it now, and have its holder's side record the
+        loss (``Hold.mark_lost``) where its holder runs (under asyncio, on its event loop)."""
+        with self._mutex:
+            if hold not in self._holds:  # released (or reported) meanwhile
+                return
+            self._holds.discard(hold)
+            self._reporting.add(hold)
+        io.deliver(hold.home, self._reported, hold, reason, error, expected)
+
+    def _reported(
+        self, hold: Hold, reason: str, error: BaseException | None, expected: bool
+    ) -> None:
+        with self._mutex:
+            if hold not in self._reporting:  # released before the report arrived
+                return
+            self._reporting.discard(hold)
+        hold.mark_lost(reason, error, expected=expected)
 
     def doubts_arrived(self) -> None:
         """A backend may doubt some of our leases now (called from any thread): look at
@@ -159,7 +206,7 @@ class AsyncRenewer:
                     self._sleeping_until = next_due
             if doubted:
                 for hold, why in doubted:
-                    hold.mark_lost(why)  # outside the mutex: it unwatches the hold
+                    self._report(hold, why)
                 continue
             if not due:
                 await wake.wait(next_due - now)
@@ -169,22 +216,28 @@ class AsyncRenewer:
             except Exception as exc:  # a bug here must not end every lease's renewals
                 logger.exception("tenure: renewal scheduler error")
                 for hold in due:
-                    hold.mark_lost("renewal scheduler error", exc)
+                    self._report(hold, "renewal scheduler error", exc)
 
     async def _service(self, due: list[Hold]) -> None:
         by_kind: dict[tuple[int, str], tuple[AsyncLeaseKind, list[Hold]]] = {}
         for hold in due:
+            if io.gone(hold.home):
+                # Its holder's event loop has ended: nobody can release the lease or hear
+                # of its loss any more. Renewed no longer, it runs out on its own (as it did
+                # when the scheduler was one of that loop's tasks).
+                self.unwatch(hold)
+                continue
             if not _renews(hold):
                 why = (
                     f"the lease ran out after max_renewals={hold.lease.max_renewals}"
                     if hold.lease.renew
                     else f"{hold.ran_out()}, renew=False"
                 )
-                hold.mark_lost(why, expected=True)
+                self._report(hold, why, expected=True)
                 continue
             # One round trip per backend and primitive: their records are kept apart.
-            kind = hold.lease.kind
-            key = (id(hold.lease.backend), kind.kind)
+            kind = hold.lease.renewing_kind
+            key = (id(kind.backend), kind.kind)
             by_kind.setdefault(key, (kind, []))[1].append(hold)
         for kind, holds in by_kind.values():
             await self._renew_batch(kind, holds)
@@ -201,12 +254,17 @@ class AsyncRenewer:
         )
         try:
             try:
-                results = await io.bounded(functools.partial(kind.extend_many, batch), limit)
-            except io.DeadlineExceeded:
+                # A connection set-up the server completed meanwhile is not the lease's
+                # problem: the bound grows by it, as an acquire's does.
+                results = await io.bounded(
+                    functools.partial(kind.extend_many, batch), limit,
+                    credit=functools.partial(_setup_seconds, kind.backend),
+                )
+            except io.DeadlineExceeded as late:
                 raise BackendError(
                     f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
                     f"by the lease's end"
-                ) from None
+                ) from kind.backend.unanswered(late.seconds)
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:
@@ -226,12 +284,12 @@ class AsyncRenewer:
                 with self._mutex:
                     hold.next_due = _due_after(hold, started)
             else:
-                hold.mark_lost("renewal refused: the server no longer has this lease")
+                self._report(hold, "renewal refused: the server no longer has this lease")
 
     def _after_error(self, hold: Hold, error: Exception) -> None:
         now = self._clock()
         if now >= hold.lease_deadline:
-            hold.mark_lost(f"renewals failed until the lease ran out: {error}", error)
+            self._report(hold, f"renewals failed until the lease ran out: {error}", error)
             return
         hold.error = error
         # Retry soon, but not in a tight loop, and once more right at the lease's end.
@@ -247,8 +305,9 @@ _renewers: weakref.WeakKeyDictionary[object, dict[Callable[[], float], AsyncRene
 
 
 def renewer_for(clock: Callable[[], float]) -> AsyncRenewer:
-    """The scheduler of this process (threads) or this event loop (asyncio) for ``clock``."""
-    per_scope = _renewers.setdefault(io.scope(), {})
+    """The scheduler of this process for ``clock`` (under asyncio too: it runs on the
+    renewal thread, whatever loop the holders run)."""
+    per_scope = _renewers.setdefault(io.renewal_scope(), {})
     renewer = per_scope.get(clock)
     if renewer is None:
         renewer = per_scope.setdefault(clock, AsyncRenewer(clock))

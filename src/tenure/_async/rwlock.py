@@ -120,6 +120,12 @@ class AsyncQueuedKind(AsyncLeaseKind):
     async def abandon(self, name: str, token: str, busy: Busy) -> None:
         await self._queue.release_queued(name, token)
 
+    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
+        assert isinstance(backend, AsyncQueueSupport)  # an instance of the same class
+        kind = AsyncQueuedKind(backend, backend, self.mode, queue_ttl=self.queue_ttl)
+        kind.noun = self.noun
+        return kind
+
 
 class LockOptions(TypedDict, total=False):
     """The options of one side of a read-write lock, as ``AsyncLocks.lock`` takes them."""

@@ -65,6 +65,10 @@ class AsyncPermitKind(AsyncLeaseKind):
     async def wait(self, name: str, timeout: float, busy: Busy) -> None:
         await self._permits.wait_for_permit(name, timeout, busy)
 
+    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
+        assert isinstance(backend, AsyncSemaphoreSupport)  # an instance of the same class
+        return AsyncPermitKind(backend, backend, self.limit)
+
 
 class AsyncSemaphore(AsyncLease):
     """A handle on ONE permit of the semaphore ``name`` (at most ``limit`` live permits per

@@ -15,22 +15,40 @@
   lease's TTL is the backstop.
 - ``scope``: the key for per-process / per-event-loop singletons (the renewal scheduler).
 - ``current_owner``: who counts as one owner for re-entrancy: the thread, or the asyncio task.
+- The renewal thread (``RENEWS_ON_OWN_LOOP``): renewals must not wait for the holder's event
+  loop, which CPU-bound code may block for longer than a lease (issue 23). They run on one
+  daemon thread per process with an event loop of its own (``start_renewals``,
+  ``renewal_signal``, ``on_renewal_loop``); what they learn reaches the holder's loop through
+  ``deliver`` (``call_soon_threadsafe``). ``ThreadMutex`` guards what both threads touch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
+    "RENEWS_ON_OWN_LOOP",
     "DeadlineExceeded",
+    "ThreadMutex",
+    "begin_on_renewal_loop",
+    "deliver",
+    "gone",
+    "home",
+    "on_renewal_loop",
+    "renewal_scope",
+    "renewal_signal",
+    "start_renewals",
     "bounded",
     "settle",
     "Event",
@@ -67,11 +85,16 @@ class Mutex:
         return None
 
 
-class Signal:
-    """A wake-up settable from any thread, awaited in the loop that created it."""
+ThreadMutex = threading.Lock
+"""Guards state that another thread touches too (the renewal scheduler's: see the module
+docstring)."""
 
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
+
+class Signal:
+    """A wake-up settable from any thread, awaited in the loop that created it (or ``loop``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = asyncio.get_running_loop() if loop is None else loop
         self._event = asyncio.Event()
 
     def set(self) -> None:
@@ -114,12 +137,13 @@ class DeadlineExceeded(TimeoutError):
 
 async def bounded(
     call: Callable[[], Awaitable[T]], seconds: float | None,
-    credit: Callable[[], float] | None = None,
+    credit: Callable[[], float] | None = None, *, finish_if_interrupted: bool = False,
 ) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound), leaving
     the call running. ``credit``: a running total of seconds (connection set-up the server
     completed, see ``setup_time``); what it grows by while the call runs is added to the
-    bound, for as long as it grows. A cancelled caller behaves as in ``complete``."""
+    bound, for as long as it grows. A cancelled caller behaves as in ``complete`` whatever
+    ``finish_if_interrupted`` says (the threads flavour's option)."""
     if seconds is None:
         return await complete(call())
     task = asyncio.ensure_future(call())
@@ -269,6 +293,7 @@ class ThreadResult(Protocol[T]):
 
     def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
     def get(self, block: bool = True, timeout: float | None = None) -> T: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 async def result_of(result: ThreadResult[T], timeout: float) -> T:
@@ -300,3 +325,130 @@ async def gather(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | Except
         if isinstance(result, BaseException) and not isinstance(result, Exception):
             raise result
     return list(results)  # type: ignore[arg-type]  # BaseExceptions were raised above
+
+
+# ---- the renewal thread ------------------------------------------------------------------
+
+RENEWS_ON_OWN_LOOP = True
+"""Renewals run on the renewal thread's event loop, through connections of its own (the
+threads flavour renews on a thread of its own already, through the caller's backend)."""
+
+
+class _RenewalLoop:
+    """A daemon thread running an event loop, for the renewal scheduler: started at the
+    first renewing lease of the process, idle (blocked in its selector) when nothing is
+    renewed, never inherited by a forked child. It outlives a closed client on purpose: the
+    scheduler serves every client of the process, and the connections the clients opened on
+    this loop stay bound to it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self.thread = threading.Thread(
+            target=self._serve, args=(ready,), name="tenure-renewer", daemon=True
+        )
+        self.thread.start()
+        ready.wait()
+
+    def _serve(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+
+_renewal_loop: _RenewalLoop | None = None
+_renewal_loop_mutex = threading.Lock()
+
+
+def _the_renewal_loop() -> asyncio.AbstractEventLoop:
+    global _renewal_loop
+    with _renewal_loop_mutex:
+        if _renewal_loop is None:
+            _renewal_loop = _RenewalLoop()
+        return _renewal_loop.loop
+
+
+class _Process:
+    """Stands for this process in the renewal scheduler's registry; replaced in a child."""
+
+
+_process = _Process()
+
+
+def _forget_renewals_after_fork() -> None:
+    # The thread did not survive the fork, and its loop is the parent's: a child that renews
+    # starts its own. The parent's loop object is dropped, not closed (its selector and
+    # self-pipe are copies the child has no use for).
+    global _renewal_loop, _renewal_loop_mutex, _process
+    _renewal_loop = None
+    _renewal_loop_mutex = threading.Lock()
+    _process = _Process()
+
+
+os.register_at_fork(after_in_child=_forget_renewals_after_fork)
+
+
+def renewal_scope() -> object:
+    """The key of the renewal scheduler: one per process, whatever loop its holders run."""
+    return _process
+
+
+def start_renewals(function: Callable[[], Coroutine[Any, Any, Any]], name: str) -> None:
+    """Run ``function()`` on the renewal thread's loop (started if need be)."""
+    loop = _the_renewal_loop()
+
+    def start() -> None:
+        task = loop.create_task(function(), name=name)
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    loop.call_soon_threadsafe(start)
+
+
+def renewal_signal() -> Signal:
+    """A wake-up for the renewal scheduler, awaited on the renewal thread's loop."""
+    return Signal(_the_renewal_loop())
+
+
+def begin_on_renewal_loop(function: Callable[[], Coroutine[Any, Any, Any]]) -> object:
+    """Start ``function()`` on the renewal thread's loop; a handle for ``on_renewal_loop``'s
+    ``after``."""
+    return asyncio.run_coroutine_threadsafe(function(), _the_renewal_loop())
+
+
+async def on_renewal_loop(
+    function: Callable[[], Coroutine[Any, Any, T]], after: object = None
+) -> T:
+    """``function()`` run on the renewal thread's loop (the connections it opened belong to
+    that loop), once the call ``after`` stands for (from ``begin_on_renewal_loop``) has
+    ended, however; awaited from the caller's loop."""
+
+    async def run() -> T:
+        if isinstance(after, concurrent.futures.Future):
+            await asyncio.wait([asyncio.wrap_future(after)])
+        return await function()
+
+    future = asyncio.run_coroutine_threadsafe(run(), _the_renewal_loop())
+    return await asyncio.wrap_future(future)
+
+
+def home() -> object:
+    """Where a holder's notifications must run: its event loop."""
+    return asyncio.get_running_loop()
+
+
+def gone(where: object) -> bool:
+    """Whether the event loop ``where`` (from ``home``) has closed."""
+    return isinstance(where, asyncio.AbstractEventLoop) and where.is_closed()
+
+
+def deliver(where: object, function: Callable[..., Any], *args: Any) -> None:
+    """Call ``function(*args)`` on the event loop ``where`` (from ``home``), from any thread.
+    A loop that has closed runs nothing any more: then it is called here and now, so that
+    what it records (a lease lost) is still there for whoever asks later."""
+    assert isinstance(where, asyncio.AbstractEventLoop)
+    try:
+        where.call_soon_threadsafe(function, *args)
+    except RuntimeError:  # the loop is closed
+        with contextlib.suppress(Exception):
+            function(*args)

@@ -15,7 +15,17 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from tenure._errors import InvalidArgumentType
 
 __all__ = [
+    "RENEWS_ON_OWN_LOOP",
     "DeadlineExceeded",
+    "ThreadMutex",
+    "begin_on_renewal_loop",
+    "deliver",
+    "gone",
+    "home",
+    "on_renewal_loop",
+    "renewal_scope",
+    "renewal_signal",
+    "start_renewals",
     "bounded",
     "settle",
     "Event",
@@ -43,6 +53,7 @@ logger = logging.getLogger("tenure")
 
 Event = threading.Event
 Mutex = threading.Lock
+ThreadMutex = threading.Lock
 
 
 class Signal:
@@ -84,17 +95,23 @@ class DeadlineExceeded(TimeoutError):
 
 
 def bounded(
-    call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None
+    call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None,
+    *, finish_if_interrupted: bool = False,
 ) -> T:
     """``call()``'s result, or DeadlineExceeded after ``seconds`` (None: no bound). A thread
     blocked in a socket read cannot be interrupted, so a bounded call runs on the shared
     pool and this thread waits for it at most ``seconds``; the call goes on there.
-    ``credit``: as in the asyncio flavour, set-up seconds added to the bound as they grow."""
+    ``credit``: as in the asyncio flavour, set-up seconds added to the bound as they grow.
+    ``finish_if_interrupted``: when Ctrl-C (KeyboardInterrupt, or any other exception from
+    a signal handler) interrupts the wait, wait for the call to end (within ``seconds``)
+    before raising, as a cancelled asyncio caller does, so that an undo that follows does
+    not overtake it; a second interrupt raises at once."""
     if seconds is None:
         return call()
     future = _runner().submit(call)
     credited = 0.0 if credit is None else credit()
     wait = seconds
+    began = time.monotonic()
     while True:
         try:
             return future.result(timeout=wait)
@@ -107,6 +124,12 @@ def bounded(
             credited += more
             seconds += more
             wait = more
+        except BaseException:
+            if finish_if_interrupted and not future.done():
+                concurrent.futures.wait(
+                    [future], timeout=max(0.0, began + seconds - time.monotonic())
+                )
+            raise
 
 
 class _DaemonRunner:
@@ -252,14 +275,15 @@ class ThreadResult(Protocol[T]):
 
     def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
     def get(self, block: bool = True, timeout: float | None = None) -> T: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 def result_of(result: ThreadResult[T], timeout: float) -> T:
     """The value of ``result`` (or its error), waited for in this thread; raises
-    TimeoutError after ``timeout`` seconds."""
-    done = threading.Event()
-    result.rawlink(lambda _: done.set())
-    if not done.wait(timeout):
+    TimeoutError after ``timeout`` seconds. Waited for on the result itself, which the
+    completing thread wakes directly (a ``rawlink`` callback would come through kazoo's
+    callback thread: one more thread to schedule per request)."""
+    if not result.wait(timeout):
         raise TimeoutError(f"no result within {timeout} s")
     return result.get(block=False)
 
@@ -310,3 +334,43 @@ def gather(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
         except Exception as exc:
             results.append(exc)
     return results
+
+
+# ---- renewals: the scheduler's thread is the renewal thread -------------------------------
+
+RENEWS_ON_OWN_LOOP = False
+"""Renewals run on the scheduler's own thread already, through the caller's backend."""
+
+
+def renewal_scope() -> object:
+    return scope()
+
+
+def start_renewals(function: Callable[[], Any], name: str) -> None:
+    start_background(function, name)
+
+
+def renewal_signal() -> Signal:
+    return Signal()
+
+
+def begin_on_renewal_loop(function: Callable[[], Any]) -> object:
+    start_background(function, "tenure-renewer")
+    return None
+
+
+def on_renewal_loop(function: Callable[[], T], after: object = None) -> T:
+    return function()
+
+
+def home() -> object:
+    return None
+
+
+def gone(where: object) -> bool:
+    return False
+
+
+def deliver(where: object, function: Callable[..., Any], *args: Any) -> None:
+    # Threads need no hand-over: the holder's state is guarded by mutexes.
+    function(*args)

@@ -53,6 +53,17 @@ class Backend(abc.ABC):
         given this much more while it grows. 0 for a backend that does not measure it."""
         return 0.0
 
+    def unanswered(self, seconds: float) -> BaseException:
+        """The ``__cause__`` of the BackendError the lock logic raises when its deadline
+        guard, not the driver, ended a call that got no answer within ``seconds``: the
+        driver's last error where the backend knows one (the MongoDB backend asks its
+        topology), else a TimeoutError saying that no answer came. A BackendError always
+        has a cause, whichever gave up first."""
+        return TimeoutError(
+            f"{self.describe()}: no answer within {seconds:.3f} s (the driver was still "
+            "trying when the caller's deadline came)"
+        )
+
     @classmethod
     @abc.abstractmethod
     def from_url(cls, url: str, **options: Any) -> Backend:
@@ -164,6 +175,17 @@ class Backend(abc.ABC):
         may have started answering for some lease, so that a renewal scheduler reports the
         loss at once rather than at its next renewal. A bound method is held weakly. A no-op
         by default: a backend without sessions never doubts."""
+
+    def renewal_backend(self) -> Backend:
+        """The backend through which the renewal scheduler renews this one's leases, from the
+        renewal thread's event loop (asyncio only: ``tenure._sync.renewer``). It must reach
+        the same store, and renew a lease this backend granted. This backend itself (the
+        default) when its calls bind nothing to the caller's event loop (a store called in
+        worker threads, a driver with an I/O thread of its own) or when its leases live on
+        its own session; otherwise a new instance with the same settings, whose connections
+        the renewal loop opens and keeps, sharing whatever local state a renewal needs. The
+        client closes it (on the renewal loop) when it is not this backend."""
+        return self
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close connections. The backend must not be used afterwards."""

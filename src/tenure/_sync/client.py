@@ -5,8 +5,10 @@ decorator, and the operator's views (inspect, list, break)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import os
 import string
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from tenure._sync.capabilities import (
     SemaphoreSupport,
 )
 from tenure._sync.election import Election
+from tenure._sync.lease import LeaseKind
 from tenure._sync.lock import Lock
 from tenure._sync.rwlock import QueuedKind, ReadWriteLock, LockOptions
 from tenure._sync.semaphore import Semaphore
@@ -100,6 +103,14 @@ class Locks:
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
+        self._renewals: Backend | None = None
+        """The backend renewals go through (``renewal_kind``), made at the first renewing
+        lease; ``_renewals_pid``: the process that made it."""
+        self._renewals_pid = 0
+        self._renewals_mutex = io.ThreadMutex()
+        self._connecting: object = None
+        """The renewal backend's first connection, under way (``io.begin_on_renewal_loop``):
+        closing waits for it, or it would open connections nobody closes."""
         _observe.prepare()
 
     def __repr__(self) -> str:
@@ -417,10 +428,41 @@ class Locks:
             raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
         return str(kind)
 
+    def renewal_kind(self, kind: LeaseKind, name: str) -> LeaseKind:
+        """``kind`` as the renewal scheduler renews it (for a lease of ``name``). Under
+        asyncio the scheduler runs on a thread of its own, so that a blocked event loop
+        cannot starve renewals: it renews through ``backend.renewal_backend()``, made once
+        per client (and process). The threads flavour renews through the backend itself."""
+        if not io.RENEWS_ON_OWN_LOOP:
+            return kind
+        with self._renewals_mutex:
+            made = self._renewals is None or self._renewals_pid != os.getpid()
+            if made:
+                # A forked child makes its own: the parent's connections are not its own.
+                self._renewals = self.backend.renewal_backend()
+                self._renewals_pid = os.getpid()
+            renewals = self._renewals
+            assert renewals is not None
+        if renewals is kind.backend:
+            return kind
+        if made:
+            # Connect now, not in the first renewal: that one is due at ttl/3 and must not
+            # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
+            self._connecting = io.begin_on_renewal_loop(
+                functools.partial(_connect, renewals, name)
+            )
+        return kind.through(renewals)
+
     def close(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         io.drain_cleanups(CLEANUP_GRACE)
         self.backend.close()
+        with self._renewals_mutex:
+            renewals = self._renewals
+            ours = self._renewals_pid == os.getpid()
+        if renewals is not None and renewals is not self.backend and ours:
+            # Its connections belong to the renewal thread's loop: closed there.
+            io.on_renewal_loop(renewals.close, after=self._connecting)
 
     def __enter__(self) -> Locks:
         return self
@@ -432,3 +474,10 @@ class Locks:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _connect(backend: Backend, name: str) -> None:
+    """Have ``backend`` open its connections (to the server of ``name``, where it matters):
+    a read whose answer nobody needs. A failure is the first renewal's to report."""
+    with contextlib.suppress(Exception):
+        backend.inspect(name)

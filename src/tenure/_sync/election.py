@@ -96,9 +96,13 @@ class Leadership(Lease):
         self._term: int | None = None
 
     @property
-    def term(self) -> int | None:
-        """The fence this leadership was won with (None before winning); kept after resign
-        or loss, for logs and for the resource that checks fences."""
+    def term(self) -> int:
+        """The fence this leadership was won with; kept after resign or loss, for logs and
+        for the resource that checks fences. A won leadership (what ``campaign`` returns)
+        always has one, so the type is ``int``; a ``candidate`` not yet elected raises
+        NotOwned instead of answering None."""
+        if self._term is None:
+            raise NotOwned(self.name, "no term: this candidate has not been elected")
         return self._term
 
     def _begin(self, owner: object, token: str, fence: int, started: float) -> None:

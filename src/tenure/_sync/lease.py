@@ -183,6 +183,11 @@ class LeaseKind(abc.ABC):
         ``queues``): the backend leaves any queue the attempt joined."""
         self.backend.abandon_wait(name, busy)
 
+    @abc.abstractmethod
+    def through(self, backend: Backend) -> LeaseKind:
+        """The same primitive (and parameters) over ``backend``, another instance of this
+        kind's backend: the renewal scheduler renews through it (``extend_many``)."""
+
 
 @dataclasses.dataclass(eq=False)
 class Hold:
@@ -205,6 +210,9 @@ class Hold:
     """The scheduler watching this hold, if any."""
     granted_at: float = 0.0
     """Client clock time of the grant, for the hold time reported on release."""
+    home: object = None
+    """Where the holder runs (its event loop, under asyncio): the renewal scheduler reports
+    a loss there (``io.deliver``)."""
 
     @property
     def renewal(self) -> Renewal:
@@ -259,6 +267,7 @@ class Lease:
         reentrant: bool,
     ) -> None:
         self.kind = kind
+        self.client = client
         self.clock = client.clock
         self.name = name
         self.ttl = ttl
@@ -276,6 +285,16 @@ class Lease:
         """Registered with ``_forks`` (in this process): its holds are forgotten in a child."""
         self.labels: _observe.Labels | None = None
         """Metric and span attributes, made at the first event (``tenure._observe``)."""
+        self._renewing_kind: LeaseKind | None = None
+
+    @property
+    def renewing_kind(self) -> LeaseKind:
+        """The kind the renewal scheduler renews this handle's leases through: ``kind``
+        over the client's renewal backend (``Locks.renewal_kind``)."""
+        renewing = self._renewing_kind
+        if renewing is None:
+            renewing = self._renewing_kind = self.client.renewal_kind(self.kind, self.name)
+        return renewing
 
     @property
     def backend(self) -> Backend:
@@ -319,6 +338,10 @@ class Lease:
             self._acquire_while_held(held)
 
         backend = self.backend
+        if self.renew and self._renewing_kind is None:
+            # A new client's renewal connections (asyncio) start opening now, beside this
+            # acquire, rather than when the first renewal is already due.
+            self.renewing_kind  # noqa: B018
         process = _process
         token = process.token()
         holder = process.holder(io.current_owner_name())
@@ -348,12 +371,15 @@ class Lease:
                             self.kind.acquire(self.name, token, self.ttl, holder, waited)
                         )
                     else:
+                        # Interrupted (Ctrl-C), the call still ends before the undo and the
+                        # queue leave below start: they must not overtake it.
                         outcome = io.bounded(
                             functools.partial(
                                 self.kind.acquire, self.name, token, self.ttl, holder, waited
                             ),
                             limit,
                             credit=self._setup_seconds,
+                            finish_if_interrupted=True,
                         )
                 except io.DeadlineExceeded as late:
                     io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
@@ -362,13 +388,14 @@ class Lease:
                     raise BackendError(
                         f"{backend.describe()}: no answer to acquire of {self.name!r} within "
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
-                    ) from None
+                    ) from backend.unanswered(late.seconds)
                 except BaseException:
-                    # The grant may have landed before the failure reached us: undo it, and
-                    # leave the queue we joined while waiting.
+                    # The grant may have landed before the failure (an error, a cancellation,
+                    # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued
+                    # kind may hold a place from this very call, so it leaves before raising.
+                    if waited is not None or self.kind.queues:
+                        self._give_up(token, waited or Busy(None), deadline)
                     io.run_cleanup(self._undo, token, started + self.ttl, None)
-                    if waited is not None:
-                        io.run_cleanup(self.kind.abandon, self.name, token, waited)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):
@@ -405,7 +432,7 @@ class Lease:
                 except io.DeadlineExceeded:
                     pass  # a wait that overran is a spurious wake-up: the next try decides
                 except BaseException:
-                    io.run_cleanup(self.kind.abandon, self.name, token, outcome)
+                    self._give_up(token, outcome, deadline)
                     raise
                 waited = outcome
 
@@ -430,10 +457,12 @@ class Lease:
         return io.bounded(call, limit, credit=self._setup_seconds)
 
     def _give_up(self, token: str, busy: Busy, deadline: float | None) -> None:
-        """Leave whatever queue this attempt joined. A queued kind leaves before ``acquire``
-        answers False, so neither the caller's next step nor another waiter still finds its
-        place; if the server fails that step, the place lapses within its queue lease. Other
-        kinds leave in the background (their backend's wait state is a courtesy)."""
+        """Leave whatever queue this attempt joined. A queued kind (and a local store's
+        queue) leaves before ``acquire`` answers False or raises (a timeout, an error, a
+        cancellation, Ctrl-C), so neither the caller's next step nor another waiter still
+        finds its place; if the server fails that step, the place lapses within its queue
+        lease. Other kinds leave in the background (their backend's wait state is a
+        courtesy)."""
         if not self.kind.queues and not self.backend.local:
             io.run_cleanup(self.kind.abandon, self.name, token, busy)
             return
@@ -462,6 +491,8 @@ class Lease:
         if self.lost.is_set():  # clear() takes the event's lock: only when needed
             self.lost.clear()
         if self.renew or self.on_lost is not None:
+            self.renewing_kind  # noqa: B018 - made here, not on the renewal thread
+            hold.home = io.home()
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
         if not self._fork_tracked:  # once per handle (and process): the set add is not free
@@ -662,4 +693,5 @@ class Lease:
     def _forget_after_fork(self) -> None:
         self._holds = {}
         self._mutex = io.Mutex()
+        self._renewing_kind = None  # the parent's renewal connections are not the child's
         self._fork_tracked = False  # the child's registry starts empty

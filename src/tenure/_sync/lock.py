@@ -67,6 +67,9 @@ class MutexKind(LeaseKind):
     def wait(self, name: str, timeout: float, busy: Busy) -> None:
         self._backend.wait_for_release(name, timeout, busy)
 
+    def through(self, backend: Backend) -> LeaseKind:
+        return MutexKind(backend)
+
 
 class Lock(Lease):
     """A handle on one named lock. Creating it sends nothing; see ``Locks.lock``.

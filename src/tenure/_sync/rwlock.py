@@ -122,6 +122,12 @@ class QueuedKind(LeaseKind):
     def abandon(self, name: str, token: str, busy: Busy) -> None:
         self._queue.release_queued(name, token)
 
+    def through(self, backend: Backend) -> LeaseKind:
+        assert isinstance(backend, QueueSupport)  # an instance of the same class
+        kind = QueuedKind(backend, backend, self.mode, queue_ttl=self.queue_ttl)
+        kind.noun = self.noun
+        return kind
+
 
 class LockOptions(TypedDict, total=False):
     """The options of one side of a read-write lock, as ``Locks.lock`` takes them."""

@@ -67,6 +67,10 @@ class PermitKind(LeaseKind):
     def wait(self, name: str, timeout: float, busy: Busy) -> None:
         self._permits.wait_for_permit(name, timeout, busy)
 
+    def through(self, backend: Backend) -> LeaseKind:
+        assert isinstance(backend, SemaphoreSupport)  # an instance of the same class
+        return PermitKind(backend, backend, self.limit)
+
 
 class Semaphore(Lease):
     """A handle on ONE permit of the semaphore ``name`` (at most ``limit`` live permits per

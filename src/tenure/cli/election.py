@@ -16,6 +16,7 @@ from typing import TextIO
 import tenure
 from tenure._validation import validate_name, validate_timeout, validate_ttl
 from tenure.cli import EXIT_BUSY, EXIT_LOST, EXIT_NOTHING, EXIT_OK, CommandError
+from tenure.cli.options import add_wait_options
 
 __all__ = ["COMMANDS", "add_commands", "describe_leader"]
 
@@ -46,6 +47,7 @@ def add_commands(command: CommandFactory) -> None:
         "run a command while this process is the leader",
         "Campaign in the election NAME with --value V (renewed in the background at ttl/3), "
         "run CMD once elected, resign when it ends, and exit with its status. If leadership "
+        f"is not won (-n, -w), nothing runs and tenure exits {EXIT_BUSY}. If leadership "
         "is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after --grace seconds, and "
         f"tenure exits {EXIT_LOST}, as `tenure run` does.",
     )
@@ -56,9 +58,10 @@ def add_commands(command: CommandFactory) -> None:
     elect.add_argument("--ttl", type=float, default=30.0, metavar="S",
                        help="leadership lease in seconds; a dead leader is replaced after at "
                             "most this long (default: 30)")
-    elect.add_argument("--timeout", type=float, default=None, metavar="S",
-                       help=f"give up after S seconds without winning, exit {EXIT_BUSY} "
-                            "(default: wait forever)")
+    add_wait_options(elect, "leadership")
+    elect.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
+                       help=f"exit status when leadership is lost while CMD runs "
+                            f"(default: {EXIT_LOST})")
     elect.add_argument("--grace", type=float, default=5.0, metavar="S",
                        help="seconds between SIGTERM and SIGKILL on loss (default: 5)")
     elect.set_defaults(handler=_elect)
@@ -82,6 +85,12 @@ def _leader(options: argparse.Namespace, out: TextIO | None = None) -> int:
     interval = 0.1 if options.interval is None else options.interval
     if not interval > 0:
         raise CommandError(f"--interval must be > 0 seconds, not {options.interval}")
+    if not options.watch:
+        from tenure.cli.inspect import absent_store
+
+        if (absent := absent_store(options.url)) is not None:
+            out.write(f"no leader: the SQLite store {absent} does not exist (yet)\n")
+            return EXIT_NOTHING
     with tenure.connect(options.url) as locks:
         election = locks.election(name)
         if not options.watch:
@@ -99,6 +108,10 @@ def _elect(options: argparse.Namespace) -> int:
 
     if options.timeout is not None:
         validate_timeout(options.timeout)
+    for flag in ("busy_exit_code", "lost_exit_code"):
+        code = getattr(options, flag)
+        if not 0 <= code <= 255:
+            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
     if not options.grace >= 0:
         raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
     return run(
@@ -108,10 +121,11 @@ def _elect(options: argparse.Namespace) -> int:
             url=options.url,
             ttl=validate_ttl(options.ttl),
             timeout=options.timeout,
-            no_wait=False,
-            busy_exit_code=EXIT_BUSY,
-            lost_exit_code=EXIT_LOST,
+            no_wait=options.no_wait,
+            busy_exit_code=options.busy_exit_code,
+            lost_exit_code=options.lost_exit_code,
             grace=options.grace,
+            verbosity=options.verbosity,
             leader_value=options.value,
         )
     )

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import datetime
 import json
+import pathlib
+import shlex
+import unicodedata
+import urllib.parse
 from typing import Any, TextIO
 
 import tenure
 from tenure._types import LeaseInfo, LockInfo
+from tenure._urls import resolve_url, scheme_of
 from tenure.cli import EXIT_NOTHING, EXIT_OK
 
 __all__ = [
+    "absent_store",
     "break_lock",
     "describe_holder",
     "describe_lease",
@@ -22,15 +28,47 @@ __all__ = [
 ]
 
 
+def absent_store(url: str | None) -> pathlib.Path | None:
+    """The SQLite file ``url`` (default: ``$TENURE_URL``, else the per-user file) names, if it
+    does not exist: a command that only reads then says so, and creates nothing (connecting
+    would create the file, its directories, even a missing home). None for other URLs."""
+    resolved = resolve_url(url)
+    if scheme_of(resolved) != "sqlite":
+        return None
+    parts = urllib.parse.urlsplit(resolved)
+    raw_path = urllib.parse.unquote(parts.path[1:] if parts.path.startswith("/") else "")
+    if parts.netloc or not raw_path:
+        return None  # a bad URL: connecting reports it
+    path = pathlib.Path(raw_path)
+    return None if path.exists() else path
+
+
+def say_absent(
+    path: pathlib.Path, *, as_json: bool, empty: str, out: TextIO, name: str | None = None
+) -> None:
+    """What a read of a store that does not exist prints: ``empty`` in JSON, else one line
+    (about ``name`` if given)."""
+    if as_json:
+        out.write(empty + "\n")
+        return
+    what = "nothing is locked" if name is None else f"{_printable(name)}: nothing held"
+    out.write(f"{what}: the SQLite store {path} does not exist (yet)\n")
+
+
 def list_locks(
-    locks: tenure.Locks, prefix: str, *, include_free: bool, as_json: bool, out: TextIO
+    locks: tenure.Locks, prefix: str, *, include_free: bool, as_json: bool, out: TextIO,
+    names_only: bool = False,
 ) -> int:
     """Print the held locks whose names start with ``prefix`` (all known ones with
-    ``include_free``) as a table, or as a JSON array. Always exits 0, even when none."""
+    ``include_free``) as a table, or as a JSON array, or only their names (one a line, each
+    once, as they are). Always exits 0, even when none."""
     # A read-write lock with waiters and, for a moment, no holder is still of interest.
-    infos = [
-        info for info in locks.list_locks(prefix) if include_free or info.held or info.queued
-    ]
+    known = locks.list_locks(prefix)
+    infos = [info for info in known if include_free or info.held or info.queued]
+    if names_only:
+        for name in dict.fromkeys(info.name for info in infos):
+            out.write(name + "\n")
+        return EXIT_OK
     if as_json:
         json.dump([info_to_json(info) for info in infos], out, indent=2)
         out.write("\n")
@@ -40,14 +78,35 @@ def list_locks(
     if not rows:
         what = "known" if include_free else "held"
         where = f" with prefix {_printable(prefix)}" if prefix else ""
-        out.write(f"no {what} locks or semaphores{where}\n")
+        # list_locks() answers free names too: say they exist, so the two never seem to
+        # disagree (`ls` shows what is held; --all, every name the backend remembers).
+        free = 0 if include_free else len({info.name for info in known})
+        plural = "s" if free > 1 else ""
+        hint = f" ({free} free name{plural} known: tenure ls --all)" if free else ""
+        out.write(f"no {what} locks or semaphores{where}{hint}\n")
         return EXIT_OK
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    widths = [max(_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        cells = [cell.rjust(width) if i >= 5 else cell.ljust(width)
+        cells = [_pad(cell, width, right=i >= 5)
                  for i, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  ".join(cells).rstrip() + "\n")
     return EXIT_OK
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: wide characters (emoji, CJK) take two,
+    combining marks and zero-width joiners none."""
+    columns = 0
+    for character in text:
+        if unicodedata.combining(character) or unicodedata.category(character) in ("Mn", "Cf"):
+            continue
+        columns += 2 if unicodedata.east_asian_width(character) in ("W", "F") else 1
+    return columns
+
+
+def _pad(cell: str, width: int, *, right: bool) -> str:
+    space = " " * (width - _width(cell))
+    return space + cell if right else cell + space
 
 
 def show_lock(locks: tenure.Locks, name: str, *, as_json: bool, out: TextIO) -> int:
@@ -130,7 +189,9 @@ def _rwlock_state(info: LockInfo) -> str:
 
 def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextIO) -> int:
     """Force-release ``name`` (every permit of a semaphore, every reader or the writer of a
-    read-write lock): exit 0 if a live lease was broken, 1 if nothing was held."""
+    read-write lock): exit 0 if a live lease was broken, 1 if nothing was held. When nothing
+    of ``kind`` was held but the name is held as another primitive, say which, and the flag
+    that breaks it."""
     if kind == "rwlock":
         if locks.break_lock(name, kind="rwlock"):
             out.write(
@@ -140,7 +201,7 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             )
             return EXIT_OK
         out.write(f"read-write lock {_printable(name)} was not held: nothing to break\n")
-        return EXIT_NOTHING
+        return _held_elsewhere(locks, name, kind, out)
     if kind == "semaphore":
         if locks.break_lock(name, kind="semaphore"):
             out.write(
@@ -149,7 +210,7 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             )
             return EXIT_OK
         out.write(f"semaphore {_printable(name)} had no live permit: nothing to break\n")
-        return EXIT_NOTHING
+        return _held_elsewhere(locks, name, kind, out)
     # Read first only to say whose lease it was; the break itself is one atomic step.
     before = locks.inspect(name)
     if locks.break_lock(name):
@@ -161,8 +222,39 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
             "its next renewal, check or release\n"
         )
         return EXIT_OK
-    out.write(f"{_printable(name)} was not held: nothing to break\n")
+    out.write(f"lock {_printable(name)} was not held: nothing to break\n")
+    return _held_elsewhere(locks, name, kind, out)
+
+
+BREAK_FLAGS = {"lock": "", "semaphore": " --semaphore", "rwlock": " --rwlock"}
+"""The ``tenure break`` flag of each primitive."""
+SHOWN_AS = {"lock": "a lock", "semaphore": "a semaphore", "rwlock": "a read-write or fair lock"}
+
+
+def _held_elsewhere(locks: tenure.Locks, name: str, kind: str, out: TextIO) -> int:
+    """After a break of ``kind`` found nothing: name the other primitives that hold ``name``
+    (a break never guesses: the operator asks again with the flag). Exit 1 either way."""
+    for other in _other_kinds(locks, kind):
+        info = locks.inspect(name, kind=other)
+        if info is None or not info.holders:
+            continue
+        live = len(info.holders)
+        held = (f"{live} of {info.limit} permits held" if other == "semaphore"
+                else f"{live} lease{'s' if live > 1 else ''} held")
+        out.write(
+            f"{_printable(name)} is held as {SHOWN_AS[other]} ({held}); to break it: "
+            f"tenure break {shlex.quote(name)}{BREAK_FLAGS[other]}\n"
+        )
     return EXIT_NOTHING
+
+
+def _other_kinds(locks: tenure.Locks, kind: str) -> list[str]:
+    kinds = ["lock"]
+    if locks.supports("semaphore"):
+        kinds.append("semaphore")
+    if locks.supports("rwlock") or locks.supports("fair"):
+        kinds.append("rwlock")
+    return [other for other in kinds if other != kind]
 
 
 def describe_lease(lease: LeaseInfo) -> str:

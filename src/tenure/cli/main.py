@@ -19,6 +19,7 @@ from tenure._validation import validate_limit, validate_name, validate_timeout, 
 from tenure.cli import (
     EXIT_BUSY,
     EXIT_LOST,
+    EXIT_NOTHING,
     EXIT_SIGNAL_BASE,
     EXIT_SOFTWARE,
     EXIT_UNAVAILABLE,
@@ -28,7 +29,9 @@ from tenure.cli import (
 from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
-from tenure.cli.progress import QUIET, VERBOSE
+from tenure.cli.logs import owned_stderr
+from tenure.cli.options import add_wait_options
+from tenure.cli.progress import VERBOSE
 from tenure.cli.verify import COMMANDS as VERIFY_COMMANDS
 from tenure.cli.verify import add_commands as add_verify_commands
 
@@ -137,14 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ttl", type=float, default=30.0, metavar="S",
                      help="lease in seconds; a crashed tenure frees the lock after this long "
                           "(default: 30)")
-    wait = run.add_mutually_exclusive_group()
-    wait.add_argument("-w", "--timeout", "--wait", type=float, default=None, metavar="S",
-                      help="wait at most S seconds for the lock (default: wait forever)")
-    wait.add_argument("-n", "--no-wait", "--nonblock", "--nb", action="store_true",
-                      help="try once; if the lock is held, exit at once")
-    run.add_argument("-E", "--busy-exit-code", "--conflict-exit-code", type=int,
-                     dest="busy_exit_code", default=EXIT_BUSY, metavar="N",
-                     help=f"exit status when the lock is not obtained (default: {EXIT_BUSY})")
+    add_wait_options(run, "the lock")
     run.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
                      help=f"exit status when the lease is lost while CMD runs "
                           f"(default: {EXIT_LOST})")
@@ -154,14 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")
-    talk = run.add_mutually_exclusive_group()
-    talk.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=QUIET,
-                      default=0,
-                      help="say nothing when the lock is busy or waited for (the exit status "
-                           "tells); errors are still printed")
-    talk.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=VERBOSE,
-                      help="report the wait: a live line on a terminal, else one line when it "
-                           "starts and one when the lock is acquired")
     run.set_defaults(handler=_run)
 
     ls = command(
@@ -177,7 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
                     help="only names starting with PREFIX")
     ls.add_argument("--all", action="store_true", help="include free locks")
-    ls.add_argument("--json", action="store_true", help="print a JSON array")
+    shown = ls.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print a JSON array")
+    shown.add_argument("--names", action="store_true",
+                       help="print only the names, one a line, each once (for scripts and "
+                            "shell completion: names may hold spaces)")
     ls.set_defaults(handler=_ls)
 
     show = command("show", "show one lock",
@@ -243,7 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = _parse(arguments)
         url = options.url
         handler: Callable[[argparse.Namespace], int] = options.handler
-        return handler(options)
+        verbose = getattr(options, "verbosity", 0) >= VERBOSE
+        with owned_stderr(sys.stderr, verbose=verbose):
+            return handler(options)
     except CommandError as exc:
         return _fail(exc.message, exc.status, url)
     except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.ConfigurationError) as exc:
@@ -279,6 +273,13 @@ def _parse(arguments: list[str]) -> argparse.Namespace:
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
     options, extra = parser.parse_known_args(arguments)
+    unknown = [word for word in extra if word.startswith("-") and word != "-"]
+    if unknown:
+        # An option argparse does not know is named as such, not taken for a misplaced CMD.
+        raise CommandError(
+            f"{options.command}: unknown option {unknown[0]!r} (see 'tenure "
+            f"{options.command} --help')"
+        )
     if options.command in CMD_COMMANDS and (extra or not command):
         shown = f"unexpected {extra[0]!r}: " if extra else ""
         raise CommandError(
@@ -286,7 +287,10 @@ def _parse(arguments: list[str]) -> argparse.Namespace:
             f"{options.command} NAME -- CMD [ARGS...]"
         )
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        raise CommandError(
+            f"{options.command}: unexpected argument {extra[0]!r} (see 'tenure "
+            f"{options.command} --help')"
+        )
     options.argv = command
     return options
 
@@ -364,26 +368,37 @@ def _run(options: argparse.Namespace) -> int:
 
 
 def _ls(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import list_locks
+    from tenure.cli.inspect import absent_store, list_locks, say_absent
 
+    if (absent := absent_store(options.url)) is not None:
+        if not options.names:
+            say_absent(absent, as_json=options.json, empty="[]", out=_out())
+        return 0
     with _connect(options) as locks:
         return list_locks(
-            locks, options.prefix, include_free=options.all, as_json=options.json, out=_out()
+            locks, options.prefix, include_free=options.all, as_json=options.json, out=_out(),
+            names_only=options.names,
         )
 
 
 def _show(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import show_lock
+    from tenure.cli.inspect import absent_store, say_absent, show_lock
 
     name = validate_name(options.name)
+    if (absent := absent_store(options.url)) is not None:
+        say_absent(absent, as_json=options.json, empty="null", out=_out(), name=name)
+        return EXIT_NOTHING
     with _connect(options) as locks:
         return show_lock(locks, name, as_json=options.json, out=_out())
 
 
 def _break(options: argparse.Namespace) -> int:
-    from tenure.cli.inspect import break_lock
+    from tenure.cli.inspect import absent_store, break_lock, say_absent
 
     name = validate_name(options.name)
+    if (absent := absent_store(options.url)) is not None:
+        say_absent(absent, as_json=False, empty="", out=_out(), name=name)
+        return EXIT_NOTHING
     with _connect(options) as locks:
         kind = "semaphore" if options.semaphore else "rwlock" if options.rwlock else "lock"
         return break_lock(locks, name, kind=kind, out=_out())

@@ -1,10 +1,14 @@
 """``tenure run NAME -- CMD``: hold a lock, renewed by the watchdog, while a command runs.
 
 How it is built, and why:
-- Signals are blocked in every thread of this process from the start (before any thread
-  exists, so the renewal thread inherits the mask) and taken synchronously with
-  ``sigtimedwait`` by the main thread: nothing is interrupted half-way, and the main loop
-  alone decides what to do with each one.
+- Signals are taken synchronously by the main thread (``tenure.cli.signals``: blocked and
+  taken with ``sigtimedwait`` where it exists, else a wake-up pipe): nothing is interrupted
+  half-way, and the main loop alone decides what to do with each one.
+- The wait for the lock is made of short acquire attempts with a look at the signals between
+  them. An attempt the server fails to answer in time (a stall), or once it has answered a
+  timeout or a dropped connection, is retried until the user's deadline: only ``-w`` ends
+  the wait, as ``acquire(timeout=...)`` does in Python (``curable``). A server unreachable
+  from the start, or an error no retry can cure (a refused password), ends it at once.
 - CMD is started with ``posix_spawnp`` with an empty signal mask and default dispositions, so
   it sees signals exactly as if the shell had started it.
 - Signals the kernel generated from the terminal (Ctrl-C, Ctrl-\\) already reach CMD, which
@@ -20,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
@@ -33,12 +38,16 @@ from tenure.cli import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
     EXIT_SIGNAL_BASE,
+    EXIT_UNAVAILABLE,
     CommandError,
 )
 from tenure.cli.inspect import describe_holder, describe_lease
 from tenure.cli.progress import QUIET, WaitReport
+from tenure.cli.signals import Arrival, SignalInbox, inbox
 
-__all__ = ["ABORTING", "FORWARDED", "RunOptions", "run", "should_forward"]
+__all__ = [
+    "ABORTING", "FORWARDED", "RunOptions", "curable", "describe_failure", "run", "should_forward",
+]
 
 FORWARDED = frozenset(
     {signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2}
@@ -48,12 +57,13 @@ ABORTING = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTE
 """While waiting for the lock (no CMD yet), these make tenure give up and run nothing."""
 RESET_IN_CHILD = FORWARDED | {signal.SIGPIPE, signal.SIGXFSZ}
 """Python ignores SIGPIPE and SIGXFSZ; CMD gets the defaults, as from a shell."""
-SI_KERNEL = 0x80
-"""Linux ``si_code`` of a signal raised by the kernel (the terminal's Ctrl-C among them)."""
 TICK = 0.05
 """How often the supervisor looks at the lease while CMD runs, in seconds."""
 WAIT_SLICE = 0.25
 """Longest acquire attempt between two looks at pending signals while waiting for the lock."""
+RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""Pauses before the attempts that follow a failed one (the last repeats): a server that
+refuses connections is not hammered, one that comes back is found within a second."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,17 +96,11 @@ class _Interrupted(Exception):
 
 def run(options: RunOptions, err: TextIO = sys.stderr) -> int:
     """Acquire, run CMD, release; the exit status is documented in docs/cli.md."""
-    watched: set[int] = {*FORWARDED, signal.SIGCHLD}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
-    try:
-        return _run(options, watched, err)
-    finally:
-        while signal.sigtimedwait(watched, 0) is not None:
-            pass  # handled already, or arrived too late to matter
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    with inbox({*FORWARDED, signal.SIGCHLD}) as signals:
+        return _run(options, signals, err)
 
 
-def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
+def _run(options: RunOptions, signals: SignalInbox, err: TextIO) -> int:
     locks = tenure.connect(options.url)
     try:
         lock: Lease
@@ -107,7 +111,7 @@ def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
         else:
             lock = locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
         try:
-            acquired = _acquire(lock, locks, options, watched, err)
+            acquired = _acquire(lock, locks, options, signals, err)
         except _Interrupted as stop:
             _say(err, f"{_signame(stop.signum)} while waiting for {options.name!r}; "
                       "nothing was run")
@@ -116,20 +120,25 @@ def _run(options: RunOptions, watched: set[int], err: TextIO) -> int:
             if options.verbosity > QUIET:
                 _say(err, _busy_message(locks, options))
             return options.busy_exit_code
-        return _hold_and_run(lock, options, watched, err)
+        return _hold_and_run(lock, options, signals, err)
     finally:
         locks.close()
 
 
 def _acquire(
-    lock: Lease, locks: tenure.Locks, options: RunOptions, watched: set[int], err: TextIO
+    lock: Lease, locks: tenure.Locks, options: RunOptions, signals: SignalInbox, err: TextIO
 ) -> bool:
     # The first try counts toward -w: with a timeout it is bounded like every later one (a
     # server that never answers costs the timeout, not the driver's own, longer ones).
     began = time.monotonic()
-    first = lock.acquire(blocking=False) if options.timeout is None else lock.acquire(timeout=0)
-    if first:
-        return True
+    failure: tenure.BackendError | None = None
+    try:
+        if lock.acquire(blocking=False) if options.timeout is None else lock.acquire(timeout=0):
+            return True
+    except tenure.BackendError as exc:
+        if options.no_wait or not curable(exc, answered=False):
+            raise
+        failure = exc
     if options.no_wait:
         return False
     kind = "lock" if options.semaphore is None else "semaphore"
@@ -142,7 +151,7 @@ def _acquire(
     )
     report.started()
     try:
-        acquired = _wait(lock, options, watched, report, began)
+        acquired = _wait(lock, options, signals, report, began, failure=failure, err=err)
     except BaseException:
         report.gave_up()
         raise
@@ -154,22 +163,102 @@ def _acquire(
 
 
 def _wait(
-    lock: Lease, options: RunOptions, watched: set[int], report: WaitReport, began: float
+    lock: Lease, options: RunOptions, signals: SignalInbox, report: WaitReport, began: float,
+    *, failure: tenure.BackendError | None, err: TextIO,
 ) -> bool:
+    """Try in slices until acquired or the user's deadline; a failed try is retried after a
+    pause (``RETRY_PAUSES``), so a stalled or restarting server is waited out."""
     deadline = None if options.timeout is None else began + options.timeout
+    answered = failure is None  # the first try got an answer: the server was reachable
+    failures = 0
+    failing_since: float | None = None
     while True:
-        # Signals are blocked, so an acquire can't be interrupted: wait in slices and look
-        # at pending signals between them.
-        while (info := signal.sigtimedwait(watched, 0)) is not None:
-            if info.si_signo in ABORTING:
-                raise _Interrupted(info.si_signo)
+        pause = 0.0
+        if failure is not None:
+            if failing_since is None:
+                failing_since = time.monotonic()
+                if options.verbosity > QUIET:
+                    report.gave_up()  # the live line, if any, makes way for this one
+                    _say(err, f"{describe_failure(failure)}; retrying "
+                              + ("until interrupted" if deadline is None
+                                 else f"for up to {options.timeout:g} s (-w)"))
+            pause = RETRY_PAUSES[min(failures, len(RETRY_PAUSES) - 1)]
+            failures += 1
+        elif failing_since is not None:
+            failing_since = None
+            failures = 0
+            if options.verbosity > QUIET:
+                _say(err, f"the backend answers again; still waiting for {options.name!r}")
+        now = time.monotonic()
+        if deadline is not None:
+            pause = min(pause, max(deadline - now, 0.0))
+        # Signals are taken between attempts: an attempt can't be interrupted half-way.
+        for arrival in signals.take(pause):
+            if arrival.signum in ABORTING:
+                raise _Interrupted(arrival.signum)
         now = time.monotonic()
         if deadline is not None and now >= deadline:
+            if failure is not None and failing_since is not None:
+                raise CommandError(
+                    f"the backend kept failing while waiting for {options.name!r}, from "
+                    f"{failing_since - began:.1f} s until the {options.timeout:g} s wait (-w) "
+                    f"ran out: {describe_failure(failure)}",
+                    EXIT_UNAVAILABLE,
+                )
             return False
         report.tick()
         wait = WAIT_SLICE if deadline is None else min(WAIT_SLICE, deadline - now)
-        if lock.acquire(timeout=wait):
+        try:
+            if lock.acquire(timeout=wait):
+                return True
+            failure = None
+            answered = True
+        except tenure.BackendError as exc:
+            if not curable(exc, answered=answered):
+                raise
+            failure = exc
+
+
+_RETRY_NAMES = ("Timeout", "Connect", "Unavailable", "Disconnect", "NoNodes", "AutoReconnect")
+"""Words in a driver's error class names that mean the server is slow or out of reach."""
+_FINAL_NAMES = ("Auth", "Permission", "Access", "Denied")
+"""Words that mean the server answered and said no: waiting will not change its answer."""
+
+
+def curable(exc: tenure.BackendError, *, answered: bool) -> bool:
+    """Whether a later attempt may succeed where ``exc`` failed. A stall (the server did not
+    answer an attempt within its slice's deadline, which only the slicing imposes) always
+    is: ``acquire(timeout=...)`` would have waited it out. A timeout or a lost connection is
+    once the server has ``answered`` in this run (it went away: it may come back). At first
+    contact it is not, as in Python: a wrong host or a server that is down is told at once,
+    not waited on forever. Nor is a refusal (bad password, no permission, a server error):
+    waiting would only hide it."""
+    error: BaseException | None = exc.__cause__
+    if error is None:
+        return _STALL.search(str(exc)) is not None
+    if not answered:
+        return False
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        name = type(error).__name__
+        if any(word in name for word in _FINAL_NAMES):
+            return False
+        if isinstance(error, (TimeoutError, ConnectionError)) or any(
+            word in name for word in _RETRY_NAMES
+        ):
             return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+_STALL = re.compile(r"no answer to \w+ of .* within the caller's timeout \([^)]*\) \+ [\d.]+ s")
+"""The lease core's message when a call outlived its deadline: the server stalled."""
+
+
+def describe_failure(exc: tenure.BackendError) -> str:
+    """One line; the slices' own deadlines, which the user never gave, are not named."""
+    return _STALL.sub(lambda found: found[0].split(" within ")[0] + " in time", _one_line(exc))
 
 
 def _look(locks: tenure.Locks, name: str, kind: str) -> LockInfo | None:
@@ -180,7 +269,7 @@ def _look(locks: tenure.Locks, name: str, kind: str) -> LockInfo | None:
         return None
 
 
-def _hold_and_run(lock: Lease, options: RunOptions, watched: set[int], err: TextIO) -> int:
+def _hold_and_run(lock: Lease, options: RunOptions, signals: SignalInbox, err: TextIO) -> int:
     env = dict(os.environ)
     env["TENURE_LOCK_NAME"] = options.name
     env["TENURE_FENCE"] = str(lock.fence)
@@ -202,7 +291,7 @@ def _hold_and_run(lock: Lease, options: RunOptions, watched: set[int], err: Text
             raise CommandError(
                 f"cannot run {options.command[0]!r}: {exc.strerror}", EXIT_CANNOT_EXECUTE
             ) from None
-        status, lost_reason = _supervise(child, lock, options, watched, err)
+        status, lost_reason = _supervise(child, lock, options, signals, err)
     finally:
         lost_reason = _release(lock, lost_reason, err)
     if lost_reason is not None:
@@ -213,17 +302,15 @@ def _hold_and_run(lock: Lease, options: RunOptions, watched: set[int], err: Text
 
 
 def _supervise(
-    child: int, lock: Lease, options: RunOptions, watched: set[int], err: TextIO
+    child: int, lock: Lease, options: RunOptions, signals: SignalInbox, err: TextIO
 ) -> tuple[int, str | None]:
     """Wait for CMD, forwarding signals and watching the lease; (exit status, lost reason)."""
     lost_reason: str | None = None
     kill_at: float | None = None
     while True:
-        info = signal.sigtimedwait(watched, TICK)
-        while info is not None:
-            if should_forward(info.si_signo, info.si_code):
-                _signal_child(child, info.si_signo)
-            info = signal.sigtimedwait(watched, 0)
+        for arrival in signals.take(TICK):
+            if should_forward(arrival):
+                _signal_child(child, arrival.signum)
         pid, wait_status = os.waitpid(child, os.WNOHANG)
         if pid == child:
             code = os.waitstatus_to_exitcode(wait_status)
@@ -244,11 +331,11 @@ def _supervise(
             kill_at = None
 
 
-def should_forward(signum: int, code: int) -> bool:
-    """Whether a signal tenure took (number, ``si_code``) goes on to CMD: not SIGCHLD (CMD's
-    own news), and not one the kernel raised from the terminal for the whole foreground
-    process group, CMD included (it would get Ctrl-C twice)."""
-    return signum in FORWARDED and code != SI_KERNEL
+def should_forward(arrival: Arrival) -> bool:
+    """Whether a signal tenure took goes on to CMD: not SIGCHLD (CMD's own news), and not one
+    the terminal raised for the whole foreground process group, CMD included (it would get
+    Ctrl-C twice)."""
+    return arrival.signum in FORWARDED and not arrival.from_terminal
 
 
 def _release(lock: Lease, lost_reason: str | None, err: TextIO) -> str | None:
@@ -274,6 +361,8 @@ def _busy_message(locks: tenure.Locks, options: RunOptions) -> str:
         head = f"{options.name!r} was not acquired within {options.timeout:g} s"
     if options.semaphore is not None:
         head = head.replace(f"{options.name!r}", f"a permit of {options.name!r}", 1)
+    elif options.leader_value is not None:
+        head = head.replace(f"{options.name!r}", f"leadership of {options.name!r}", 1)
     try:
         info = locks.inspect(
             options.name, kind="lock" if options.semaphore is None else "semaphore"

@@ -6,6 +6,7 @@ import pytest
 
 import tenure
 from tests.conformance import async_helpers as helpers
+from tests.timing import scaled
 
 
 @pytest.mark.smoke
@@ -126,19 +127,22 @@ async def test_expired_lease_release_raises_lock_lost(backend_url: str, name: st
 @pytest.mark.smoke
 async def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
-        lock = locks.lock(name, ttl=0.5)
+        ttl = scaled(0.5)
+        lock = locks.lock(name, ttl=ttl)
         assert await lock.acquire()
         fence = lock.fence
         for _ in range(3):
-            await helpers.sleep(0.25)
+            await helpers.sleep(ttl / 2)
             await lock.extend()
-        await lock.extend(5)
-        await helpers.sleep(0.6)
+        longer = 10 * ttl
+        await lock.extend(longer)
+        await helpers.sleep(1.2 * ttl)
         assert await lock.owned()
         assert lock.fence == fence
         lock.check()
         info = await locks.inspect(name)
-        assert info is not None and info.ttl_left is not None and 3.0 < info.ttl_left <= 5.0
+        assert info is not None and info.ttl_left is not None
+        assert 0.6 * longer < info.ttl_left <= longer
         await lock.release()
 
 

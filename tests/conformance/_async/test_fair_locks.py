@@ -16,6 +16,7 @@ from tenure._async.capabilities import AsyncQueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
+from tests.timing import scaled
 
 PRIMITIVE = "fair"
 
@@ -170,12 +171,13 @@ async def test_release_needs_the_lease(backend_url: str, name: str) -> None:
 async def test_renewal_and_reentrancy(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        lock = locks.lock(name, ttl=0.5, fair=True, renew=True, on_lost=lost.append,
+        ttl = scaled(0.5)
+        lock = locks.lock(name, ttl=ttl, fair=True, renew=True, on_lost=lost.append,
                           reentrant=True)
         async with lock:
             fence = lock.fence
             async with lock:
-                await helpers.sleep(1.5)
+                await helpers.sleep(3 * ttl)
                 assert await lock.owned()
                 lock.check()
             assert lock.fence == fence and await lock.owned() and lost == []

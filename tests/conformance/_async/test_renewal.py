@@ -7,22 +7,24 @@ import pytest
 import tenure
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
+from tests.timing import scaled
 
 
 async def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        lock = locks.lock(name, ttl=0.5, renew=True, on_lost=lost.append)
+        ttl = scaled(0.5)
+        lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
         assert await lock.acquire()
         fence = lock.fence
-        await helpers.sleep(2.0)
+        await helpers.sleep(4 * ttl)
         assert await lock.owned()
         assert not lock.lost.is_set() and lost == []
         lock.check()
         assert lock.fence == fence
         assert await locks.lock(name, ttl=10).acquire(blocking=False) is False
         await lock.release()
-        await helpers.sleep(0.5)
+        await helpers.sleep(ttl)
         assert lost == []
 
 
@@ -75,12 +77,13 @@ async def test_on_lost_without_renewal_fires_at_expiry(backend_url: str, name: s
 
 async def test_released_lock_stops_renewing(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
-        lock = locks.lock(name, ttl=0.3, renew=True)
+        ttl = scaled(0.3)
+        lock = locks.lock(name, ttl=ttl, renew=True)
         assert await lock.acquire()
         await lock.release()
-        other = locks.lock(name, ttl=0.3)
+        other = locks.lock(name, ttl=ttl)
         assert await other.acquire(blocking=False)
-        await helpers.sleep(0.5 + locks.capabilities.lease_overrun)
+        await helpers.sleep(5 / 3 * ttl + locks.capabilities.lease_overrun)
         # Had the first handle kept renewing, it would have been refused; the other's lease
         # simply ran out.
         assert not await other.owned()
@@ -91,3 +94,29 @@ async def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection
     backend_url: str, name: str
 ) -> None:
     await extend_racing_release(backend_url, lambda locks: locks.lock(name, ttl=30))
+
+
+async def test_renewals_go_on_while_the_holder_is_busy(backend_url: str, name: str) -> None:
+    """Issue 23's reproduction: the holder's thread (under asyncio, its event loop) is kept
+    busy for three ttls without a pause. The watchdog renews regardless: another client
+    trying meanwhile is refused every time, and afterwards the lease is still ours."""
+    ttl = 1.0
+    with tenure.connect(backend_url) as others:
+
+        def contend() -> bool:
+            other = others.lock(name, ttl=10)
+            taken = other.acquire(blocking=False)
+            if taken:
+                other.release()
+            return taken
+
+        async with tenure.connect_async(backend_url) as locks:
+            lost: list[object] = []
+            lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
+            assert await lock.acquire()
+            answers = helpers.hog_the_holder(3 * ttl, contend, every=ttl / 4)
+            assert answers and not any(answers), answers
+            assert not lock.lost.is_set() and lost == []
+            lock.check()
+            await lock.release()
+            assert lost == []

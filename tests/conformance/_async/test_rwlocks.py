@@ -15,6 +15,7 @@ from tenure._async.capabilities import AsyncQueueSupport
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
+from tests.timing import scaled
 
 PRIMITIVE = "rwlock"
 
@@ -281,12 +282,13 @@ async def test_extend_restarts_the_lease(backend_url: str, name: str) -> None:
 async def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        rw = locks.rwlock(name, ttl=0.5, renew=True, on_lost=lost.append)
+        ttl = scaled(0.5)
+        rw = locks.rwlock(name, ttl=ttl, renew=True, on_lost=lost.append)
         readers = [rw.read(), rw.read()]
         for reader in readers:
             assert await reader.acquire()
         fences = [reader.fence for reader in readers]
-        await helpers.sleep(1.5)
+        await helpers.sleep(3 * ttl)
         for reader in readers:
             assert await reader.owned()
             reader.check()
@@ -296,7 +298,7 @@ async def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
             await reader.release()
         writer = rw.write()
         assert await writer.acquire()
-        await helpers.sleep(1.5)
+        await helpers.sleep(3 * ttl)
         assert await writer.owned() and lost == []
         await writer.release()
 

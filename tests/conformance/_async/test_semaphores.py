@@ -11,6 +11,7 @@ import pytest
 import tenure
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
+from tests.timing import scaled
 
 PRIMITIVE = "semaphore"
 
@@ -223,10 +224,11 @@ async def test_concurrency_never_exceeds_the_limit(backend_url: str, name: str) 
 async def test_renewal_keeps_a_short_permit(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        permit = locks.semaphore(name, limit=1, ttl=0.5, renew=True, on_lost=lost.append)
+        ttl = scaled(0.5)
+        permit = locks.semaphore(name, limit=1, ttl=ttl, renew=True, on_lost=lost.append)
         assert await permit.acquire()
         fence = permit.fence
-        await helpers.sleep(1.5)
+        await helpers.sleep(3 * ttl)
         assert await permit.owned()
         permit.check()
         assert permit.fence == fence and lost == []

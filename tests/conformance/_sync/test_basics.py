@@ -8,6 +8,7 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
+from tests.timing import scaled
 
 
 @pytest.mark.smoke
@@ -128,19 +129,22 @@ def test_expired_lease_release_raises_lock_lost(backend_url: str, name: str) -> 
 @pytest.mark.smoke
 def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
-        lock = locks.lock(name, ttl=0.5)
+        ttl = scaled(0.5)
+        lock = locks.lock(name, ttl=ttl)
         assert lock.acquire()
         fence = lock.fence
         for _ in range(3):
-            helpers.sleep(0.25)
+            helpers.sleep(ttl / 2)
             lock.extend()
-        lock.extend(5)
-        helpers.sleep(0.6)
+        longer = 10 * ttl
+        lock.extend(longer)
+        helpers.sleep(1.2 * ttl)
         assert lock.owned()
         assert lock.fence == fence
         lock.check()
         info = locks.inspect(name)
-        assert info is not None and info.ttl_left is not None and 3.0 < info.ttl_left <= 5.0
+        assert info is not None and info.ttl_left is not None
+        assert 0.6 * longer < info.ttl_left <= longer
         lock.release()
 
 

@@ -9,22 +9,24 @@ import pytest
 import tenure
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
+from tests.timing import scaled
 
 
 def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        lock = locks.lock(name, ttl=0.5, renew=True, on_lost=lost.append)
+        ttl = scaled(0.5)
+        lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
         assert lock.acquire()
         fence = lock.fence
-        helpers.sleep(2.0)
+        helpers.sleep(4 * ttl)
         assert lock.owned()
         assert not lock.lost.is_set() and lost == []
         lock.check()
         assert lock.fence == fence
         assert locks.lock(name, ttl=10).acquire(blocking=False) is False
         lock.release()
-        helpers.sleep(0.5)
+        helpers.sleep(ttl)
         assert lost == []
 
 
@@ -77,12 +79,13 @@ def test_on_lost_without_renewal_fires_at_expiry(backend_url: str, name: str) ->
 
 def test_released_lock_stops_renewing(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
-        lock = locks.lock(name, ttl=0.3, renew=True)
+        ttl = scaled(0.3)
+        lock = locks.lock(name, ttl=ttl, renew=True)
         assert lock.acquire()
         lock.release()
-        other = locks.lock(name, ttl=0.3)
+        other = locks.lock(name, ttl=ttl)
         assert other.acquire(blocking=False)
-        helpers.sleep(0.5 + locks.capabilities.lease_overrun)
+        helpers.sleep(5 / 3 * ttl + locks.capabilities.lease_overrun)
         # Had the first handle kept renewing, it would have been refused; the other's lease
         # simply ran out.
         assert not other.owned()
@@ -93,3 +96,29 @@ def test_an_extend_racing_the_release_is_neither_a_loss_nor_a_resurrection(
     backend_url: str, name: str
 ) -> None:
     extend_racing_release(backend_url, lambda locks: locks.lock(name, ttl=30))
+
+
+def test_renewals_go_on_while_the_holder_is_busy(backend_url: str, name: str) -> None:
+    """Issue 23's reproduction: the holder's thread (under asyncio, its event loop) is kept
+    busy for three ttls without a pause. The watchdog renews regardless: another client
+    trying meanwhile is refused every time, and afterwards the lease is still ours."""
+    ttl = 1.0
+    with tenure.connect(backend_url) as others:
+
+        def contend() -> bool:
+            other = others.lock(name, ttl=10)
+            taken = other.acquire(blocking=False)
+            if taken:
+                other.release()
+            return taken
+
+        with tenure.connect(backend_url) as locks:
+            lost: list[object] = []
+            lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
+            assert lock.acquire()
+            answers = helpers.hog_the_holder(3 * ttl, contend, every=ttl / 4)
+            assert answers and not any(answers), answers
+            assert not lock.lost.is_set() and lost == []
+            lock.check()
+            lock.release()
+            assert lost == []

@@ -3,13 +3,16 @@
     {ns}/{kind}/{N}/{token}         one key per holder or waiter of the name N
     {ns}/rwlock/{N}/{mode}.{token}  the same for a read-write (or fair) lock: mode is
                                     ``read`` or ``write``
-    {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release)
+    {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release):
+                                    its value, or its mod revision when the value is empty
+                                    (written by the granting transaction: ``backend``)
 
 ``{kind}`` is ``lock``, ``semaphore`` or ``rwlock``; ``{N}`` is the name with ``%`` and ``/``
 percent-escaped, so that one name's keys never fall inside another's range (``a/b`` is
 ``a%2Fb``) and a listing by name prefix is one key range. ``{token}`` is the acquisition's
 random token. The value is JSON: who holds it (host, pid, thread), since when (the holder's
-clock: etcd has no clock to read), the limit it was taken with, an election leader's
+clock: etcd has no clock to read), the limit it was taken with, the ttl asked for (its lease
+is up to a second longer: ``inspect`` reports at most the ttl), an election leader's
 ``value`` (written in the granting transaction, so it lives and dies with the key and its
 lease), and ``queued`` on a waiter's key, which holds nothing even once it is the oldest,
 until it moves onto its own lease in the transaction that grants it.
@@ -99,6 +102,9 @@ class Record:
     limit: int
     value: str | None = None
     queued: bool = False
+    ttl: float | None = None
+    """The ttl asked for (None: a waiter's key, or a record written before it was kept): the
+    lease lasts up to a second longer (whole seconds), ``inspect`` reports at most this."""
 
     def encode(self) -> str:
         fields: dict[str, Any] = {
@@ -109,13 +115,16 @@ class Record:
             fields["value"] = self.value
         if self.queued:
             fields["queued"] = True
+        if self.ttl is not None:
+            fields["ttl"] = self.ttl
         return b64(json.dumps(fields, separators=(",", ":")))
 
     @classmethod
     def new(
-        cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False
+        cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False,
+        ttl: float | None = None,
     ) -> Record:
-        return cls(holder, time.time(), limit, value, queued)
+        return cls(holder, time.time(), limit, value, queued, ttl)
 
     @classmethod
     def decode(cls, value: str) -> Record:
@@ -127,6 +136,7 @@ class Record:
                 int(data["limit"]),
                 None if data.get("value") is None else str(data["value"]),
                 data.get("queued") is True,
+                None if data.get("ttl") is None else float(data["ttl"]),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours (written by hand?): show it, never crash a listing.

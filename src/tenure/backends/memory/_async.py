@@ -36,7 +36,7 @@ class AsyncMemoryBackend(
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: each is at least this "
         "host's wall clock in microseconds, so also in a new process and after clean-up "
-        "removed a name idle for gc_after (30 days by default)",
+        "removed a name idle for gc_after (10 minutes by default)",
         # The "server" is the process: a new one starts empty, yet above every fence an
         # earlier one issued, by the clock floor (unless the host's clock is set back).
         fences_survive_restart=True,

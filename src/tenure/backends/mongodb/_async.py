@@ -59,6 +59,7 @@ from tenure.backends.mongodb._documents import (
     set_value_update,
     to_info,
 )
+from tenure.backends.mongodb._errors import driver_message
 from tenure.backends.mongodb._rwlocks import (
     acquire_queued_update,
     break_update,
@@ -103,7 +104,7 @@ class AsyncMongoDBBackend(
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: kept in the lock's "
         "document across releases, and each at least the server's clock in microseconds, so "
-        "also after clean-up deleted a document unused for gc_after (30 days by default) or "
+        "also after clean-up deleted a document unused for gc_after (10 minutes by default) or "
         "the server lost it",
         fences_survive_restart=True,
         fences_count_per_name=False,
@@ -136,6 +137,20 @@ class AsyncMongoDBBackend(
 
     def describe(self) -> str:
         return redact(self.settings.url)
+
+    def renewal_backend(self) -> AsyncMongoDBBackend:
+        # PyMongo's asyncio client belongs to the loop that opened it.
+        return type(self)(self.settings)
+
+    def unanswered(self, seconds: float) -> BaseException:
+        # The driver's last word on each server (refused, timed out, ...), kept in its
+        # topology while server selection goes on: what the caller's deadline cut short.
+        client = self._client
+        if client is not None:
+            for server in client.topology_description.server_descriptions().values():
+                if server.error is not None:
+                    return server.error
+        return super().unanswered(seconds)
 
     # ---- the client ------------------------------------------------------------------------
 
@@ -212,7 +227,9 @@ class AsyncMongoDBBackend(
         try:
             yield
         except (PyMongoError, BSONError) as exc:
-            raise BackendError(f"MongoDB {self.describe()}: {action} failed: {exc}") from exc
+            raise BackendError(
+                f"MongoDB {self.describe()}: {action} failed: {driver_message(exc)}"
+            ) from exc
 
     async def aclose(self) -> None:
         with self._mutex:

@@ -11,8 +11,11 @@ tenure's options may be given in the URL query or as ``connect()`` keywords (key
   (``owned``, ``inspect``, ``list``). When not given but the URL sets ``readConcernLevel``, that.
 - ``timeout``: seconds (default 5) for each operation as a whole, server selection and
   connecting included: a dead server is a BackendError after at most this long. PyMongo's own
-  ``timeoutMS`` / ``serverSelectionTimeoutMS`` / ``connectTimeoutMS``, when set, win.
-- ``gc_after``: seconds (default 30 days) a document is kept after its lock was last used
+  ``timeoutMS`` / ``serverSelectionTimeoutMS`` / ``connectTimeoutMS``, when set, win. PyMongo
+  ignores ``serverSelectionTimeoutMS``, ``socketTimeoutMS`` and ``waitQueueTimeoutMS`` under
+  ``timeoutMS``: when the URL sets one of those and not ``timeoutMS``, tenure sets no
+  ``timeoutMS`` and gives ``timeout`` to each step (selection, connect, socket) not set.
+- ``gc_after``: seconds (default 10 minutes) a document is kept after its lock was last used
   before the TTL index may delete it; ``none`` keeps documents forever.
 
 Every other option is PyMongo's (``replicaSet``, ``tls``, ``maxPoolSize``...), validated by it.
@@ -54,6 +57,14 @@ _TIMEOUT_KEYS = {
     "serverSelectionTimeoutMS": "serverselectiontimeoutms",
     "connectTimeoutMS": "connecttimeoutms",
 }
+_OVERRIDDEN_BY_TIMEOUT_MS = {"serverselectiontimeoutms", "sockettimeoutms", "waitqueuetimeoutms"}
+"""PyMongo's per-step timeouts that its timeoutMS (client-side operation timeout) replaces."""
+_LEGACY_TIMEOUT_KEYS = {
+    "serverSelectionTimeoutMS": "serverselectiontimeoutms",
+    "connectTimeoutMS": "connecttimeoutms",
+    "socketTimeoutMS": "sockettimeoutms",
+}
+"""tenure's ``timeout`` given per step, for a URL that sets one of those and not timeoutMS."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,7 +108,13 @@ def parse_settings(url: str, options: dict[str, Any]) -> MongoSettings:
 
     timeout = _seconds(settings.get("timeout", DEFAULT_TIMEOUT), "timeout")
     client_options: dict[str, Any] = {"appname": "tenure"} if "appname" not in given else {}
-    for key, lower in _TIMEOUT_KEYS.items():
+    # PyMongo ignores these once timeoutMS is set (it bounds each operation as a whole): a
+    # URL that sets one and not timeoutMS gets what it asked for, and the others tenure's
+    # timeout, without timeoutMS.
+    keys = _TIMEOUT_KEYS if "timeoutms" in given or not given & _OVERRIDDEN_BY_TIMEOUT_MS else (
+        _LEGACY_TIMEOUT_KEYS
+    )
+    for key, lower in keys.items():
         if lower not in given:
             client_options[key] = round(timeout * 1000)
     client_options.update(driver_options)

@@ -46,7 +46,7 @@ class MySQLBackend(BlockingQueueBackend[MySQLStore], LeaseValueSupport):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10), ``gc_after`` seconds an idle name's records are kept
-    (default 30 days; ``none``: forever; fences never go back either way); ``unix_socket``,
+    (default 10 minutes; ``none``: forever; fences never go back either way); ``unix_socket``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``, ``ssl_verify_cert``, ``ssl_verify_identity`` for
     PyMySQL; keyword ``ssl`` (an
     ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""

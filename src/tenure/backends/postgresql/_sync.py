@@ -70,7 +70,7 @@ PIPELINES = hasattr(psycopg, "Pipeline") and psycopg.Pipeline.is_supported()
 """Whether psycopg (3.1 and later) and the libpq under it (14 and later) have pipeline mode;
 without it the same messages go one by one (psycopg 3.0, the floor, has no pipelines)."""
 MAX_REMEMBERED_NOTICES = 4096
-SWEEP_EVERY = 600.0
+SWEEP_EVERY = 60.0
 """Seconds between two clean-ups of one table by one backend object, at most (and at most
 ``gc_after``): an idle record goes between gc_after and gc_after + this after its last use."""
 SWEEP_LIMIT = 1000
@@ -122,7 +122,7 @@ class PostgreSQLBackend(
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: each is at least the "
         "server's clock in microseconds, so also after the clean-up of a name idle for "
-        "gc_after (30 days by default) or a table that lost its rows",
+        "gc_after (10 minutes by default) or a table that lost its rows",
         fences_survive_restart=True,
         fences_count_per_name=False,
         leases_survive_restart=True,
@@ -177,11 +177,18 @@ class PostgreSQLBackend(
         settings, rest = sql_options("postgresql", ours, options, extra=("gc_after",))
         gc_after = gc_after_option("postgresql", rest.pop("gc_after", DEFAULT_GC_AFTER))
         libpq_query = urllib.parse.urlencode([(k, v) for k, v in query if k not in OPTIONS])
-        conninfo = urllib.parse.urlunsplit(parts._replace(query=libpq_query))
+        # Rebuilt by hand, not with urlunsplit: that drops the "//" of an empty host, and
+        # libpq's postgresql:///db (the local socket, or $PGHOST) becomes postgresql:/db,
+        # which libpq does not read as a URL.
+        conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        if libpq_query:
+            conninfo += f"?{libpq_query}"
         try:
             params = psycopg.conninfo.conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL URL {redact(url)!r}: {exc}") from None
+            raise ConfigurationError(
+                f"bad PostgreSQL URL {redact(url)!r}: {str(exc).strip()}"
+            ) from None
         connect_args: dict[str, Any] = {}
         if "connect_timeout" not in params:
             connect_args["connect_timeout"] = max(2, math.ceil(settings.timeout))
@@ -191,6 +198,12 @@ class PostgreSQLBackend(
 
     def describe(self) -> str:
         return self._display
+
+    def renewal_backend(self) -> PostgreSQLBackend:
+        # psycopg's asyncio connections belong to the loop that opened them (``_claim``).
+        return type(self)(
+            self._conninfo, self._connect_args, self._options, self._display, self._gc_after
+        )
 
     # ---- the atomic steps --------------------------------------------------------------
 

@@ -15,7 +15,7 @@ Defaults are chosen so that a dead server is an error within seconds, never a ha
 retries a failed connection several times with back-off). The lock logic above decides what
 to retry: the watchdog retries renewals until the lease's end, an acquire fails.
 
-``gc_after`` (seconds, default 30 days; ``none`` keeps records forever): how long the record
+``gc_after`` (seconds, default 10 minutes; ``none`` keeps records forever): how long the record
 of an idle lock (its name and fence) outlives its last lease, that of an idle semaphore (its
 fence and limit) its last permit, and that of an idle read-write or fair lock (its fence) its
 last lease or waiting place. Fences never go back when it is removed (see ``_scripts``,
@@ -39,7 +39,7 @@ from tenure._options import (
     integer_option,
     number_option,
 )
-from tenure._urls import redact
+from tenure._urls import is_secret_option, redact
 from tenure.backends.redis import SCHEMES
 
 __all__ = ["DEFAULT_GC_AFTER", "DEFAULT_PORT", "DEFAULT_SENTINEL_PORT", "RedisSettings", "parse"]
@@ -68,7 +68,10 @@ def _bool(what: str) -> Callable[[object], bool]:
 def _text(what: str) -> Callable[[object], str]:
     def parse(value: object) -> str:
         if not isinstance(value, str):
-            raise ConfigurationError(f"redis option {what} must be a str, not {value!r}")
+            # A secret's value is never echoed, even a wrong one: it may be the right
+            # password in the wrong type (bytes).
+            found = type(value).__name__ if is_secret_option(what) else repr(value)
+            raise ConfigurationError(f"redis option {what} must be a str, not {found}")
         return value
 
     return parse
@@ -138,7 +141,7 @@ class RedisSettings:
     service_name: str | None
     db: int
     username: str | None
-    password: str | None
+    password: str | None = dataclasses.field(repr=False)
     tls: bool
     namespace: str
     socket_timeout: float
@@ -150,9 +153,9 @@ class RedisSettings:
     """Seconds a release reserves the lock for the longest waiter (0: no reservation)."""
     display: str
     """The URL without its password."""
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     """Further redis-py connection arguments: client_name, max_connections, ssl_*..."""
-    sentinel_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sentinel_extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     gc_after: float | None = DEFAULT_GC_AFTER
     """Seconds an idle semaphore's record outlives its last permit (None: forever)."""
 

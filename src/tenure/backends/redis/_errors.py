@@ -9,13 +9,41 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from redis.exceptions import ChildDeadlockedError, RedisClusterException, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    ChildDeadlockedError,
+    NoPermissionError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+)
 
 from tenure._errors import BackendError
 
-__all__ = ["DRIVER_ERRORS", "Translated"]
+__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "Translated", "misconfigured"]
 
 DRIVER_ERRORS = (RedisError, RedisClusterException, ChildDeadlockedError, OSError)
+MISCONFIGURED = (
+    AuthenticationError,  # WRONGPASS, NOAUTH, invalid password
+    AuthenticationWrongNumberOfArgsError,  # a password given to a server that has none
+    NoPermissionError,  # NOPERM: the ACL user may not run the scripts
+    ReadOnlyError,  # READONLY: a replica, where a master was meant
+)
+"""Driver errors that say the server answered and refuses us, as it will every time: a
+configuration error, never "the server is down" (Redlock must not count such a node as one
+that did not answer, and go on without its fault tolerance)."""
+
+
+def misconfigured(error: BaseException) -> bool:
+    """Whether ``error`` says the server refuses us (``MISCONFIGURED``). Before redis-py 8
+    nothing is sent on connect, and a server that wants a password answers the first
+    command, when it is longer than a few bytes (an EVALSHA), with ``Protocol error:
+    unauthenticated multibulk length``, a plain ResponseError, and closes the connection."""
+    return isinstance(error, MISCONFIGURED) or (
+        isinstance(error, ResponseError) and "unauthenticated" in str(error)
+    )
 
 
 class Translated:

@@ -23,7 +23,7 @@ hash of a name idle that long, when a server restarted without its data, or when
 failover promoted a replica that had not yet received the last grants, the next fence starts
 from the server's clock, above every fence handed out before (provided the new server's clock
 is not behind the old one's by more than the time the failover took, which on one host or
-under NTP it is not). The first hash expires ``gc_after`` (a ``connect`` option, 30 days by
+under NTP it is not). The first hash expires ``gc_after`` (a ``connect`` option, 10 minutes by
 default; ``none``: never) past the end of its lease as last granted or renewed.
 
 Waiting (rule 6): a waiter BLPOPs the lock's wake list with its next ACQUIRE pipelined behind

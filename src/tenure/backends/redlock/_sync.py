@@ -19,11 +19,20 @@ counts the answers (``_quorum``):
 
 Node timeouts are short (0.2 s by default, see ``_config``): every call waits for all nodes,
 so a dead node slows each operation by at most that much and never hangs one.
+
+A node that answers and refuses us (a wrong or missing password, an ACL user barred from the
+scripts, a replica: ``misconfigured``) is not a node that is down: counted as one, a team would
+run on a bare majority with no fault tolerance left, and nothing would say so. Acquire (after
+undoing its grants on the other nodes), inspect, owned, list and break raise
+ConfigurationError naming the node. Release and renewals, which end or keep a lease already
+granted, count it as not answering (the majority decides, as for a dead node) and log a
+WARNING naming it: a password changed under a held lease must not cost the lease.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,9 +40,10 @@ from typing import Any, ClassVar, TypeVar
 
 from tenure._sync.backend import Backend
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError
+from tenure._errors import BackendError, ConfigurationError
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._sync import DRIVER_ERRORS, Transport, _transport
+from tenure.backends.redis._errors import misconfigured
 from tenure.backends.redis._scripts import (
     ACQUIRE,
     BREAK,
@@ -63,6 +73,7 @@ from tenure.backends.redlock._scripts import FENCE_FLOOR
 __all__ = ["BACKEND", "RedlockBackend"]
 
 T = TypeVar("T")
+logger = logging.getLogger("tenure")
 SPLIT_VOTE_BUDGET = 0.5
 """Seconds one acquire may spend resolving split votes before it reports Busy(None)."""
 SPLIT_VOTE_FIRST_PAUSE = 0.002
@@ -134,21 +145,58 @@ class RedlockBackend(Backend):
     def describe(self) -> str:
         return self.settings.display
 
+    def renewal_backend(self) -> RedlockBackend:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
+
     # ---- the fan-out -----------------------------------------------------------------------
 
     def _each(
         self,
         call: Callable[[Transport], T],
         nodes: Sequence[int] | None = None,
+        *,
+        action: str | None = None,
     ) -> list[T | Exception]:
         """``call`` on every node (or those indexed by ``nodes``) at once; a node's driver
-        error is its result. Anything else (a bug) is raised."""
-        targets = [self._nodes[i] for i in (range(self._count) if nodes is None else nodes)]
+        error is its result. Anything else (a bug) is raised. With ``action``, a node that
+        refuses us (``misconfigured``) raises ConfigurationError once every node answered;
+        without, the caller decides (``_misconfigured``)."""
+        indexes = list(range(self._count) if nodes is None else nodes)
+        targets = [self._nodes[i] for i in indexes]
         results = io.gather([functools.partial(call, node) for node in targets])
         for result in results:
             if isinstance(result, Exception) and not isinstance(result, DRIVER_ERRORS):
                 raise result
+        if action is not None:
+            refusal = self._misconfigured(action, indexes, results)
+            if refusal is not None:
+                raise refusal
         return results
+
+    def _misconfigured(
+        self, action: str, indexes: Sequence[int], results: Sequence[object]
+    ) -> ConfigurationError | None:
+        """The error for the first node whose answer says it refuses us, if any, with the
+        driver's error as its cause."""
+        for index, result in zip(indexes, results, strict=True):
+            if isinstance(result, BaseException) and misconfigured(result):
+                detail = str(result) or type(result).__name__
+                refusal = ConfigurationError(
+                    f"Redlock node {self.settings.nodes[index].display} refused {action} "
+                    f"({type(result).__name__}: {detail.rstrip('.')}): a node that refuses our "
+                    "password, user or commands is misconfigured, not down, and is not "
+                    "counted as one that did not answer; fix its credentials or ACL (or "
+                    "list its master, not a replica)"
+                )
+                refusal.__cause__ = result
+                return refusal
+        return None
+
+    def _warn_misconfigured(self, action: str, results: Sequence[object]) -> None:
+        refusal = self._misconfigured(action, range(self._count), results)
+        if refusal is not None:
+            logger.warning("tenure: %s; counted as a node that did not answer", refusal)
 
     def _unreachable(self, action: str, name: str | None, failures: list[Exception]) -> None:
         about = f" of {name!r}" if name is not None else ""
@@ -202,6 +250,11 @@ class RedlockBackend(Backend):
         )
         started = self._clock()
         replies = self._each(lambda node: node.script(ACQUIRE, script_keys, arguments))
+        refusal = self._misconfigured("acquire", range(self._count), replies)
+        if refusal is not None:
+            # The other nodes may have granted: undo that before refusing.
+            self._release_everywhere(keys, token)
+            raise refusal
         granted: dict[int, int] = {}
         busy: dict[int, float | None] = {}
         failures: list[Exception] = []
@@ -276,6 +329,7 @@ class RedlockBackend(Backend):
 
     def release(self, name: str, token: str) -> bool:
         replies = self._release_everywhere(lock_keys(self._namespace, name), token)
+        self._warn_misconfigured("release", replies)
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         released = sum(1 for reply in replies if not isinstance(reply, Exception) and reply == 1)
         outcome = verdict(released, len(failures), self._count)
@@ -299,6 +353,7 @@ class RedlockBackend(Backend):
         started = self._clock()
         replies = self._each(lambda node: node.script(EXTEND, leases, arguments))
         elapsed = self._clock() - started
+        self._warn_misconfigured("renew", replies)
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         answers = [reply for reply in replies if not isinstance(reply, Exception)]
         results: list[bool] = []
@@ -325,7 +380,9 @@ class RedlockBackend(Backend):
 
     def owned(self, name: str, token: str) -> bool:
         lease = lock_keys(self._namespace, name).lease
-        replies = self._each(lambda node: node.execute("HGET", lease, "token"))
+        replies = self._each(
+            lambda node: node.execute("HGET", lease, "token"), action="check ownership"
+        )
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         ours = sum(1 for reply in replies if reply == token.encode())
         outcome = verdict(ours, len(failures), self._count)
@@ -336,7 +393,7 @@ class RedlockBackend(Backend):
     def inspect(self, name: str) -> LockInfo | None:
         keys = lock_keys(self._namespace, name)
         replies = self._each(
-            lambda node: node.script(INSPECT, (keys.meta, keys.lease), ())
+            lambda node: node.script(INSPECT, (keys.meta, keys.lease), ()), action="inspect"
         )
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         if not reachable_quorum(len(failures), self._count):
@@ -358,7 +415,7 @@ class RedlockBackend(Backend):
         return found
 
     def list_locks(self, prefix: str) -> list[LockInfo]:
-        replies = self._each(self._node_locks)
+        replies = self._each(self._node_locks, action="list locks")
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         if not reachable_quorum(len(failures), self._count):
             self._unreachable("list locks", None, failures)
@@ -372,7 +429,8 @@ class RedlockBackend(Backend):
         replies = self._each(
             lambda node: node.script(
                 BREAK, (keys.lease, keys.wake), (),
-            )
+            ),
+            action="break",
         )
         failures = [reply for reply in replies if isinstance(reply, Exception)]
         if any(not isinstance(reply, Exception) and reply == 1 for reply in replies):

@@ -34,14 +34,14 @@ class AsyncSQLiteBackend(
     """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
     lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
     or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
-    idle name's record is kept (default 30 days; ``none``: forever)."""
+    idle name's record is kept (default 10 minutes; ``none``: forever)."""
 
     schemes = SCHEMES
     capabilities = Capabilities(
         fencing=(
             "strictly increasing per name, at least the host's clock in microseconds: never "
             "back, across releases, restarts, a lost file and the clean-up of a name idle "
-            "for gc_after (30 days by default)"
+            "for gc_after (10 minutes by default)"
         ),
         fences_survive_restart=True,
         fences_count_per_name=False,

@@ -4,73 +4,121 @@
 
 A lock is the case ``limit = 1`` of the same queue a semaphore uses: every holder and waiter
 of a name writes a key of its own (``_keys``), the ``limit`` oldest keys by creation revision
-hold the name, and a waiter watches for a deletion ahead of it. The steps:
+hold the name, and a waiter watches for a deletion ahead of it. The steps, with the requests
+each sends (the benchmark, ``bench/consensus_bench.py``, counts them):
 
-- **Acquire, first try**: one lease (the ttl rounded up to whole seconds, etcd's unit: a
-  holder may keep the name up to a second longer than asked, never shorter; the client's
-  own deadline still uses the exact ttl, so ``check()`` errs early) and ONE transaction that
-  writes the key on that lease and reads the ``limit`` oldest keys. A lock writes only if the
-  name has no key at all (a compare on the whole range), so it never barges past waiters; a
-  semaphore writes, and its key is granted if it is among the ``limit`` oldest, else removed.
-- **Waiting**: the waiter writes its key on a short queue lease (``QUEUE_TTL``), kept alive
-  by each wait, and watches the key just before its own (a lock), or the name's range (a
-  semaphore), for a deletion. A waiter that dies or gives up leaves the queue within
-  ``QUEUE_TTL`` seconds. Every wait is bounded and followed by a fresh read (watch streams
-  can miss or repeat events: etcd issues #20655, #18879).
-- **Granted from the queue**: once its key is among the ``limit`` oldest, the waiter moves it
-  onto a lease of its ttl, in one transaction guarded by the key's creation revision.
-- **Release**: revoking the holder's lease deletes its key in one step; watchers wake.
+- **Leases**: a holder's key is on a lease of its own, ``lease_seconds(ttl)`` long: the
+  smallest whole number of seconds (etcd's unit) above the ttl, so at most a second above
+  (``lease_overrun``; the client's own deadline uses the exact ttl, so ``check()`` errs
+  early, never late). Above and not equal, so that a lease can be granted ahead: a released
+  holder's lease (its key deleted, the lease alive) is kept as a spare for this process's
+  next acquisition of the same length, up to ``SPARE_LEASES`` per length, revoked on close
+  and never used by a forked child. The server ends a lease no sooner than ``seconds`` after
+  the grant or keep-alive that last restarted its clock (``_Lease.refreshed``, stamped
+  before it was sent), so a spare is written on only while that leaves the whole ttl from
+  now (a spare released less than a second ago, for a whole-second ttl), else it is kept
+  alive first (one request, as a grant would cost). Why not one session lease for every
+  hold, as etcd's lock service does: a holder that stops renewing must lose the name after
+  its ttl, which a lease kept alive for the others would not do.
+- **Acquire, first try**: ONE transaction, which writes the key on a spare (or new) lease.
+  A lock writes only if the name has no key at all (a compare on the whole range), so it
+  never barges past waiters, and the same transaction puts the name's fence key (below); a
+  semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
+  deleted (and its fence key written by a second request).
+- **Waiting**: the waiter writes its key on a short queue lease (``QUEUE_TTL``), in a
+  transaction that also reads the key just ahead, and watches that key (a lock), or the
+  name's range (a semaphore), for a deletion. Each later wait first keeps alive, in one
+  request, the queue lease and the lease the waiter will hold the name on (granted by its
+  first try, so that the grant needs no lease request). A waiter that dies or gives up
+  leaves the queue within ``QUEUE_TTL`` seconds: its place is on the queue lease, not on a
+  lease of its ttl, so a dead waiter at the head holds the name back for seconds, not for a
+  whole ttl. Every wait is bounded and followed by a fresh step (watch streams can miss or
+  repeat events: etcd issues #20655, #18879).
+- **Granted from the queue**: a lock's waiter (and a writer of a read-write lock) sends ONE
+  transaction: if its key is still the one it queued (same creation revision) and no key
+  in the name's range is older, it moves the key onto its holder lease (its value now the
+  holder record) and records the fence; else it reads its key and the key just ahead, for
+  the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
+  error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
+  look), as a transaction with writes is a Raft entry even when its compare refuses it, and
+  a read is not. A semaphore's waiter (and a reader) reads its rank first, then sends the
+  same move, guarded by the key's creation revision alone. The queue lease, now without a
+  key, becomes a spare.
+- **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
+  without a key, becomes a spare. A key already gone (its lease ended: expiry, a break)
+  answers ``deleted: 0``: not released, and the lease is dropped.
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
 - **Election values** (``LeaseValueSupport``): the leader's value is a field of the
   holder key's record, written by the transaction that grants the key, replaced by a
   transaction that compares the key's creation revision (only the live holder's key, never a
-  later one), and deleted with the key when its lease ends (release, expiry, break). A
-  waiter's key is marked ``queued`` and carries no value: it is nobody's leadership until the
-  transaction that grants it. ``inspect`` takes holder, value and term (the key's creation
-  revision) from that one key, read in one transaction.
+  later one), and deleted with the key (release, expiry, break). A waiter's key is marked
+  ``queued`` and carries no value: it is nobody's leadership until the transaction that
+  grants it. ``inspect`` takes holder, value and term (the key's creation revision) from
+  that one key, read in one transaction.
 
 Fence: the holder key's creation revision. A ``{kind}.fence`` key per name remembers the last
-fence granted, for ``inspect`` after release.
+fence granted, for ``inspect`` after release, written by the granting transaction itself:
+
+- a first try that writes into a range with no key that blocks it puts the fence key with
+  an empty value: its mod revision, the transaction's revision, is the holder key's creation
+  revision, and it is above every fence granted before (each was granted at a lower
+  revision), so a plain put never moves the last fence back;
+- a grant from the queue (or a semaphore's first try, whose rank is read after its write)
+  writes the fence as the value, zero-padded so that etcd's byte-wise compare orders it as a
+  number, only if it is above the last fence recorded: a nested transaction compares the
+  fence key's mod revision (an empty value's fence, and never below a written value's) and,
+  when that is not below, the value (readers granted together take theirs in any order).
+
+The last fence is the value when there is one, else the mod revision (``_fence_of``); a
+value written by an earlier release of tenure reads the same way.
 
 **Read-write and fair locks** (kind ``rwlock``, ``tenure._sync.ordered_queue`` for the rule
 and the fence argument): the same keys, with the mode in the key's name (``_keys``), so that
 a name's write keys are one key range.
 
-- **Acquire, first try**: two leases (the ttl, and the place's ``queue_ttl``, both rounded up
-  to whole seconds) and ONE transaction: if no key at all (a writer) or no write key (a
-  reader) exists under the name, it writes the key on the ttl lease: granted, fence = its
-  creation revision; otherwise it writes the key marked ``queued`` on the queue lease: a
-  place at the back of the queue, in the same step. The lease the transaction did not use
-  is revoked (the ttl lease) or left to lapse within seconds (the queue lease: revoking it
-  would cost the grant a round trip).
-- **Waiting**: each wait keeps the queue lease alive, then watches for the deletion of the
-  newest key ahead that blocks this one: any key for a writer, the newest write key for a
-  reader. A place whose lease lapsed (a waiter stalled past ``queue_ttl``) is gone for good:
-  its waiter writes its key again, at the back, with a new creation revision.
-- **Granted from the queue**: one read that counts the blocking keys created before ours
-  (none left: our turn), then the same move onto a ttl lease as a lock's waiter, guarded by
-  our key's creation revision; its fence is that creation revision.
+- **Acquire, first try**: two leases (spares or new: the holder's, and the place's
+  ``queue_ttl`` rounded up to whole seconds) and ONE transaction: if no key at all (a
+  writer) or no write key (a reader) exists under the name, it writes the key on the holder
+  lease and puts the fence key: granted, fence = its creation revision; otherwise it writes
+  the key marked ``queued`` on the queue lease: a place at the back of the queue, in the
+  same step. The lease the transaction did not use stays a spare (the queue lease) or is
+  kept for the grant (the holder lease).
+- **Waiting**: each wait keeps the queue and holder leases alive, then watches for the
+  deletion of the newest key ahead that blocks this one: any key for a writer, the newest
+  write key for a reader. A place whose lease lapsed (a waiter stalled past ``queue_ttl``)
+  is gone for good: its waiter writes its key again, at the back, with a new creation
+  revision.
+- **Granted from the queue**: a writer as a lock's waiter (one transaction whose compare
+  covers the name's whole range, its own key included); a reader with one read that counts
+  the write keys created before its own (none left: its turn), then the move onto its
+  holder lease, guarded by its key's creation revision; its fence is that creation revision.
 - **Release, renewal, break** as for locks; a waiter that gives up revokes its queue lease,
   which deletes its place. ``inspect`` reports every key not marked queued as a lease with
   its mode, and counts the queued ones.
 
-Why the grant from the queue may read, then write, where the first try may not: the keys
-that block a waiter are all older than its own, and no key older than it can appear any more
-(a new key gets a higher revision), so once none is left, none comes back; the move only has
-to find our own key still there, created at the same revision.
+Why a grant from the queue may read, then write, where the first try may not: the keys that
+block a waiter are all older than its own, and no key older than it can appear any more (a
+new key gets a higher revision), so once none is left, none comes back; the move only has to
+find our own key still there, created at the same revision. A reader cannot put the rule in
+its compare, as a writer does: a compare on an empty range compares a missing key, whose
+creation revision 0 is below every revision.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import math
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenure._sync.capabilities import MODES, WRITE, LeaseValueSupport
 from tenure._sync.ordered_queue import OrderedQueueBackend
-from tenure._errors import limit_mismatch
+from tenure._errors import TenureError, limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
 from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._sync.gateway import JSON, Gateway, NotFound
@@ -88,11 +136,16 @@ from tenure.backends.etcd._keys import (
     unb64,
 )
 
-__all__ = ["QUEUE_TTL", "EtcdBackend"]
+__all__ = ["QUEUE_TTL", "SPARE_LEASES", "EtcdBackend", "lease_seconds"]
 
 QUEUE_TTL = 2
 """Seconds a waiter's place in the queue outlives its last wait (etcd's smallest useful
 lease: below the server's minimum TTL it is raised anyway)."""
+SPARE_LEASES = 4
+"""Leases kept per length, alive and without a key, for this process's next acquisitions."""
+CLOSE_TIMEOUT = 1.0
+"""Seconds for revoking the spare leases on close: a spare holds no key, and lapses on its
+own if the cluster cannot be reached."""
 
 
 def whole_seconds(ttl: float) -> int:
@@ -100,13 +153,33 @@ def whole_seconds(ttl: float) -> int:
     return max(1, math.ceil(ttl - 1e-9))
 
 
+def lease_seconds(ttl: float) -> int:
+    """A holder's lease: the smallest whole number of seconds above ``ttl``, so that a lease
+    refreshed up to ``seconds - ttl`` ago still lasts the whole ttl (module docstring)."""
+    return math.floor(ttl) + 1
+
+
+@dataclasses.dataclass
+class _Lease:
+    """An etcd lease this process granted."""
+
+    id: str
+    seconds: int
+    refreshed: float
+    """``time.monotonic()`` just before the grant or keep-alive that last restarted its clock
+    was sent: the server ends it no sooner than ``refreshed + seconds``."""
+
+    def lasts(self, ttl: float) -> bool:
+        """Whether a key written on it now stays at least ``ttl`` seconds."""
+        return self.refreshed + self.seconds - time.monotonic() >= ttl
+
+
 @dataclasses.dataclass
 class _Held:
     """What this process knows of one of its granted keys."""
 
     key: str
-    lease: str
-    ttl: int
+    lease: _Lease
     revision: int
     record: Record
     """What the key holds, rewritten whole when an election's value changes."""
@@ -125,13 +198,22 @@ class QueuePlace:
     """The election value the key gets when it is granted (None: a lock or a permit)."""
     revision: int = 0
     """The key's creation revision once queued (0: not queued, or lapsed)."""
-    lease: str = ""
+    lease: _Lease | None = None
     """The short queue lease the key is on."""
     watch_from: int = 0
     mode: str | None = None
     """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
     queue_seconds: int = QUEUE_TTL
     """The queue lease's length."""
+    holder_lease: _Lease | None = None
+    """The lease the key moves onto when granted, kept alive with the queue lease."""
+    predecessor: str | None = None
+    """The key just ahead that the next wait watches (base64), as the last step read it."""
+    predecessor_known: bool = False
+    """Whether ``predecessor`` is fresh (None then: nothing ahead); a wait uses it once."""
+    woken: bool = True
+    """Whether the last wait may have seen the key ahead go (a deletion, an error: anything
+    but a quiet timeout). After a quiet one the next step reads before it tries to write."""
 
 
 def _kvs(response: JSON) -> list[JSON]:
@@ -167,6 +249,24 @@ def _empty(prefix: str) -> JSON:
     return _created_at(prefix, 0) | {"range_end": b64(prefix_end(prefix))}
 
 
+def _newest_before(prefix: str, revision: int) -> JSON:
+    """A read of the newest key of the range created before ``revision``: the one a waiter
+    whose key was created at ``revision`` watches."""
+    return {"request_range": {
+        "key": b64(prefix), "range_end": b64(prefix_end(prefix)),
+        "sort_order": "DESCEND", "sort_target": "CREATE",
+        "max_create_revision": str(revision - 1), "limit": "1", "keys_only": True,
+    }}
+
+
+def _none_before(prefix: str, revision: int) -> JSON:
+    """A compare that holds when every key of the range was created at ``revision`` or
+    later; etcd compares each key of a range. The range must hold the waiter's own key: on an
+    empty range etcd compares a missing key (creation revision 0) and the compare fails."""
+    return {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "target": "CREATE",
+            "result": "GREATER", "create_revision": str(revision - 1)}
+
+
 def _blocking(prefix: str, mode: str) -> str:
     """The keys of a read-write lock name that a ``mode`` key waits behind, as one range:
     every key for a writer, the write keys for a reader."""
@@ -200,6 +300,10 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         self.settings = settings
         self.gateway = Gateway(settings)
         self._held: dict[tuple[str, str, str], _Held] = {}
+        self._spare: dict[int, list[_Lease]] = {}
+        """Leases alive and without a key, by length, for the next acquisitions."""
+        self._spare_pid = os.getpid()
+        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> EtcdBackend:
@@ -208,7 +312,27 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     def describe(self) -> str:
         return self.settings.display
 
+    def renewal_backend(self) -> EtcdBackend:
+        """An instance with a gateway of its own (httpx's asyncio clients belong to the loop
+        that opened them) and this one's record of granted keys, shared: a renewal finds
+        the lease of a key by it, and moves the key to a new lease in it (``_move``). etcd
+        leases belong to no connection: any client may keep one alive."""
+        twin = copy.copy(self)
+        twin.gateway = Gateway(self.settings)
+        # Spare leases of its own: the twin runs on the renewal thread, and a pool shared
+        # across threads could hand one spare to two acquisitions. Its close revokes its own.
+        twin._spare = {}
+        return twin
+
     def close(self) -> None:
+        self._closed = True
+        spares = [lease for leases in self._spares_here().values() for lease in leases]
+        self._spare = {}
+        for lease in spares:
+            try:
+                self._revoke(lease.id, timeout=CLOSE_TIMEOUT)
+            except TenureError:
+                break  # the cluster is out of reach: the others lapse on their own too
         self.gateway.close()
 
     # ---- election values: a field of the holder's entry ------------------------------
@@ -237,6 +361,33 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     def _fence_key(self, kind: str, name: str) -> str:
         return name_prefix(self.settings.namespace, f"{kind}.fence", name)
 
+    def _fence_here(self, kind: str, name: str) -> JSON:
+        """The put that makes this transaction's revision the name's last fence (the fence
+        key's mod revision, its value empty): for a grant whose key this transaction creates."""
+        return {"request_put": {"key": b64(self._fence_key(kind, name)), "value": ""}}
+
+    def _fence_at(self, kind: str, name: str, fence: int) -> JSON:
+        """A nested transaction that records ``fence`` as the name's last fence unless a
+        later one is recorded (module docstring): a missing key's mod revision is 0."""
+        key = b64(self._fence_key(kind, name))
+        value = b64(f"{fence:020d}")
+        put = {"request_put": {"key": key, "value": value}}
+        written = {"request_txn": {
+            # A value below ours, and not empty (an empty value's fence is its mod revision,
+            # which is not below ours here): "" compares below every value.
+            "compare": [
+                {"key": key, "target": "VALUE", "result": "GREATER", "value": ""},
+                {"key": key, "target": "VALUE", "result": "LESS", "value": value},
+            ],
+            "success": [put],
+        }}
+        return {"request_txn": {
+            "compare": [{"key": key, "target": "MOD", "result": "LESS",
+                         "mod_revision": str(fence)}],
+            "success": [put],
+            "failure": [written],
+        }}
+
     def _acquire(
         self,
         kind: str,
@@ -256,44 +407,59 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         place = waited.waiting if waited is not None else None
         if isinstance(place, QueuePlace) and place.key == key and place.revision:
             return self._settle(place, ttl, holder)
+        kept = None
+        if isinstance(place, QueuePlace) and place.key == key:
+            kept, place.holder_lease = place.holder_lease, None
         if mode is not None:
             queue_seconds = QUEUE_TTL if queue_ttl is None else whole_seconds(queue_ttl)
             return self._acquire_in_turn(
-                kind, name, token, ttl, holder, mode=mode, queue_seconds=queue_seconds
+                kind, name, token, ttl, holder, mode=mode, queue_seconds=queue_seconds,
+                kept=kept,
             )
-        record = Record.new(holder, limit, value=value)
-        lease = self._grant(whole_seconds(ttl))
-        oldest = _oldest(prefix, limit)
-        txn: JSON = {"success": [_put(key, record.encode(), lease), oldest]}
-        if limit == 1:
-            # A lock is written only into an empty range: never past a queued waiter.
-            txn["compare"] = [_empty(prefix)]
-            txn["failure"] = [oldest]
-        answer = self.gateway.post("/v3/kv/txn", txn)
+        record = Record.new(holder, limit, value=value, ttl=ttl)
+        lease = self._lease_for(lease_seconds(ttl), ttl, kept)
+
+        def first_try(lease: _Lease) -> JSON:
+            put = _put(key, record.encode(), lease.id)
+            if limit > 1:
+                return {"success": [put, _oldest(prefix, limit)]}
+            # A lock is written only into an empty range: never past a queued waiter; the
+            # same step records the fence.
+            return {
+                "compare": [_empty(prefix)],
+                "success": [put, self._fence_here(kind, name), _oldest(prefix, 1)],
+                "failure": [_oldest(prefix, 1)],
+            }
+
+        answer, lease = self._on_lease(first_try, lease)
         ranked = _kvs(answer["responses"][-1])
         mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
         stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
         conflict = next((s for s in stored if s != limit), None)
         if mine is not None and conflict is None:
             revision = int(mine["create_revision"])
-            if mine.get("lease") != lease:  # a retry found the key its lost reply wrote
-                self._revoke(lease)
-                lease = str(mine.get("lease", "0"))
+            if mine.get("lease") != lease.id:  # a retry found the key its lost reply wrote
+                self._keep_spare(lease)
+                # That lease's clock restarts now: the holder gets its whole ttl from here.
+                lease = _Lease(str(mine.get("lease", "0")), lease.seconds, 0.0)
+                self._refresh([lease])
                 record = Record.decode(mine.get("value", ""))  # and keeps what it stored
-            self._held[(kind, name, token)] = _Held(
-                key, lease, whole_seconds(ttl), revision, record
-            )
-            self._record_fence(kind, name, revision)
+            self._held[(kind, name, token)] = _Held(key, lease, revision, record)
+            if limit > 1:
+                self._record_fence(kind, name, revision)
             return Grant(revision)
-        self._revoke(lease)  # removes our key, if this try wrote one
+        if limit > 1:
+            # Our key is written, not among the limit oldest: it goes, its lease stays ours.
+            self.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
         if conflict is not None and kind == "semaphore":
+            self._keep_spare(lease)
             raise limit_mismatch(name, conflict, limit)
         queued = Record.new(holder, limit, queued=True).encode()
-        return Busy(None, QueuePlace(kind, name, key, limit, queued, value))
+        return Busy(None, QueuePlace(kind, name, key, limit, queued, value, holder_lease=lease))
 
     def _acquire_in_turn(
         self, kind: str, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
-        queue_seconds: int,
+        queue_seconds: int, kept: _Lease | None,
     ) -> Grant | Busy:
         """A read-write lock's first try: granted, or queued, in one transaction."""
         held = self._held.get((kind, name, token))
@@ -301,34 +467,47 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             return Grant(held.revision)  # a retry of a grant whose answer was lost
         prefix = name_prefix(self.settings.namespace, kind, name)
         key = prefix + entry_name(mode, token)
-        seconds = whole_seconds(ttl)
-        lease = self._grant(seconds)
-        queue_lease = self._grant(queue_seconds)
-        record = Record.new(holder, 1)
+        lease = self._lease_for(lease_seconds(ttl), ttl, kept)
+        queue_lease = self._lease_for(queue_seconds, queue_seconds / 2)
+        record = Record.new(holder, 1, ttl=ttl)
         queued = Record.new(holder, 1, queued=True).encode()
         read_back = {"request_range": {"key": b64(key)}}
-        answer = self.gateway.post("/v3/kv/txn", {
-            "compare": [_empty(_blocking(prefix, mode))],
-            "success": [_put(key, record.encode(), lease), read_back],
-            "failure": [_put(key, queued, queue_lease), read_back],
-        })
+
+        def first_try(lease: _Lease) -> JSON:
+            return {
+                "compare": [_empty(_blocking(prefix, mode))],
+                "success": [
+                    _put(key, record.encode(), lease.id), self._fence_here(kind, name),
+                    read_back,
+                ],
+                "failure": [_put(key, queued, queue_lease.id), read_back],
+            }
+
+        try:
+            answer, lease = self._on_lease(first_try, lease)
+        except NotFound:
+            # The queue lease ended before use (a spare that a break or expiry took): once
+            # more on a new one.
+            queue_lease = self._new_lease(queue_seconds)
+            answer, lease = self._on_lease(first_try, lease)
         (mine,) = _kvs(answer["responses"][-1])
         revision = int(mine["create_revision"])
         if answer.get("succeeded"):
-            self._held[(kind, name, token)] = _Held(key, lease, seconds, revision, record)
-            self._record_fence(kind, name, revision)
+            self._held[(kind, name, token)] = _Held(key, lease, revision, record)
+            self._keep_spare(queue_lease)
             return Grant(revision)
-        self._revoke(lease)
         return Busy(None, QueuePlace(
             kind, name, key, 1, queued, None, revision, queue_lease, _revision(answer) + 1,
-            mode, queue_seconds,
+            mode, queue_seconds, holder_lease=lease,
         ))
 
     def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
         """A queued waiter's acquire: granted once its key is among the ``limit`` oldest."""
+        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         if place.mode is not None:
             return self._settle_in_turn(place, place.mode, ttl, holder)
-        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
+        if place.limit == 1:
+            return self._take_in_turn(place, ttl, holder, prefix)
         answer = self.gateway.post(
             "/v3/kv/range", _oldest(prefix, place.limit)["request_range"]
         )
@@ -347,10 +526,9 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             None,
         )
         if conflict is not None:
-            self._revoke(place.lease)
-            place.revision = 0
+            self._leave(place)
             raise limit_mismatch(place.name, conflict, place.limit)
-        return self._take(place, ttl, holder)
+        return self._take(place, ttl, holder, None)
 
     def _settle_in_turn(
         self, place: QueuePlace, mode: str, ttl: float, holder: Holder
@@ -358,14 +536,13 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         """A read-write lock's waiter: granted once no key that blocks it is older."""
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
         blocking = _blocking(prefix, mode)
+        if mode == WRITE:
+            # Its own key is in the range, as a lock's waiter's.
+            return self._take_in_turn(place, ttl, holder, blocking)
         answer = self.gateway.post("/v3/kv/txn", {"success": [
             {"request_range": {"key": b64(place.key)}},
-            {"request_range": {
-                "key": b64(blocking), "range_end": b64(prefix_end(blocking)),
-                # Not count_only: etcd counts the whole range, before this filter.
-                "max_create_revision": str(place.revision - 1), "keys_only": True,
-                "limit": "1",
-            }},
+            # Not count_only: etcd counts the whole range, before the revision filter.
+            _newest_before(blocking, place.revision),
         ]})
         mine, ahead = (response["response_range"] for response in answer["responses"])
         place.watch_from = _revision(answer) + 1
@@ -374,48 +551,83 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             place.revision = 0  # our place lapsed: join again at the back
             return Busy(None, place)
         if ahead.get("kvs"):
+            place.predecessor, place.predecessor_known = ahead["kvs"][0]["key"], True
             return Busy(None, place)
-        return self._take(place, ttl, holder)
+        return self._take(place, ttl, holder, None)
 
-    def _take(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
-        """Our turn: move our key onto a lease of ``ttl``, if it is still the key we queued."""
-        seconds = whole_seconds(ttl)
-        lease = self._grant(seconds)
-        record = Record.new(holder, place.limit, value=place.value)
-        moved = self.gateway.post("/v3/kv/txn", {
-            "compare": [_created_at(place.key, place.revision)],
-            "success": [_put(place.key, record.encode(), lease)],
-        })
-        if not moved.get("succeeded"):
-            # Our queue lease lapsed (a stalled waiter): join again at the back.
-            self._revoke(lease)
-            place.revision = 0
+    def _take_in_turn(
+        self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str
+    ) -> Grant | Busy:
+        """A lock's waiter (or a writer's): the grant's transaction at once after a wait
+        that may have seen the key ahead go; after a quiet timeout, a read first (every wait
+        is followed by a fresh look, as watches can miss events, but a read is not a Raft
+        write, as even a refused transaction with writes is)."""
+        if not place.woken:
+            answer = self.gateway.post("/v3/kv/txn", {"success": [
+                {"request_range": {"key": b64(place.key), "keys_only": True}},
+                _newest_before(ahead_in, place.revision),
+            ]})
+            mine, ahead = (_kvs(response) for response in answer["responses"])
+            place.watch_from = _revision(answer) + 1
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our place lapsed: join again at the back
+                return Busy(None, place)
+            if ahead:
+                place.predecessor, place.predecessor_known = ahead[0]["key"], True
+                return Busy(None, place)
+        return self._take(place, ttl, holder, ahead_in)
+
+    def _take(
+        self, place: QueuePlace, ttl: float, holder: Holder, ahead_in: str | None
+    ) -> Grant | Busy:
+        """Move our key onto our holder lease, if it is still the key we queued and, with
+        ``ahead_in`` (a range holding our key), no key of that range is older: then it is
+        our turn, judged in the step that grants it. Refused: our key and the key just
+        ahead, read in the same step, for the next wait."""
+        assert place.lease is not None
+        lease = self._lease_for(lease_seconds(ttl), ttl, place.holder_lease)
+        place.holder_lease = None
+        record = Record.new(holder, place.limit, value=place.value, ttl=ttl)
+        compare = [_created_at(place.key, place.revision)]
+        failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
+        if ahead_in is not None:
+            compare.append(_none_before(ahead_in, place.revision))
+            failure.append(_newest_before(ahead_in, place.revision))
+
+        def move(lease: _Lease) -> JSON:
+            return {
+                "compare": compare,
+                "success": [
+                    _put(place.key, record.encode(), lease.id),
+                    self._fence_at(place.kind, place.name, place.revision),
+                ],
+                "failure": failure,
+            }
+
+        answer, lease = self._on_lease(move, lease)
+        if not answer.get("succeeded"):
+            place.holder_lease = lease
+            mine = _kvs(answer["responses"][0])
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our queue lease lapsed (a stalled waiter): rejoin
+                return Busy(None, place)
+            place.watch_from = _revision(answer) + 1
+            if ahead_in is not None:
+                ahead = _kvs(answer["responses"][1])
+                place.predecessor = ahead[0]["key"] if ahead else None
+                place.predecessor_known = True
             return Busy(None, place)
-        self._revoke(place.lease)  # the key left it; nothing else is on it
+        self._keep_spare(place.lease)  # the key left it; nothing else is on it
+        place.lease = None
         token = place.key.rpartition("/")[2].rpartition(".")[2]
         self._held[(place.kind, place.name, token)] = _Held(
-            place.key, lease, seconds, place.revision, record
+            place.key, lease, place.revision, record
         )
-        self._record_fence(place.kind, place.name, place.revision)
         return Grant(place.revision)
 
     def _record_fence(self, kind: str, name: str, fence: int) -> None:
-        """Remember the name's last fence for ``inspect``, never letting it go back: the
-        value is the fence zero-padded, so etcd's byte-wise compare orders it as a number."""
-        key = b64(self._fence_key(kind, name))
-        value = b64(f"{fence:020d}")
-        put = {"request_put": {"key": key, "value": value}}
-        answer = self.gateway.post("/v3/kv/txn", {
-            "compare": [{"key": key, "target": "VALUE", "result": "LESS", "value": value}],
-            "success": [put],
-        })
-        if not answer.get("succeeded"):
-            # A VALUE compare fails on a missing key: the name's first fence.
-            self.gateway.post("/v3/kv/txn", {
-                "compare": [{"key": key, "target": "CREATE", "result": "EQUAL",
-                             "create_revision": "0"}],
-                "success": [put],
-            })
+        """Remember the name's last fence for ``inspect``, never letting it go back."""
+        self.gateway.post("/v3/kv/txn", {"success": [self._fence_at(kind, name, fence)]})
 
     def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None:
         place = busy.waiting if busy is not None else None
@@ -426,51 +638,89 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             self.gateway.watch_deletes(b64(prefix), b64(prefix_end(prefix)), 0, timeout)
             return
         prefix = name_prefix(self.settings.namespace, place.kind, place.name)
-        if place.revision and not self._keep_alive(place.lease):
+        # One request keeps our place and the lease we will hold the name on alive: the
+        # grant that may follow this wait then needs no lease request.
+        leases = [lease for lease in (place.lease if place.revision else None,
+                                      place.holder_lease) if lease is not None]
+        alive = dict(zip((lease.id for lease in leases), self._refresh(leases),
+                         strict=True)) if leases else {}
+        if place.holder_lease is not None and not alive[place.holder_lease.id]:
+            place.holder_lease = None  # ended (a break of a spare?): the grant gets another
+        if place.revision and place.lease is not None and not alive[place.lease.id]:
             place.revision = 0  # lapsed while we were away: join again
         if not place.revision:
             self._join(place)
         if place.limit > 1:
-            self.gateway.watch_deletes(
+            place.woken = self.gateway.watch_deletes(
                 b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
             )
             return
         if place.mode is not None:
             prefix = _blocking(prefix, place.mode)  # a reader watches the newest write ahead
-        ahead = self.gateway.post("/v3/kv/range", {
-            "key": b64(prefix), "range_end": b64(prefix_end(prefix)),
-            "sort_order": "DESCEND", "sort_target": "CREATE",
-            "max_create_revision": str(place.revision - 1), "limit": "1", "keys_only": True,
-        })
-        predecessor = _kvs(ahead)
-        if predecessor:
-            self.gateway.watch_deletes(
-                predecessor[0]["key"], None, _revision(ahead) + 1, timeout
+        if not place.predecessor_known:
+            ahead = self.gateway.post(
+                "/v3/kv/range", _newest_before(prefix, place.revision)["request_range"]
+            )
+            predecessor = _kvs(ahead)
+            place.predecessor = predecessor[0]["key"] if predecessor else None
+            place.watch_from = _revision(ahead) + 1
+        place.predecessor_known = False  # the next wait reads again, unless a step did
+        place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
+        if place.predecessor is not None:
+            place.woken = self.gateway.watch_deletes(
+                place.predecessor, None, place.watch_from, timeout
             )
 
     def abandon_wait(self, name: str, busy: Busy) -> None:
         place = busy.waiting
-        if isinstance(place, QueuePlace) and place.revision:
+        if isinstance(place, QueuePlace):
+            self._leave(place)
+
+    def _leave(self, place: QueuePlace) -> None:
+        """Give up a place: the queue key goes with its lease; the holder lease stays ours."""
+        lease, place.holder_lease = place.holder_lease, None
+        if place.revision and place.lease is not None:
             place.revision = 0
-            self._revoke(place.lease)  # the queue key goes with its lease
+            self._revoke(place.lease.id)
+        if lease is not None:
+            self._keep_spare(lease)
 
     def _join(self, place: QueuePlace) -> None:
-        """Write the waiter's key at the back of the queue, on a short queue lease."""
-        place.lease = self._grant(place.queue_seconds)
-        answer = self.gateway.post("/v3/kv/txn", {
-            "success": [
-                _put(place.key, place.record, place.lease),
+        """Write the waiter's key at the back of the queue, on a short queue lease, and read
+        the key just ahead of it in the same step."""
+        place.lease = self._lease_for(place.queue_seconds, place.queue_seconds / 2)
+        prefix = name_prefix(self.settings.namespace, place.kind, place.name)
+        if place.mode is not None:
+            prefix = _blocking(prefix, place.mode)
+        newest = _oldest(prefix, 2)
+        newest["request_range"] |= {"sort_order": "DESCEND", "keys_only": True}
+
+        def join(lease: _Lease) -> JSON:
+            return {"success": [
+                _put(place.key, place.record, lease.id),
                 {"request_range": {"key": b64(place.key)}},
-            ],
-        })
-        (mine,) = _kvs(answer["responses"][-1])
+                newest,
+            ]}
+
+        answer, place.lease = self._on_lease(join, place.lease)
+        (mine,) = _kvs(answer["responses"][1])
         place.revision = int(mine["create_revision"])
         place.watch_from = _revision(answer) + 1
+        # The newest key other than ours is the one just ahead when ours is the newest, as
+        # a new key is; a key of ours that outlived its lapsed place keeps its old creation
+        # revision, and then the wait reads the key ahead itself.
+        others = [kv for kv in _kvs(answer["responses"][2]) if kv["key"] != mine["key"]]
+        place.predecessor_known = not others or int(others[0]["create_revision"]) < place.revision
+        place.predecessor = others[0]["key"] if others and place.predecessor_known else None
 
     def _release(self, kind: str, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is not None:
-            return self._revoke(held.lease)
+            answer = self.gateway.post("/v3/kv/deleterange", {"key": b64(held.key)})
+            if int(answer.get("deleted", 0)) == 0:
+                return False  # gone with its lease (expiry, a break): the lease is dropped
+            self._keep_spare(held.lease)  # alive until this delete, and now keyless
+            return True
         # An undo, or a waiter leaving its place: whatever key this token wrote goes with its
         # lease; only a key that held the name counts as released.
         kv = self._entry_of(kind, name, token)
@@ -481,34 +731,36 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         results: dict[int, bool] = {}
-        batch: list[tuple[int, str]] = []
+        batch: list[tuple[int, _Lease]] = []
         for index, renewal in enumerate(renewals):
             held = self._held.get((kind, renewal.name, renewal.token))
             if held is None:
                 results[index] = False
-            elif whole_seconds(renewal.ttl) == held.ttl:
+            elif lease_seconds(renewal.ttl) == held.lease.seconds:
                 batch.append((index, held.lease))
             else:
                 results[index] = self._move(kind, renewal, held)
         if batch:
-            alive = self._keep_alive_many([lease for _, lease in batch])
+            alive = self._refresh([lease for _, lease in batch])
             results.update((index, ok) for (index, _), ok in zip(batch, alive, strict=True))
         return [results[index] for index in range(len(renewals))]
 
     def _move(self, kind: str, renewal: Renewal, held: _Held) -> bool:
         """A new ttl: the key moves to a new lease of that many seconds, if it is still ours."""
-        seconds = whole_seconds(renewal.ttl)
-        lease = self._grant(seconds)
+        lease = self._new_lease(lease_seconds(renewal.ttl))
         key = held.key
+        # The record is rewritten whole (it is the one stored: the grant and every election
+        # value wrote it), with the new ttl for ``inspect``.
+        record = dataclasses.replace(held.record, ttl=renewal.ttl)
         moved = self.gateway.post("/v3/kv/txn", {
             "compare": [_created_at(key, held.revision)],
-            "success": [{"request_put": {"key": b64(key), "lease": lease, "ignore_value": True}}],
+            "success": [_put(key, record.encode(), lease.id)],
         })
         if not moved.get("succeeded") or not self._keep_alive(held.lease):
-            self._revoke(lease)
+            self._revoke(lease.id)
             return False
-        self._revoke(held.lease)
-        held.lease, held.ttl = lease, seconds
+        self._revoke(held.lease.id)
+        held.lease, held.record = lease, record
         return True
 
     def _owned(self, kind: str, name: str, token: str) -> bool:
@@ -572,7 +824,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             left = self._time_to_live(str(kv.get("lease", "0")))
             if left >= 0:  # etcd counts whole seconds: 0 is a lease in its last second
                 leases.append(LeaseInfo(
-                    record.holder, _utc(record.since), max(left, 0.5),
+                    record.holder, _utc(record.since), _ttl_left(left, record),
                     int(kv["create_revision"]),
                 ))
                 values.append(record.value)
@@ -602,7 +854,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             left = self._time_to_live(str(kv.get("lease", "0")))
             if left >= 0:
                 leases.append(LeaseInfo(
-                    record.holder, _utc(record.since), max(left, 0.5),
+                    record.holder, _utc(record.since), _ttl_left(left, record),
                     int(kv["create_revision"]),
                     mode=mode_of(unb64(kv["key"]).decode().rpartition("/")[2]),
                 ))
@@ -633,22 +885,78 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(seconds)})
         return str(answer["ID"])
 
-    def _revoke(self, lease: str) -> bool:
+    def _new_lease(self, seconds: int) -> _Lease:
+        refreshed = time.monotonic()  # before the request: the server's clock starts later
+        return _Lease(self._grant(seconds), seconds, refreshed)
+
+    def _lease_for(self, seconds: int, ttl: float, kept: _Lease | None = None) -> _Lease:
+        """A lease of ``seconds`` on which a key written now lasts at least ``ttl``: ``kept``
+        (the one an attempt holds ready) or a spare, as it is if its clock restarted recently
+        enough, else once kept alive; a new grant when none is left alive."""
+        if kept is not None and kept.seconds != seconds:
+            self._keep_spare(kept)
+            kept = None
+        spares = self._spares_here().get(seconds, [])
+        lease = kept if kept is not None else spares.pop() if spares else None
+        if lease is None:
+            return self._new_lease(seconds)
+        if lease.lasts(ttl) or self._refresh([lease]) == [True]:
+            return lease
+        return self._new_lease(seconds)  # ended meanwhile (a break, or expired)
+
+    def _on_lease(
+        self, txn: Callable[[_Lease], JSON], lease: _Lease
+    ) -> tuple[JSON, _Lease]:
+        """Send the transaction ``txn(lease)`` writes; if etcd answers that the lease is not
+        found (a spare ended meanwhile: a break, or a stall past its length), once more on a
+        new lease. The answer, and the lease it used."""
+        try:
+            return self.gateway.post("/v3/kv/txn", txn(lease)), lease
+        except NotFound:
+            lease = self._new_lease(lease.seconds)
+            return self.gateway.post("/v3/kv/txn", txn(lease)), lease
+
+    def _spares_here(self) -> dict[int, list[_Lease]]:
+        if self._spare_pid != os.getpid():
+            # A forked child: its parent's spares are its parent's to write on (rule 8).
+            self._spare, self._spare_pid = {}, os.getpid()
+        return self._spare
+
+    def _keep_spare(self, lease: _Lease) -> None:
+        """Keep ``lease`` (alive, no key on it) for a next acquisition; revoke it when enough
+        of its length are kept, or the backend is closed."""
+        spares = self._spares_here().setdefault(lease.seconds, [])
+        if len(spares) < SPARE_LEASES and not self._closed:
+            spares.append(lease)
+            return
+        with contextlib.suppress(TenureError):
+            self._revoke(lease.id)  # else it lapses on its own: it holds no key
+
+    def _revoke(self, lease: str, *, timeout: float | None = None) -> bool:
         """Revoke ``lease`` (its keys go with it); False if it was already gone."""
         if not lease or lease == "0":
             return False
         try:
-            self.gateway.post("/v3/lease/revoke", {"ID": lease})
+            self.gateway.post("/v3/lease/revoke", {"ID": lease}, timeout=timeout)
         except NotFound:
             return False
         return True
 
-    def _keep_alive(self, lease: str) -> bool:
-        (alive,) = self._keep_alive_many([lease])
+    def _keep_alive(self, lease: _Lease) -> bool:
+        (alive,) = self._refresh([lease])
+        return alive
+
+    def _refresh(self, leases: Sequence[_Lease]) -> list[bool]:
+        """Keep ``leases`` alive, in one request (the gateway reads a stream of
+        keep-alives): which ones were, their clocks restarted."""
+        sent = time.monotonic()
+        alive = self._keep_alive_many([lease.id for lease in leases])
+        for lease, ok in zip(leases, alive, strict=True):
+            if ok:
+                lease.refreshed = sent
         return alive
 
     def _keep_alive_many(self, leases: list[str]) -> list[bool]:
-        """One request for the whole batch: the gateway reads a stream of keep-alives."""
         body = "".join(f'{{"ID":"{lease}"}}' for lease in leases)
         answer = self.gateway.post_stream("/v3/lease/keepalive", body)
         alive = {str(item["result"]["ID"]) for item in answer
@@ -675,8 +983,18 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         return found[0] if found else None
 
 
+def _ttl_left(left: float, record: Record) -> float:
+    """The seconds left that ``inspect`` reports: the lease's (etcd counts whole seconds: 0
+    is a lease in its last second), at most the ttl its holder asked for (its lease is up to
+    a second longer, ``lease_seconds``, which ``lease_overrun`` accounts for)."""
+    left = max(left, 0.5)
+    return left if record.ttl is None else min(left, record.ttl)
+
+
 def _fence_of(kv: JSON) -> int:
-    return int(unb64(kv.get("value", "") or b64("0")))
+    """The last fence a fence key records: its value, else (empty) its mod revision."""
+    value = kv.get("value", "")
+    return int(unb64(value)) if value else int(kv["mod_revision"])
 
 
 def _utc(since: float) -> Any:

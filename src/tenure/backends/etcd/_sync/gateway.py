@@ -118,6 +118,11 @@ class Gateway:
         self._tls = tls_context(settings) if https else None
         self._closed = False
         self._mutex = io.Mutex()
+        self.requests = 0
+        """HTTP requests sent so far (every try, logins and watches included): what
+        ``bench/consensus_bench.py`` counts per cycle and per handoff."""
+        self.watches = 0
+        """Of ``requests``, the watches (a stream held open until an event or its timeout)."""
 
     def _endpoints(self) -> tuple[list[httpx.Client], bool]:
         """The members' clients, opened at first use (and again in a forked child), and
@@ -218,6 +223,7 @@ class Gateway:
         started = time.monotonic()
         content = body if isinstance(body, str) else json.dumps(body)
         token = self._ensure_token(client, timeout)
+        self.requests += 1
         response = client.post(
             path, content=content, headers=_auth(token), timeout=timeout
         )
@@ -237,6 +243,7 @@ class Gateway:
         left = max(0.001, timeout - (time.monotonic() - started))
         token = self._ensure_token(client, left)
         left = max(0.001, timeout - (time.monotonic() - started))
+        self.requests += 1
         response = client.post(path, content=content, headers=_auth(token), timeout=left)
         try:
             return self._decode(path, response)
@@ -291,6 +298,7 @@ class Gateway:
 
     def _login(self, client: httpx.Client, timeout: float) -> str:
         credentials = {"name": self.settings.username, "password": self.settings.password or ""}
+        self.requests += 1
         response = client.post(
             "/v3/auth/authenticate", content=json.dumps(credentials), timeout=timeout
         )
@@ -317,14 +325,22 @@ class Gateway:
 
     def watch_deletes(
         self, key: str, range_end: str | None, start_revision: int, timeout: float
-    ) -> None:
+    ) -> bool:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
-        checks again after every return, so a watch bug or a compaction only costs a wait."""
+        checks again after every return, so a watch bug or a compaction only costs a wait.
+        False: a quiet timeout (no event, no error); True: anything else.
+
+        A watch that starts at a past revision is served by etcd's catch-up loop, which runs
+        every 100 ms: a deletion just before it opens would wake the waiter up to 100 ms
+        late. So a single key's watch starts now, and if the cluster moved on since
+        ``start_revision`` (the revision in the watch's "created" answer), one read tells
+        whether the key is still there (then any later deletion is in the watch) or gone
+        (return at once)."""
         clients, own = self._endpoints()
         try:
-            self._watch(clients[self._preferred % len(clients)], key, range_end,
-                              start_revision, timeout)
+            return self._watch(clients[self._preferred % len(clients)], key, range_end,
+                                     start_revision, timeout)
         finally:
             if own:
                 _close_all(clients)
@@ -332,30 +348,48 @@ class Gateway:
     def _watch(
         self, client: httpx.Client, key: str, range_end: str | None,
         start_revision: int, timeout: float,
-    ) -> None:
-        request: JSON = {"key": key, "start_revision": str(start_revision), "filters": ["NOPUT"]}
+    ) -> bool:
+        request: JSON = {"key": key, "filters": ["NOPUT"]}
+        from_now = range_end is None and start_revision > 0
         if range_end is not None:
             request["range_end"] = range_end
+        if not from_now:
+            request["start_revision"] = str(start_revision)
         # The token as it is: none yet (a forked child) or expired only cancels this watch,
         # and the caller's next read logs in.
         headers = _auth(self._token or None)
         limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
+        self.requests += 1
+        self.watches += 1
         try:
             with client.stream(
                 "POST", "/v3/watch", content=json.dumps({"create_request": request}),
                 headers=headers, timeout=limits,
             ) as response:
                 if response.status_code != 200:
-                    return
+                    return True
                 for line in response.iter_lines():
                     result = json.loads(line).get("result", {}) if line.strip() else {}
                     if result.get("events") or result.get("canceled") or result.get("error"):
-                        return
+                        return True
+                    if from_now and result.get("created"):
+                        # The watch sees what comes after this revision; anything between
+                        # start_revision and it, only a read can tell.
+                        watched_from = int(result.get("header", {}).get("revision", 0)) + 1
+                        if watched_from > start_revision and not self._exists(key):
+                            return True
                     if time.monotonic() >= deadline:
-                        return
-        except (httpx.HTTPError, OSError, ValueError):
-            return
+                        return False
+        except httpx.ReadTimeout:
+            return False  # no line within the wait: a quiet timeout
+        except (httpx.HTTPError, OSError, ValueError, BackendError):
+            return True
+        return True  # the stream ended
+
+    def _exists(self, key: str) -> bool:
+        answer = self.post("/v3/kv/range", {"key": key, "keys_only": True})
+        return bool(answer.get("kvs"))
 
     def close(self) -> None:
         with self._mutex:

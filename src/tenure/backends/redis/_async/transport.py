@@ -67,6 +67,24 @@ except ImportError:  # pragma: no cover - hiredis is optional
 
 # ---- what we call on redis-py objects (typed here: some of redis-py's are not) -------------
 
+# Two connection methods were renamed or added in redis-py 8; the 5.x-7.x line (which kombu
+# 5.6 and older, Celery's Redis transport, require) has them under their old names: the
+# asyncio connection's can_read is can_read_destructive (same check: data waiting, or the
+# server closed it), and the threads' connection has no is_connected (its socket is what it
+# means). Resolved once here; tests/integration/test_redis_driver_lines.py runs them.
+CAN_READ = "can_read" if hasattr(Connection, "can_read") else "can_read_destructive"
+HAS_IS_CONNECTED = hasattr(Connection, "is_connected")
+
+
+# disconnect(nowait) is passed by position: the threads' connection before redis-py 7 takes
+# only ``*args`` (and has nothing to wait for), the asyncio one takes ``nowait`` first.
+
+
+def is_connected(wire: AsyncWire) -> bool:
+    if HAS_IS_CONNECTED:
+        return wire.is_connected
+    return getattr(wire, "_sock", None) is not None
+
 
 class AsyncWire(Protocol):
     """One redis-py connection, used directly."""
@@ -131,7 +149,7 @@ class AsyncDirect:
             pass
         else:
             await self._check(wire)
-            if not wire.is_connected:
+            if not is_connected(wire):
                 await self._reconnect(wire)
             return wire
         cancels = async_cancel_requests()
@@ -157,7 +175,7 @@ class AsyncDirect:
                 await wire.connect()
         except BaseException:
             # Cut short, it may hold a socket without its handshake: it starts over next time.
-            await wire.disconnect(nowait=True)
+            await wire.disconnect(True)
             self._idle.append(wire)
             raise
         try:
@@ -170,20 +188,20 @@ class AsyncDirect:
         """Disconnect an idle connection the server has closed (a restart, an idle timeout),
         as redis-py's pool does on checkout: it then reconnects before sending, instead of
         failing the command. Costs one non-blocking read (about 2 us)."""
-        if not wire.is_connected:
+        if not is_connected(wire):
             return  # _take connects it
         try:
-            stale = await wire.can_read()
+            stale = await getattr(wire, CAN_READ)()
         except DRIVER_ERRORS:
             stale = True
         if stale:
-            await wire.disconnect(nowait=True)
+            await wire.disconnect(True)
 
     async def _give(self, wire: AsyncWire, clean: bool) -> None:
         """Back to the free list. A connection left with replies unread (an exception between
         the send and the last read) is disconnected first: it reconnects on its next use."""
         if not clean or self._closed:
-            await wire.disconnect(nowait=True)
+            await wire.disconnect(True)
         if not self._closed:
             self._idle.append(wire)
 

@@ -24,7 +24,7 @@ class RedisBackend(
     prefix, default ``tenure``), ``db``, ``max_connections``, ``wait_connections`` (default
     64), ``handoff_window`` (accepted and ignored since a release hands the lock straight to
     the longest-blocked waiter), ``gc_after`` (seconds an idle semaphore's or
-    read-write lock's record is kept, default 30 days; ``none``: forever), ``client_name``,
+    read-write lock's record is kept, default 10 minutes; ``none``: forever), ``client_name``,
     ``health_check_interval``;
     keyword only: ``username``, ``password``, ``sentinel_username``, ``sentinel_password``,
     ``ssl_*`` (TLS files, ``ssl_cert_reqs``, ``ssl_check_hostname``, ``ssl_min_version``...)."""

@@ -6,7 +6,7 @@ budget, built once per backend; and the translation of driver errors around each
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from tenure._sync.backend import Backend
 from tenure._types import Capabilities, Renewal
@@ -27,7 +27,7 @@ class RedisBase(Backend):
     capabilities = Capabilities(
         fencing="strictly increasing per name, and never going back: each is at least the "
         "server's clock in microseconds, so also across a restart without persistence, a "
-        "Sentinel failover and the clean-up of a name idle for gc_after (30 days by default)",
+        "Sentinel failover and the clean-up of a name idle for gc_after (10 minutes by default)",
         fences_survive_restart=True,
         fences_count_per_name=False,
         leases_survive_restart=False,
@@ -58,6 +58,10 @@ class RedisBase(Backend):
 
     def _translated(self, action: str, name: str | None = None) -> Translated:
         return Translated(self.settings.display, action, name)
+
+    def renewal_backend(self) -> Self:
+        # redis-py's asyncio connections belong to the loop that opened them.
+        return type(self)(self.settings)
 
     def close(self) -> None:
         with self._translated("close"):

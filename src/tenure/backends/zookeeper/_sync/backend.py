@@ -4,26 +4,53 @@
 both (a lock is ``limit = 1``).
 
 - **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
-  record, then list the name's nodes: granted if fewer than ``limit`` live nodes are ahead of
-  ours, else ours is deleted. A node ahead is live unless its last write (``mtime``) plus its
-  ttl is older than the server time of our own write (our node's ``mtime``): then it has
-  expired, and we delete it, guarded by the version we judged (a renewal in between makes the
-  delete fail, and it stays). So ``ttl`` means what it means on every backend, judged by the
-  server's clock, and a hung-but-connected holder cannot keep a name forever (kazoo's own
-  Lock recipe keeps it as long as the session lives).
+  record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
+  requests in order, so the list shows our node): granted if fewer than ``limit`` live
+  nodes are ahead of ours, else ours is deleted. A node ahead is live unless its last
+  write (``mtime``) plus its ttl is older than the server time of our own write (our
+  node's ``mtime``): then it has expired, and we delete it, guarded by the version we
+  judged (a renewal in between makes the delete fail, and it stays). So ``ttl`` means what
+  it means on every backend, judged by the server's clock, and a hung-but-connected holder
+  cannot keep a name forever (kazoo's own Lock recipe keeps it as long as the session
+  lives).
 - **Waiting**: the waiter creates its node at the back of the queue with a short ttl
   (``QUEUE_TTL``), rewritten at each wait so others see it alive, and watches the node just
   ahead (a lock) or the name's children (a semaphore). A waiter that dies or gives up is gone
   within ``QUEUE_TTL`` (or at once, when it gives up cleanly, or when its session ends).
+  The watch wakes the waiter when the node ahead goes, not when it is rewritten (a renewal,
+  another waiter's rewrite: the watch is set again), and each wait is bounded
+  (``max_backoff``): then the waiter rewrites its node and ranks again, judging the nodes
+  ahead by the server time of that rewrite (a lock's waiter reads the nearest first: if it
+  is live, the others need not be read).
 - **Granted from the queue**: once fewer than ``limit`` live nodes are ahead, the waiter
   rewrites its node with its real ttl (versioned: a node judged expired meanwhile is gone).
+  A waiter woken by the delete of the one node ahead that could keep it waiting (a lock's
+  only node ahead, a reader's only writer ahead) knows that nothing is ahead any more (nodes
+  only join behind): it rewrites its node at once, without listing the queue. Any other
+  waiter lists the queue once: with nothing ahead (nothing that counts) it is granted by
+  its rewrite alone; else it rewrites its node and judges the nodes ahead from that list
+  (read after the rewrite; the list may be older, but no node joins ahead).
 - **Renewal**: a versioned ``set_data`` of the holder's node: a new ``mtime``. A renewal that
   finds its node gone (deleted as expired, broken, or its session ended) or finds that its
   previous write is older than its ttl by the server's time reports the lease lost.
-- **Release**: a versioned rewrite (to read the server's time) and delete; a release that
-  finds its lease already expired by the server's clock answers False (LockLost). A renewal
-  of ours that lands first is judged as its own answer would judge it, and the release
-  writes after it; a renewal that comes second finds the release begun and writes nothing.
+- **Release**: one ``multi``: a write whose stat gives the server's time (the name's node
+  with a fence not kept there yet, else the clock node) and the delete of our node, guarded
+  by the version we last wrote; a release that finds its lease already expired by the
+  server's clock (our last write plus its ttl before the multi's ``mtime``) answers False
+  (LockLost), its node deleted all the same. A renewal of ours that lands first makes the
+  delete fail (version): it is judged as its own answer would judge it, and the release
+  goes again after it; a renewal that comes second finds the release begun and writes
+  nothing. The write is not a rewrite of our own node: the waiter behind watches it, and
+  would be woken by the rewrite rather than the delete.
+- **The name's last fence** (its node's data, for ``inspect`` once no node holds it; it
+  never goes back: every write of it is versioned after a read, or after our own write,
+  showing a lower number): a first try's fence is written by its release's multi, or, if
+  the lease is renewed first, in the background with the first renewal, or by a break of
+  it; a fence granted from the queue is written in the background right after the grant
+  (the release waits for it). A holder whose session ends before its release or renewal
+  leaves the previous fence there (the node shows its own while it lives, and the next
+  grant's is higher); the same was true before of a holder that ended between its grant
+  and the fence's own write.
 - **Sessions**: every grant remembers the session epoch it was made in (``session``'s
   docstring): once the connection was suspended or the session lost, the server may have
   ended the session and handed the name to a contender, so every earlier grant is doubted
@@ -46,6 +73,24 @@ both (a lock is ``limit = 1``).
   holder, value and term (the node's czxid) from one ``getData`` of the holder's node.
 
 Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+
+**Requests** (``_calls.SENT`` counts them; ``tests/integration/test_zookeeper_requests.py``):
+
+- Uncontended acquire + release. Before: 6 requests, 6 waits in a row (create, list, read
+  and set the name's node; a versioned rewrite for the server time, a delete). Now: 3
+  requests, 2 waits (create and list sent together; one multi). kazoo's Lock: 3 requests,
+  3 waits (create, list, delete).
+- Handoff, from the release to the next holder's grant. Before: the release's 2 (rewrite,
+  delete), then the woken waiter's rewrite, list, rewrite with its ttl, read and set of the
+  name's node: 7 requests, 7 waits in a row. Now: the release's multi, then the woken
+  waiter's rewrite with its ttl: 2 waits in a row (and the fence in the background: a read
+  and a set of the name's node; 4 requests). kazoo's Lock: a delete, then the woken
+  waiter's list: 2 requests, 2 waits.
+
+The first use of a name adds a read of its node (sent with the create). Each wait of a
+queued waiter: before, a rewrite and a list on waking, a rewrite and a list again before
+the watch, and a read of every node ahead; now a rewrite, a list, a read of the nearest
+node ahead (a lock) and the watch, and nothing when the node ahead is merely rewritten.
 
 **A place that lapsed stays lapsed.** A contender judges a waiter's node expired when its last
 write is older than its queue ttl by the server time of the contender's own write, and then
@@ -78,10 +123,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
 
 from tenure._sync.capabilities import READ, WRITE, LeaseValueSupport
 from tenure._sync.ordered_queue import OrderedQueueBackend
@@ -133,9 +180,25 @@ class _Held:
     """Its node was sent a delete: nobody believes in it any more."""
     released: bool = False
     """Its release has begun: a renewal or proclaim still out must not write it again."""
+    fence_record: Any = None
+    """The write of its fence to the name's node (``session.record_soon``), sent without
+    waiting; the release waits for it, so that ``inspect`` after a release shows the
+    fence."""
+    unrecorded: tuple[str, int, int | None] | None = None
+    """A first try's fence, not written to the name's node yet: the node, the fence and
+    the node's version to write it at (None: read it first). The release writes it in its
+    multi, or the first renewal in the background (module docstring, "Requests")."""
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
+
+    mutex: threading.Lock = dataclasses.field(
+        init=False, default_factory=threading.Lock, repr=False, compare=False
+    )
+    """Keeps version, mtime and written_ttl_ms one write's: renewals write them from another
+    thread than the holder's release reads them (the threads flavour's scheduler; under
+    asyncio the renewal thread, which renews through this same backend: the leases live on
+    its session)."""
 
     def __post_init__(self) -> None:
         self.written_ttl_ms = self.record.ttl_ms
@@ -143,11 +206,20 @@ class _Held:
     def lapsed_before(self, mtime: int) -> bool:
         """Whether the lease had run out, by the server's clock, before a write at ``mtime``
         (one of ours, which came after the one we last knew)."""
-        return self.mtime + self.written_ttl_ms < mtime
+        with self.mutex:
+            return self.mtime + self.written_ttl_ms < mtime
 
     def wrote(self, stat: Any, ttl_ms: int) -> None:
         """Record a write of ours that was not judged lapsed: its version, time and ttl."""
-        self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+        with self.mutex:
+            self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+
+    def known(self) -> _Held:
+        """A copy of what we know now (its own mutex), for a release to move on alone."""
+        with self.mutex:
+            known = copy.copy(self)
+        known.mutex = threading.Lock()
+        return known
 
 
 @dataclasses.dataclass
@@ -173,6 +245,13 @@ class QueuePlace:
     judged it expired and gone ahead of it."""
     mode: str | None = None
     """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
+    ahead: list[str] | None = None
+    """The nodes ahead of ours that our latest ranking left standing, oldest first; set by a
+    refusal just made, which also rewrote our node, so the wait that follows watches the
+    newest of them without listing the queue or rewriting the node again. None otherwise."""
+    clear: str = ""
+    """Our node's path once the one node ahead that could keep it waiting was deleted (its
+    watch said so): nodes only join behind, so it is granted without listing the queue."""
 
     def wrote(self, stat: Any, ttl_ms: int) -> bool:
         """Record a write of the node; False if the write before it had already lapsed by the
@@ -188,6 +267,8 @@ class _Ranked:
     conflict: int | None
     writes_ahead: int = 0
     """How many of the live nodes ahead are a read-write lock's writers."""
+    standing: list[str] = dataclasses.field(default_factory=list)
+    """The nodes ahead not deleted by the ranking, oldest first."""
 
     def granted(self, limit: int, mode: str | None = None) -> bool:
         if mode == READ:
@@ -231,6 +312,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
 
     def describe(self) -> str:
         return self.settings.display
+
+    def unanswered(self, seconds: float) -> BaseException:
+        return self.session.unanswered(seconds)
 
     def close(self) -> None:
         self.session.close()
@@ -347,17 +431,28 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         parent = self._parent(kind, name)
         record = Record.new(holder, limit, ttl, value=value)
         epoch = self.session.epoch
-        path, stat = self.session.call(
-            "create", f"{parent}/{node_prefix(token, mode)}", record.encode(),
-            ephemeral=True, sequence=True, makepath=True, include_data=True,
-        )
-        ranked = self._rank(parent, path, stat.mtime, limit, mode)
+        # One wait for two or three requests: the create, then the list of the queue, which
+        # the server answers after the create, showing our node, and the name's node (for
+        # the fence write) unless our last fence write of it says its version.
+        created, children, *named = self.session.call_together([
+            ("create", (f"{parent}/{node_prefix(token, mode)}", record.encode()),
+             {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+            ("get_children", (parent,), {}),
+            *([] if self.session.recorded(parent) else [("get", (parent,), {})]),
+        ])
+        if isinstance(created, Exception):
+            raise created
+        path, stat = created
+        if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+            # The name's node was new: kazoo made it after the list was answered.
+            children, named = self.session.call("get_children", parent), []
+        ranked = self._rank(parent, path, stat.mtime, limit, mode, children=children)
         if ranked.conflict is None and ranked.granted(limit, mode):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = _Held(
-                path, stat.version, stat.mtime, record, epoch
+                path, stat.version, stat.mtime, record, epoch,
+                unrecorded=self._unrecorded(parent, stat.czxid, *named),
             )
-            self._record_fence(parent, stat.czxid)
             return Grant(stat.czxid)
         if mode is not None:
             # A read-write lock's refused node stays, as this waiter's place in the queue.
@@ -366,7 +461,8 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
             )
-            self._rewrite(place)
+            if self._rewrite(place) is not None:
+                place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None, place)
         self._delete(path)
         if ranked.conflict is not None:
@@ -375,14 +471,29 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         return Busy(None, QueuePlace(kind, name, token, limit, parent, queued, value))
 
     def _rank(
-        self, parent: str, path: str, now_ms: int, limit: int, mode: str | None = None
+        self, parent: str, path: str, now_ms: int, limit: int, mode: str | None = None,
+        *, children: list[str] | None = None,
     ) -> _Ranked:
         """The live nodes ahead of ``path`` (deleting those expired at ``now_ms``, the server
-        time of our own latest write), and a limit they hold that differs from ours."""
+        time of our own latest write), and a limit they hold that differs from ours.
+        ``children``: the name's nodes, listed after that write (None: list them now)."""
         ours = sequence_of(path)
-        ahead = [node for node in self._children(parent) if sequence_of(node) < ours]
+        nodes = self._children(parent) if children is None else _entries(children)
+        ahead = [node for node in nodes if sequence_of(node) < ours]
+        if len(ahead) > 1 and (mode == WRITE or (mode is None and limit == 1)):
+            # One live node ahead refuses us: the nearest is read first, and the others
+            # only if it expired (each waiter judges the one ahead of it, in turn).
+            (nearest,) = self.session.call_many("get", [(f"{parent}/{ahead[-1]}",)])
+            if not isinstance(nearest, Exception):
+                record = Record.decode(nearest[0])
+                if nearest[1].mtime + record.ttl_ms >= now_ms:
+                    conflict = None if mode is not None or record.limit == limit else (
+                        record.limit
+                    )
+                    return _Ranked([record], conflict, standing=ahead)
         answers = self.session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
         live: list[Record] = []
+        standing: list[str] = []
         writes = 0
         for node, answer in zip(ahead, answers, strict=True):
             if isinstance(answer, Exception):
@@ -390,44 +501,74 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             data, stat = answer
             record = Record.decode(data)
             if stat.mtime + record.ttl_ms < now_ms:
-                self._delete(f"{parent}/{node}", stat.version)
+                if not self._delete(f"{parent}/{node}", stat.version):
+                    # Rewritten since we judged it (its writer then finds its lapse and
+                    # deletes it): passed, but it may still be there to watch.
+                    standing.append(node)
                 continue
             live.append(record)
+            standing.append(node)
             writes += mode_of(node) == WRITE
         if mode is not None:
-            return _Ranked(live, None, writes)  # no limit to disagree on
+            return _Ranked(live, None, writes, standing)  # no limit to disagree on
         conflict = next((r.limit for r in live[:limit] if r.limit != limit), None)
-        return _Ranked(live, conflict)
+        return _Ranked(live, conflict, standing=standing)
 
     def _settle(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
         """A queued waiter's acquire: granted once fewer than ``limit`` live nodes are
         ahead of its own."""
+        place.ahead = None
+        if place.clear and place.clear == place.path:
+            # Woken by the delete of the one node ahead that counted: nothing can be ahead
+            # any more (nodes only join behind), so no list, no judging, no server time.
+            return self._grant(place, ttl, holder)
+        # The queue is listed first: with nothing ahead (nothing that counts, for a reader)
+        # there is nothing to judge, and the waiter is granted at once. Else its node is
+        # rewritten, for the server time to judge the nodes ahead by: read after it, so the
+        # list may be older (nodes only join behind: it holds every node still ahead).
+        children = self._children(place.parent)
+        ours = sequence_of(place.path)
+        ahead = [n for n in children if sequence_of(n) < ours]
+        if not [n for n in ahead if place.mode != READ or mode_of(n) == WRITE]:
+            return self._grant(place, ttl, holder)
         stat = self._rewrite(place)
         if stat is None:
             return Busy(None, place)
-        ranked = self._rank(place.parent, place.path, stat.mtime, place.limit, place.mode)
+        ranked = self._rank(
+            place.parent, place.path, stat.mtime, place.limit, place.mode, children=children
+        )
         if ranked.conflict is not None:
             self.abandon_wait(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
         if not ranked.granted(place.limit, place.mode):
+            place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None, place)
+        return self._grant(place, ttl, holder)
+
+    def _grant(self, place: QueuePlace, ttl: float, holder: Holder) -> Grant | Busy:
+        """Rewrite a waiter's node, found first in the queue, with the holder's record and
+        ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         record = Record.new(holder, place.limit, ttl, value=place.value)
         epoch = self.session.epoch
         try:
-            stat = self.session.call(
+            granted = self.session.call(
                 "set", place.path, record.encode(), version=place.version
             )
         except (NoNodeError, BadVersionError):
             place.path = ""  # judged expired meanwhile: join again at the back
             return Busy(None, place)
-        if not place.wrote(stat, record.ttl_ms):
+        if not place.wrote(granted, record.ttl_ms):
             self._drop(place)  # lapsed before this grant: others went ahead of it
             return Busy(None, place)
         self._granted_in(epoch, place.path)
         self._held[(place.kind, place.name, place.token)] = _Held(
-            place.path, stat.version, stat.mtime, record, epoch
+            place.path, granted.version, granted.mtime, record, epoch,
+            # The name's node is read after the grant, in the background: a waiter's last
+            # write of it is likely old (others held the name since).
+            fence_record=self.session.record_soon(
+                place.parent, place.czxid, None, guess=False
+            ),
         )
-        self._record_fence(place.parent, place.czxid)
         return Grant(place.czxid)
 
     def _rewrite(self, place: QueuePlace) -> Any:
@@ -465,29 +606,67 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 )
             signal.wait(timeout)
             return
-        if place.path:
+        # A refusal just made rewrote our node and listed the queue: its list is used as is.
+        ahead, place.ahead = place.ahead, None
+        if ahead is None and place.path:
             self._rewrite(place)
+        children = None
         if not place.path:
-            path, stat = self.session.call(
-                "create", f"{place.parent}/{node_prefix(place.token, place.mode)}",
-                place.record.encode(),
-                ephemeral=True, sequence=True, makepath=True, include_data=True,
-            )
+            created, children = self.session.call_together([
+                ("create", (f"{place.parent}/{node_prefix(place.token, place.mode)}",
+                            place.record.encode()),
+                 {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+                ("get_children", (place.parent,), {}),
+            ])
+            if isinstance(created, Exception):
+                raise created
+            path, stat = created
             place.path, place.czxid, place.version = path, stat.czxid, stat.version
             place.mtime, place.written_ttl_ms = stat.mtime, place.record.ttl_ms
+            if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+                children = None  # the name's node was new: list again below
         signal = io.Signal()
         if place.limit > 1:
             self.session.call("get_children", place.parent, watch=lambda _: signal.set())
         else:
             ours = sequence_of(place.path)
-            ahead = [n for n in self._children(place.parent) if sequence_of(n) < ours]
+            if ahead is None:
+                nodes = self._children(place.parent) if children is None else (
+                    _entries(children)
+                )
+                ahead = [n for n in nodes if sequence_of(n) < ours]
             if place.mode == READ:
                 ahead = [n for n in ahead if mode_of(n) == WRITE]  # the newest write ahead
             if not ahead:
                 return
+            path, sole = place.path, len(ahead) == 1
             watched = f"{place.parent}/{ahead[-1]}"
-            if self.session.call("exists", watched, watch=lambda _: signal.set()) is None:
+            waiting = True
+
+            def gone() -> None:
+                if sole:
+                    place.clear = path
+                signal.set()
+
+            def woken(event: Any) -> None:
+                if event.type == EventType.DELETED:
+                    gone()
+                elif event.type == EventType.CHANGED and waiting:
+                    # A write of the node ahead (a renewal, a waiter's rewrite): it still
+                    # stands, so watch it again rather than wake. Waking would rewrite our
+                    # node, waking the waiter behind us, and so on down the queue.
+                    self.session.watch_soon(watched, woken, gone, signal.set)
+                else:
+                    signal.set()
+
+            if self.session.call("exists", watched, watch=woken) is None:
+                gone()
                 return
+            try:
+                signal.wait(timeout)
+            finally:
+                waiting = False
+            return
         signal.wait(timeout)
 
     def _release(self, kind: str, name: str, token: str) -> bool:
@@ -503,29 +682,70 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         if self._doubted(held):
             self._forsake(held)
             return False
-        known = copy.copy(held)  # the write we know of; each conflict moves it on
+        try:
+            return self._release_held(held)
+        finally:
+            if held.fence_record is not None:
+                self.session.settled(held.fence_record)
+
+    def _release_held(self, held: _Held) -> bool:
+        known = held.known()  # the write we know of; each conflict moves it on
+        unrecorded, held.unrecorded = held.unrecorded, None
+        if unrecorded is not None and unrecorded[2] is None:
+            unrecorded = self._fence_version(*unrecorded[:2])
         while True:
-            try:
-                stat = self.session.call(
-                    "set", held.path, held.record.encode(), version=known.version
-                )
+            # One multi: a write whose stat gives the server's time (for the ttl rule), and
+            # the node's delete, guarded by the version we know. The write is the first
+            # try's fence to the name's node if it is not there yet (versioned: it never
+            # goes back), else one of the clock node. Not a rewrite of our node itself: its
+            # waiter's watch would fire for the rewrite and miss the delete.
+            if unrecorded is not None and unrecorded[2] is not None:
+                parent, fence, version = unrecorded
+                write = ("set_data", parent, str(fence).encode(), version)
+            else:
+                write = ("set_data", self._clock, b"", -1)
+            stat, deleted = self.session.commit([
+                write, ("delete", held.path, known.version),
+            ])
+            if not isinstance(stat, Exception):
+                if write[1] != self._clock and unrecorded is not None:
+                    self.session.remember(unrecorded[0], unrecorded[1], stat.version)
                 break
+            if isinstance(stat, NoNodeError):
+                if write[1] != self._clock:
+                    unrecorded = None  # the name's node is gone: nothing to keep it on
+                self._make_clock()
+                continue
+            if isinstance(stat, BadVersionError) and unrecorded is not None:
+                unrecorded = self._fence_version(*unrecorded[:2])
+                continue
+            if not isinstance(deleted, BadVersionError):
+                # Gone: deleted as expired, broken, or with the session. Its fence is kept
+                # all the same: the name's last.
+                if unrecorded is not None:
+                    held.fence_record = self.session.record_soon(*unrecorded[:2], None)
+                return False
+            # Only this process writes the node (others only delete it): a renewal or
+            # proclaim of ours landed first, its answer not read yet. Judge that write
+            # as its own answer will, then write again after it.
+            try:
+                data, latest = self.session.call("get", held.path)
             except NoNodeError:
                 return False
-            except BadVersionError:
-                # Only this process writes the node (others only delete it): a renewal or
-                # proclaim of ours landed first, its answer not read yet. Judge that write
-                # as its own answer will, then write again after it.
-                try:
-                    data, latest = self.session.call("get", held.path)
-                except NoNodeError:
-                    return False
-                if known.lapsed_before(latest.mtime):
-                    self._delete(held.path, latest.version)
-                    return False
-                known.wrote(latest, Record.decode(data).ttl_ms)
-        self._delete(held.path, stat.version)
+            if known.lapsed_before(latest.mtime):
+                self._delete(held.path, latest.version)
+                return False
+            known.wrote(latest, Record.decode(data).ttl_ms)
         return not known.lapsed_before(stat.mtime)
+
+    def _fence_version(self, parent: str, fence: int) -> tuple[str, int, int | None] | None:
+        """The name's node's version to write ``fence`` at, read now; None when it shows
+        ``fence`` or a later one already."""
+        try:
+            data, stat = self.session.call("get", parent)
+        except NoNodeError:
+            return None
+        return None if int(data or b"0") >= fence else (parent, fence, stat.version)
 
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
         helds = [self._held.get((kind, r.name, r.token)) for r in renewals]
@@ -558,6 +778,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 continue
             held.record = held.record.with_ttl(renewal.ttl)
             held.wrote(stat, held.record.ttl_ms)
+            self._record_unrecorded(held)
             results.append(True)
         return results
 
@@ -565,12 +786,20 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         held = self._held.get((kind, name, token))
         if held is None or self._doubted(held):
             return False
+        known = held.known()  # before the read: a renewal's answer may move it on
         now = self._server_now()
-        stat = self.session.call("exists", held.path)
-        return bool(
-            stat is not None and stat.version == held.version
-            and stat.mtime + held.written_ttl_ms >= now
+        try:
+            data, stat = self.session.call("get", held.path)
+        except NoNodeError:
+            return False
+        if stat.version != known.version and known.lapsed_before(stat.mtime):
+            return False  # a renewal of ours came after the lease ran out: it reports it
+        # A newer version is a renewal or proclaim of ours whose answer is not read yet (only
+        # this process writes the node): its own record says the ttl it wrote.
+        ttl_ms = known.written_ttl_ms if stat.version == known.version else (
+            Record.decode(data).ttl_ms
         )
+        return bool(stat.mtime + ttl_ms >= now)
 
     def _inspect(self, kind: str, name: str) -> LockInfo | None:
         parent = self._parent(kind, name)
@@ -665,6 +894,9 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return False
         parent = self._parent(kind, name)
         fences = {lease.fence for lease in info.holders}
+        # The holders' fences are kept on the name's node first: a first try's may not be
+        # there yet (module docstring, "Requests"), and its node goes now.
+        self.session.settled(self.session.record_soon(parent, info.fence, None))
         nodes = self._children(parent)
         answers = self.session.call_many("exists", [(f"{parent}/{n}",) for n in nodes])
         broken = False
@@ -680,7 +912,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             nodes: list[str] = self.session.call("get_children", parent)
         except NoNodeError:
             return []
-        return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
+        return _entries(nodes)
 
     def _delete(self, path: str, version: int = -1) -> bool:
         try:
@@ -689,29 +921,48 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return False
         return True
 
-    def _record_fence(self, parent: str, fence: int) -> None:
-        """Keep the name's last fence on its node, never letting it go back."""
-        while True:
-            data, stat = self.session.call("get", parent)
-            if int(data or b"0") >= fence:
-                return
-            try:
-                self.session.call("set", parent, str(fence).encode(), version=stat.version)
-                return
-            except BadVersionError:
-                continue  # another grant wrote meanwhile: read again
+    def _unrecorded(
+        self, parent: str, fence: int, named: Any = None
+    ) -> tuple[str, int, int | None] | None:
+        """A first try's fence to write to the name's node, and the node's version to write
+        it at: from ``named``, the node's ``get`` answer read after our grant's node was
+        made, else from our last write of it (else None: read it first). None when the
+        node already shows the fence."""
+        if isinstance(named, tuple):
+            data, stat = named
+            return None if int(data or b"0") >= fence else (parent, fence, stat.version)
+        return parent, fence, self.session.recorded_version(parent, fence)
+
+    def _record_unrecorded(self, held: _Held) -> None:
+        """Write a first try's fence in the background (a renewal: the lease lives on)."""
+        if held.unrecorded is not None and held.fence_record is None:
+            parent, fence, version = held.unrecorded
+            held.unrecorded = None
+            held.fence_record = self.session.record_soon(parent, fence, version)
+
+    @property
+    def _clock(self) -> str:
+        """A node written only for the ``mtime`` of the write: the server's time."""
+        return f"/{self.settings.namespace}/clock"
+
+    def _make_clock(self) -> None:
+        with contextlib.suppress(NodeExistsError):
+            self.session.call("create", self._clock, b"", makepath=True)
 
     def _server_now(self) -> int:
         """The server's time in milliseconds: the ``mtime`` of a write of our own."""
-        path = f"/{self.settings.namespace}/clock"
         try:
-            stat = self.session.call("set", path, b"")
+            stat = self.session.call("set", self._clock, b"")
         except NoNodeError:
-            with contextlib.suppress(NodeExistsError):
-                self.session.call("create", path, b"", makepath=True)
-            stat = self.session.call("set", path, b"")
+            self._make_clock()
+            stat = self.session.call("set", self._clock, b"")
         mtime: int = stat.mtime
         return mtime
+
+
+def _entries(nodes: list[str]) -> list[str]:
+    """The holders' and waiters' nodes among a name's children, oldest first."""
+    return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
 
 
 def _utc(since: float) -> Any:

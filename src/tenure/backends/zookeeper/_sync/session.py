@@ -61,7 +61,7 @@ from kazoo.exceptions import (
 
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError
-from tenure.backends.zookeeper._calls import start
+from tenure.backends.zookeeper._calls import commit, new_result, start
 from tenure.backends.zookeeper._config import ZooKeeperSettings
 
 __all__ = ["DECIDING", "Session"]
@@ -72,6 +72,9 @@ DECIDING = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 
 INTERRUPTIONS_KEPT = 64
 """How many interruptions the session remembers the description of, for loss reasons."""
+
+RECORDS_KEPT = 1024
+"""How many names' fence writes ``record_soon`` remembers the version of."""
 
 
 class Session:
@@ -90,6 +93,9 @@ class Session:
         self.on_connected: Callable[[], object] | None = None
         """Called in kazoo's thread, without blocking, when the connection is (re)established."""
         self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        self._recorded: dict[str, tuple[int, int]] = {}
+        """``record_soon``'s last write of each path: the number and the version it wrote,
+        the version to try first next time (no read, when nobody else wrote since)."""
         self._listeners_mutex = threading.Lock()
 
     # ---- the session's state -------------------------------------------------------------
@@ -138,6 +144,22 @@ class Session:
             if listener is not None:
                 with contextlib.suppress(Exception):  # a listener must not break kazoo's loop
                     listener()
+
+    def unanswered(self, seconds: float) -> TimeoutError:
+        """What kept a call from being answered within ``seconds``, for the BackendError the
+        lock logic raises when its deadline ends the wait (kazoo keeps its connection
+        errors to its log: none to chain)."""
+        client = self._client
+        if client is None or not client.connected:
+            what = (
+                "no session was established with any of its servers (kazoo was still "
+                "trying to connect: refused, unreachable or not answering)"
+            )
+        else:
+            what = "the session was up, but no server answered"
+        return TimeoutError(
+            f"ZooKeeper {self.settings.display}: no answer within {seconds:.3f} s: {what}"
+        )
 
     def delete_soon(self, path: str) -> None:
         """Delete ``path`` without waiting for the answer (safe in kazoo's thread): a node of
@@ -230,6 +252,159 @@ class Session:
                 f"ZooKeeper {self.settings.display}: {operation} failed: "
                 f"{type(exc).__name__} {exc}"
             ) from exc
+
+    def call_together(
+        self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]
+    ) -> list[Any]:
+        """Several calls, each ``(operation, args, kwargs)``, sent at once: one wait for
+        their answers, not one per call. ZooKeeper answers one session's requests in the
+        order sent, a read seeing every earlier write of the session (a create, then a list
+        that shows the node created). Each one's answer, or the node error it got
+        (``DECIDING``) in its place."""
+        client = self.client()
+        try:
+            pending = [(operation, start(client, operation, *args, **kwargs))
+                       for operation, args, kwargs in calls]
+        except (KazooException, OSError) as exc:
+            raise self._failure(calls[0][0], exc) from exc
+        answers: list[Any] = []
+        for operation, result in pending:
+            try:
+                answers.append(io.result_of(result, self.settings.timeout))
+            except DECIDING as exc:
+                answers.append(exc)
+            except TimeoutError as exc:
+                raise self._timeout(operation) from exc
+            except (KazooException, OSError) as exc:
+                raise self._failure(operation, exc) from exc
+        return answers
+
+    def commit(self, operations: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``operations`` as one ``multi`` (``_calls.commit``), applied all or none: each
+        one's answer, or, when one failed, each one's error (the node error that failed it,
+        kazoo's ``RolledBackError`` or ``RuntimeInconsistency`` for the others)."""
+        client = self.client()
+        try:
+            answers: list[Any] = io.result_of(
+                commit(client, operations), self.settings.timeout
+            )
+        except TimeoutError as exc:
+            raise self._timeout("multi") from exc
+        except (KazooException, OSError) as exc:
+            raise self._failure("multi", exc) from exc
+        return answers
+
+    def recorded(self, path: str) -> bool:
+        """Whether ``record_soon`` wrote ``path`` before (and can try without a read)."""
+        return path in self._recorded
+
+    def recorded_version(self, path: str, fence: int) -> int | None:
+        """The version our last write of ``path`` made, if it wrote a number below
+        ``fence`` (None: unknown, read first)."""
+        ours = self._recorded.get(path)
+        return None if ours is None or ours[0] >= fence else ours[1]
+
+    def remember(self, path: str, fence: int, version: int) -> None:
+        """A write of ours of ``fence`` to ``path`` made ``version``."""
+        self._recorded.pop(path, None)  # the newest last, the oldest dropped first
+        self._recorded[path] = (fence, version)
+        if len(self._recorded) > RECORDS_KEPT:
+            self._recorded.pop(next(iter(self._recorded)), None)
+
+    def record_soon(
+        self, path: str, fence: int, version: int | None, *, guess: bool = True
+    ) -> Any:
+        """Raise ``path``'s data (a decimal number) to ``fence`` unless it already is at
+        least that, without waiting: a versioned set (``version``: the one read; None: the
+        one our last write of it made, if ``guess`` and there was one, else read it first),
+        read again and retried when another write came between. The steps chain in kazoo's
+        thread; the result is a kazoo async result set (to True) once the number is there
+        or nothing more can be done (a failure: the connection went, and with it every
+        lease this was for). The data never goes back: every write is versioned after a
+        read (or after our own write) showing a lower number."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is None:
+            raise BackendError(f"ZooKeeper {self.settings.display}: not connected")
+        done = new_result(client)
+        if version is None and guess and (ours := self._recorded.get(path)) is not None:
+            if ours[0] >= fence:
+                done.set(True)  # we wrote a number at least as high: it cannot go back
+                return done
+            version = ours[1]
+
+        def write(version: int) -> None:
+            start(client, "set", path, str(fence).encode(), version=version).rawlink(written)
+
+        def read() -> None:
+            start(client, "get", path).rawlink(judge)
+
+        def written(result: Any) -> None:
+            if isinstance(result.exception, BadVersionError):
+                read()  # another grant wrote it meanwhile: judge its number
+                return
+            if result.successful():
+                self.remember(path, fence, result.get(block=False).version)
+            done.set(True)
+
+        def judge(result: Any) -> None:
+            if not result.successful():
+                done.set(True)
+                return
+            data, stat = result.get(block=False)
+            if int(data or b"0") >= fence:
+                done.set(True)
+            else:
+                write(stat.version)
+
+        try:
+            if version is None:
+                read()
+            else:
+                write(version)
+        except (KazooException, OSError):
+            done.set(True)
+        return done
+
+    def watch_soon(
+        self, path: str, watch: Callable[[Any], object], gone: Callable[[], object],
+        failed: Callable[[], object],
+    ) -> None:
+        """Set ``watch`` on ``path`` again without waiting (safe in kazoo's thread): ``gone``
+        is called if the node no longer exists, ``failed`` if the request failed."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is None:
+            failed()
+            return
+
+        def answered(result: Any) -> None:
+            if not result.successful():
+                failed()
+            elif result.get(block=False) is None:
+                gone()
+
+        try:
+            start(client, "exists", path, watch=watch).rawlink(answered)
+        except (KazooException, OSError):
+            failed()
+
+    def settled(self, result: Any) -> None:
+        """Wait (within ``timeout``) for a ``record_soon`` to be done; a record that takes
+        longer is left to finish by itself."""
+        with contextlib.suppress(TimeoutError):
+            io.result_of(result, self.settings.timeout)
+
+    def _timeout(self, operation: str) -> BackendError:
+        return BackendError(
+            f"ZooKeeper {self.settings.display}: no reply to {operation} within "
+            f"{self.settings.timeout} s"
+        )
+
+    def _failure(self, operation: str, exc: Exception) -> BackendError:
+        return BackendError(
+            f"ZooKeeper {self.settings.display}: {operation} failed: {type(exc).__name__} {exc}"
+        )
 
     def close(self) -> None:
         with self._mutex:

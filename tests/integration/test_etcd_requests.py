@@ -1,0 +1,150 @@
+"""etcd: what a lock's steps send, counted by the gateway (``Gateway.requests``), and the
+rules that keep them that few safe (``tenure.backends.etcd._async.backend``'s docstring):
+
+- an uncontended acquire + release on a warm backend is two requests (the grant's
+  transaction, which also records the fence, and the release's delete), as etcd's own lock
+  service's lock + unlock;
+- a queued waiter woken by the deletion ahead takes the lock in one request; after a quiet
+  wait it reads first (a read, where a refused transaction with writes is a Raft write);
+- a spare lease is written on only while it still lasts the whole ttl: one released longer
+  ago than its margin is kept alive first;
+- the name's last fence, recorded by the granting transactions in two forms (the fence key's
+  mod revision, or a value), never goes back.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure._types import Busy, Grant, Holder
+from tenure.backends.etcd._async.backend import lease_seconds
+from tenure.backends.etcd._sync.backend import EtcdBackend
+
+pytestmark = pytest.mark.etcd
+
+HOLDER = Holder("host", 1, "thread")
+
+
+@pytest.fixture
+def backend(etcd_url: str) -> Iterator[EtcdBackend]:
+    backend = EtcdBackend.from_url(etcd_url)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def token() -> str:
+    return secrets.token_hex(16)
+
+
+def test_a_warm_uncontended_cycle_is_two_requests(etcd_url: str, name: str) -> None:
+    with tenure.connect(etcd_url) as locks:
+        lock = locks.lock(name, ttl=10)
+        gateway = locks.backend.gateway  # type: ignore[attr-defined]
+        lock.acquire()
+        lock.release()  # the first cycle grants the lease that the next ones reuse
+        before = gateway.requests
+        for _ in range(3):
+            lock.acquire()
+            lock.release()
+        assert gateway.requests - before == 3 * 2
+
+
+def test_a_waiter_whose_turn_came_takes_the_lock_in_one_request(
+    backend: EtcdBackend, name: str
+) -> None:
+    holder, waiter = token(), token()
+    assert isinstance(backend.acquire(name, holder, 10, HOLDER), Grant)
+    busy = backend.acquire(name, waiter, 10, HOLDER)
+    assert isinstance(busy, Busy)
+    backend.wait_for_release(name, 0.01, busy)  # joins the queue, watches the holder's key
+    assert backend.release(name, holder)
+    backend.wait_for_release(name, 30, busy)  # wakes at the deletion
+    before = backend.gateway.requests
+    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
+    assert backend.gateway.requests - before == 1
+    info = backend.inspect(name)
+    assert info is not None and info.holder == HOLDER
+
+
+def test_a_quiet_wait_is_followed_by_a_read_not_by_a_refused_write(
+    backend: EtcdBackend, name: str
+) -> None:
+    holder, waiter = token(), token()
+    assert isinstance(backend.acquire(name, holder, 10, HOLDER), Grant)
+    busy = backend.acquire(name, waiter, 10, HOLDER)
+    assert isinstance(busy, Busy)
+    backend.wait_for_release(name, 0.05, busy)  # nothing happens ahead: a quiet timeout
+    sent: list[Any] = []
+    post = backend.gateway.post
+
+    def recording(path: str, body: Any, **options: Any) -> Any:
+        sent.append(body)
+        return post(path, body, **options)
+
+    backend.gateway.post = recording  # type: ignore[method-assign]
+    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Busy)
+    backend.gateway.post = post  # type: ignore[method-assign]
+    # A transaction with writes is a Raft entry even when its compare fails; reads are not.
+    (body,) = sent
+    assert all(set(op) == {"request_range"} for op in body["success"]), body
+    assert backend.release(name, holder)
+    backend.wait_for_release(name, 30, busy)
+    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
+
+
+def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_on(
+    backend: EtcdBackend, name: str
+) -> None:
+    ttl = 2.0
+    margin = lease_seconds(ttl) - ttl  # how long a spare still lasts the whole ttl
+    assert isinstance(backend.acquire(name, token(), ttl, HOLDER), Grant)
+    first = next(iter(backend._held.values())).lease.id
+    backend.release(name, next(iter(backend._held))[2])
+    time.sleep(margin + 0.1)  # the spare now lasts less than ttl
+    second = token()
+    started = time.monotonic()
+    assert isinstance(backend.acquire(name, second, ttl, HOLDER), Grant)
+    held = backend._held["lock", name, second]
+    assert held.lease.id == first  # the spare, reused
+    left = backend._time_to_live(held.lease.id)  # whole seconds, rounded down
+    # The server must give the holder at least ttl from the start of its acquire; an
+    # unrefreshed spare would have a second less than that.
+    assert left >= ttl - (time.monotonic() - started)
+
+
+def test_the_last_fence_never_goes_back_whichever_form_records_it(
+    backend: EtcdBackend, name: str
+) -> None:
+    first, second, third = token(), token(), token()
+    granted = backend.acquire(name, first, 10, HOLDER)  # into an empty range: mod revision
+    assert isinstance(granted, Grant)
+    busy = backend.acquire(name, second, 10, HOLDER)
+    assert isinstance(busy, Busy)
+    backend.wait_for_release(name, 0.01, busy)
+    backend.release(name, first)
+    info = backend.inspect(name)
+    assert info is not None and info.fence == granted.fence
+    backend._record_fence("lock", name, granted.fence - 1)  # a late, lower one: refused
+    info = backend.inspect(name)
+    assert info is not None and info.fence == granted.fence
+    taken = backend.acquire(name, second, 10, HOLDER, busy)  # from the queue: a value
+    assert isinstance(taken, Grant) and taken.fence > granted.fence
+    backend.release(name, second)
+    info = backend.inspect(name)
+    assert info is not None and info.fence == taken.fence
+    backend._record_fence("lock", name, taken.fence - 1)  # below the value: refused
+    info = backend.inspect(name)
+    assert info is not None and info.fence == taken.fence
+    again = backend.acquire(name, third, 10, HOLDER)  # into an empty range again
+    assert isinstance(again, Grant) and again.fence > taken.fence
+    backend.release(name, third)
+    info = backend.inspect(name)
+    assert info is not None and info.fence == again.fence

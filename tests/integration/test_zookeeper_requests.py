@@ -1,0 +1,189 @@
+"""How many requests tenure sends ZooKeeper for a cycle and a handoff (``_calls.SENT``
+counts them by operation), where the name's last fence is kept, and ``owned()`` while a
+renewal of ours is still unanswered.
+
+The counts are the backend's design (``_async/backend.py``, "Requests"): an uncontended
+acquire + release is three requests, as kazoo's Lock (create and list sent together, a
+release multi that also keeps the fence on the name's node); a waiter woken by the delete
+of the node just ahead takes the lock without listing the queue. Counts, not times: the
+machine may be slow.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import tenure
+from tenure.backends.zookeeper import _calls
+from tenure.backends.zookeeper._nodes import encode_name
+from tenure.backends.zookeeper._sync.backend import ZooKeeperBackend
+
+
+def _sent_during(action: Callable[[], object]) -> collections.Counter[str]:
+    before = collections.Counter(_calls.SENT)
+    action()
+    return collections.Counter(_calls.SENT) - before
+
+
+def test_an_uncontended_cycle_is_three_requests_and_its_release_one(
+    zookeeper_url: str, name: str
+) -> None:
+    with tenure.connect(zookeeper_url) as locks:
+        lock = locks.lock(name, ttl=10)
+        assert lock.acquire()  # the first use makes the name's node
+        lock.release()
+        acquired = _sent_during(lock.acquire)
+        fence = lock.fence
+        released = _sent_during(lock.release)
+        assert released == {"multi": 1}, released
+        assert acquired == {"create": 1, "get_children": 1}, acquired
+        info = locks.inspect(name)
+        assert info is not None and not info.held and info.fence == fence
+
+
+def test_a_first_try_fence_is_kept_once_renewed_or_broken(zookeeper_url: str, name: str) -> None:
+    """A first try's fence reaches the name's node with its release, or its first renewal
+    (its node may then end without a release: a session that ends), or a break."""
+    with tenure.connect(zookeeper_url) as locks, tenure.connect(zookeeper_url) as other:
+        backend = locks.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        client = backend.session.client()
+        renewed = locks.lock(name, ttl=10)
+        assert renewed.acquire()
+        renewed.extend()
+        (held,) = [h for key, h in backend._held.items() if key[1] == name]
+        assert held.fence_record is not None and held.fence_record.wait(60)
+        client.delete(held.path)  # as the server does when the session ends
+        info = locks.inspect(name)  # the same session: it sees its own writes
+        assert info is not None and not info.held and info.fence == renewed.fence
+        broken = locks.lock(f"{name}:broken", ttl=10)
+        assert broken.acquire()
+        assert other.break_lock(f"{name}:broken")
+        info = other.inspect(f"{name}:broken")
+        assert info is not None and not info.held and info.fence == broken.fence
+
+
+def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
+    zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with tenure.connect(zookeeper_url) as holding, tenure.connect(zookeeper_url) as waiting:
+        backend = waiting.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        # Only the watch wakes the waiter: no timed re-check that lists the queue anyway.
+        monkeypatch.setattr(backend, "max_backoff", 3600.0)
+        holder, waiter = holding.lock(name, ttl=10), waiting.lock(name, ttl=10)
+        assert holder.acquire()
+        granted = threading.Event()
+
+        def wait_for_it() -> None:
+            if waiter.acquire():
+                granted.set()
+
+        thread = threading.Thread(target=wait_for_it)
+        thread.start()
+        try:
+            _wait_until_queued(holding, name)
+            fence = holder.fence
+            def hand_over() -> None:
+                holder.release()
+                granted.wait(60)
+
+            handoff = _sent_during(hand_over)
+            assert granted.is_set()
+            # The release (one multi), the grant's rewrite of the waiter's node with the
+            # read of the name's node beside it, and the fence write.
+            assert "get_children" not in handoff, handoff
+            assert handoff.total() <= 4, handoff
+            assert waiter.fence is not None and fence is not None and waiter.fence > fence
+        finally:
+            thread.join(60)
+            if granted.is_set():
+                waiter.release()
+
+
+def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
+    zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second waiter's list of nodes ahead, made while the first holder held, named two
+    nodes: woken by the delete of the nearer one, it lists the queue once, finds nothing
+    ahead, and is granted by the rewrite of its node alone (no rewrite first to judge
+    nodes ahead by: there are none)."""
+    with (
+        tenure.connect(zookeeper_url) as holding,
+        tenure.connect(zookeeper_url) as first,
+        tenure.connect(zookeeper_url) as second,
+    ):
+        for locks in (first, second):
+            monkeypatch.setattr(locks.backend, "max_backoff", 3600.0)
+        holder = holding.lock(name, ttl=10)
+        one, two = first.lock(name, ttl=10), second.lock(name, ttl=10)
+        assert holder.acquire()
+        granted = {id(one): threading.Event(), id(two): threading.Event()}
+
+        def wait_for(lock: tenure.Lock) -> None:
+            if lock.acquire():
+                granted[id(lock)].set()
+
+        threads = [threading.Thread(target=wait_for, args=(lock,)) for lock in (one, two)]
+        threads[0].start()
+        _wait_until_queued(holding, name, 2)
+        threads[1].start()
+        _wait_until_queued(holding, name, 3)
+        try:
+            holder.release()
+            assert granted[id(one)].wait(60)
+            fence = one.fence
+            backend = first.backend
+            assert isinstance(backend, ZooKeeperBackend)
+            (held,) = [h for key, h in backend._held.items() if key[1] == name]
+            # Its fence, written in the background after its grant, is not counted.
+            assert held.fence_record is None or held.fence_record.wait(60)
+
+            def hand_over() -> None:
+                one.release()
+                granted[id(two)].wait(60)
+
+            handoff = _sent_during(hand_over)
+            assert granted[id(two)].is_set()
+            assert handoff["get_children"] <= 1 and handoff["set"] <= 2, handoff
+            assert two.fence is not None and fence is not None and two.fence > fence
+        finally:
+            for thread in threads:
+                thread.join(60)
+            if granted[id(two)].is_set():
+                two.release()
+
+
+def _wait_until_queued(locks: tenure.Locks, name: str, nodes: int = 2) -> None:
+    """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's, the last
+    one watched."""
+    backend = locks.backend
+    assert isinstance(backend, ZooKeeperBackend)
+    client = backend.session.client()
+    parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
+    deadline = time.monotonic() + 60
+    while len(client.get_children(parent)) < nodes:
+        assert time.monotonic() < deadline, "the waiter never queued"
+        time.sleep(0.02)
+    time.sleep(0.2)  # its watch is set right after its node is made: not a bound, a margin
+
+
+def test_owned_while_a_renewal_of_ours_is_unanswered(zookeeper_url: str, name: str) -> None:
+    """The node at a newer version than the holder last knew is a write of its own whose
+    answer it has not read yet (only the holder writes its node): still owned."""
+    with tenure.connect(zookeeper_url) as locks:
+        lock = locks.lock(name, ttl=10)
+        assert lock.acquire()
+        backend = locks.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        (held,) = [h for key, h in backend._held.items() if key[1] == name]
+        client = backend.session.client()
+        # The renewal's write, landed on the server, its answer not yet read.
+        client.set(held.path, held.record.encode(), version=held.version)
+        assert lock.owned()
+        lock.release()
