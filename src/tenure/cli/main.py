@@ -32,12 +32,15 @@ from tenure.cli.election import add_commands as add_election_commands
 from tenure.cli.logs import owned_stderr
 from tenure.cli.options import add_wait_options
 from tenure.cli.progress import VERBOSE
+from tenure.cli.verify import COMMANDS as VERIFY_COMMANDS
+from tenure.cli.verify import add_commands as add_verify_commands
 
 __all__ = ["build_parser", "main"]
 
 CMD_COMMANDS = ("run", "elect")
 """Commands whose CMD follows ``--``, untouched by option parsing."""
-COMMANDS = ("run", "ls", "show", "break", "demo", "completion", *ELECTION_COMMANDS)
+COMMANDS = ("run", "ls", "show", "break", "demo", "completion", *ELECTION_COMMANDS,
+            *VERIFY_COMMANDS)
 
 # The manual on the documentation site: docs/ is not in the wheel, so --help cannot point
 # there (the site is built from docs/cli.md).
@@ -220,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="one of: " + ", ".join(SHELLS))
     completion.set_defaults(handler=_completion)
     add_election_commands(command)
+    add_verify_commands(command)
     return parser
 
 

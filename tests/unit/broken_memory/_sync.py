@@ -1,0 +1,38 @@
+"""The broken store for threads (the workload of ``tenure verify`` uses the sync API)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tenure._types import Busy, Grant, Holder
+from tenure.backends.memory._sync import MemoryBackend
+
+__all__ = ["BACKEND", "BrokenMemoryBackend"]
+
+_refusals = itertools.count(1)
+
+
+class BrokenMemoryBackend(MemoryBackend):
+    schemes = ("broken+memory",)
+
+    def acquire(
+        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+    ) -> Grant | Busy:
+        outcome = super().acquire(name, token, ttl, holder, waited)
+        if isinstance(outcome, Busy) and next(_refusals) % 3 == 0:
+            # The bug under test: grant while held.
+            self.store.break_lock(name, gc_after=self.gc_after)
+            return super().acquire(name, token, ttl, holder, waited)
+        return outcome
+
+    def describe(self) -> str:
+        return "broken+memory://"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> BrokenMemoryBackend:
+        backend = MemoryBackend.from_url(url.replace("broken+memory", "memory", 1), **options)
+        return cls(backend.store, "", backend.gc_after)
+
+
+BACKEND = BrokenMemoryBackend
