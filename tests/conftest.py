@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import pathlib
 import signal
 import uuid
@@ -144,6 +145,16 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 def name() -> str:
     """A lock name no other test uses, so tests can share one server without clean-up."""
     return f"test:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> dict[str, str]:
+    """The environment of a ``tenure`` command a test runs: this process's, less a URL or
+    debug switch of the caller's, with the per-user state (the default SQLite store) in the
+    test's temp dir."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("TENURE_URL", "TENURE_DEBUG")}
+    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
+    return environment
 
 
 @pytest.fixture

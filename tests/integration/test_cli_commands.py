@@ -25,13 +25,6 @@ TENURE = pathlib.Path(sys.executable).parent / "tenure"
 
 
 @pytest.fixture
-def env(tmp_path: pathlib.Path) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("TENURE_URL", "TENURE_DEBUG")}
-    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
-    return environment
-
-
-@pytest.fixture
 def url(tmp_path: pathlib.Path) -> str:
     return f"sqlite:///{tmp_path / 'locks.db'}"
 

@@ -29,13 +29,6 @@ HOLD = 60.0
 
 
 @pytest.fixture
-def env(tmp_path: pathlib.Path) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("TENURE_URL", "TENURE_DEBUG")}
-    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
-    return environment
-
-
-@pytest.fixture
 def spawned() -> Iterator[list[subprocess.Popen[str]]]:
     processes: list[subprocess.Popen[str]] = []
     yield processes

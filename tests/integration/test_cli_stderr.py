@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -15,13 +14,6 @@ from tests.servers._process import free_port
 pytestmark = pytest.mark.zookeeper
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
-
-
-@pytest.fixture
-def env(tmp_path: pathlib.Path) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("TENURE_URL", "TENURE_DEBUG")}
-    environment["XDG_STATE_HOME"] = str(tmp_path / "state")
-    return environment
 
 
 def tenure_command(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
