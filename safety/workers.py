@@ -512,6 +512,10 @@ async def _cancel_all(config: Config) -> dict[str, Any]:
         await asyncio.sleep(3 * ttl)
         held = [i.name for i in await locks.list_locks(config["name"]) if i.held]
         figures["held_after_3_ttl"] = held
+        # The async scheduler's task now runs on the process's renewal thread
+        # (``tenure-renewal-loop``, which stays, idle): this loop should hold none, and a
+        # renewal leaked there would keep its lease held, which held_after_3_ttl shows. The
+        # threads flavour's scheduler thread ends once it renews nothing.
         figures["renewer_tasks_after_3_ttl"] = sum(
             1 for t in asyncio.all_tasks() if t.get_name() == "tenure-renewer"
         )

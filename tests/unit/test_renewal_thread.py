@@ -64,8 +64,8 @@ async def test_renewals_run_on_the_renewal_thread_and_stop_with_the_release() ->
     async with tenure.connect_async(_memory_url()) as locks:
         lock = locks.lock("k", ttl=0.3, renew=True)
         assert await lock.acquire()
-        assert any(thread.name == "tenure-renewer" for thread in threading.enumerate())
-        assert threading.current_thread().name != "tenure-renewer"
+        assert any(thread.name == "tenure-renewal-loop" for thread in threading.enumerate())
+        assert threading.current_thread().name != "tenure-renewal-loop"
         time.sleep(0.6)  # two renewals while the loop is blocked
         lock.check()
         await lock.release()

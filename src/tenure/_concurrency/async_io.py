@@ -345,7 +345,7 @@ class _RenewalLoop:
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         self.thread = threading.Thread(
-            target=self._serve, args=(ready,), name="tenure-renewer", daemon=True
+            target=self._serve, args=(ready,), name="tenure-renewal-loop", daemon=True
         )
         self.thread.start()
         ready.wait()
