@@ -233,10 +233,12 @@ def curable(exc: tenure.BackendError, *, answered: bool) -> bool:
     contact it is not, as in Python: a wrong host or a server that is down is told at once,
     not waited on forever. Nor is a refusal (bad password, no permission, a server error):
     waiting would only hide it."""
+    # The lease core's stall message first: its error chains the driver's last word (or a
+    # TimeoutError) as the cause, which at first contact would read as "server down".
+    if _STALL.search(str(exc)) is not None:
+        return True
     error: BaseException | None = exc.__cause__
-    if error is None:
-        return _STALL.search(str(exc)) is not None
-    if not answered:
+    if error is None or not answered:
         return False
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
