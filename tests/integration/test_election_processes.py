@@ -17,6 +17,7 @@ import time
 import pytest
 
 import tenure
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -117,8 +118,11 @@ def test_sigkilled_leaders_are_replaced_and_observed_in_order(
             process.wait()
             killed_at = time.monotonic()
         assert terms == sorted(set(terms))
-        assert all(seconds <= TTL + 1.0 for seconds in handovers), handovers
         with tenure.connect(url) as locks:
+            # A lease may outlive its ttl by the backend's declared overrun (etcd's whole
+            # seconds above the ttl); the second of slack stretches with the load.
+            bound = TTL + locks.capabilities.lease_overrun + scaled(1.0)
+            assert all(seconds <= bound for seconds in handovers), (handovers, bound)
             _wait_for(lambda: locks.election(name).leader() is None, limit=TTL * 5)
         time.sleep(0.2)  # let the observer read the final gap
     finally:
