@@ -5,13 +5,17 @@ thread-safely, never on the renewal thread."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 import uuid
 from typing import Any
 
+import pytest
+
 import tenure
 from tenure._concurrency import async_io
+from tests.timing import scaled
 
 
 def _memory_url() -> str:
@@ -122,3 +126,50 @@ async def test_renewals_go_on_while_pure_python_work_holds_the_gil() -> None:
         lock.check()
         assert not await other.acquire(blocking=False)
         await lock.release()
+
+
+async def test_check_on_a_blocked_loop_sees_a_loss_the_renewal_thread_found() -> None:
+    # The loss is sent to the holder's loop, which is blocked: check() itself must take it
+    # (before, it passed until the lease's own deadline, a ttl after the loss was known).
+    ttl = scaled(1.5)
+    async with tenure.connect_async(_memory_url()) as locks:
+        lock = locks.lock("k", ttl=ttl, renew=True)
+        assert await lock.acquire()
+        started = time.monotonic()
+        assert await locks.break_lock("k")  # the next renewal (about ttl/3 in) is refused
+        told = None
+        while time.monotonic() - started < 0.9 * ttl:  # the loop never gets a turn
+            try:
+                lock.check()
+            except tenure.LockLost:
+                told = time.monotonic() - started
+                break
+            time.sleep(0.01)
+        assert told is not None, "check() passed on a lease the renewal thread knew lost"
+
+
+async def test_a_release_first_on_a_blocked_loop_still_reports_the_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Renewals reach the store but their answers are lost: the renewal thread gives the
+    # lease up at its deadline and sends the loss to the blocked loop; the release that runs
+    # first (the store still has the lease) must not pass over it.
+    from tenure.backends.memory._async import AsyncMemoryBackend
+
+    applied = AsyncMemoryBackend.extend_many
+
+    async def answer_lost(self: AsyncMemoryBackend, renewals: Any) -> Any:
+        # Applied for far longer than asked, so the store surely still has the lease when
+        # the release below comes, however loaded the machine.
+        await applied(self, [dataclasses.replace(r, ttl=r.ttl * 20) for r in renewals])
+        raise tenure.BackendError("the renewal's answer was lost")
+
+    monkeypatch.setattr(AsyncMemoryBackend, "extend_many", answer_lost)
+    lost: list[object] = []
+    async with tenure.connect_async(_memory_url()) as locks:
+        lock = locks.lock("k", ttl=0.6, renew=True, on_lost=lost.append)
+        assert await lock.acquire()
+        time.sleep(scaled(1.0))  # past the lease's deadline, the loop blocked throughout
+        with pytest.raises(tenure.LockLost):
+            await lock.release()
+        assert lock.lost.is_set() and lost == [lock]

@@ -111,9 +111,9 @@ class AsyncRenewer:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._holds: set[Hold] = set()
-        self._reporting: set[Hold] = set()
-        """Holds found lost, no longer renewed, whose loss is on its way to the holder
-        (``_report``)."""
+        self._reporting: dict[Hold, tuple[str, BaseException | None, bool]] = {}
+        """Holds found lost, no longer renewed, whose loss (reason, error, expected) is on
+        its way to the holder (``_report``); ``pending_loss`` lets the holder take it first."""
         self._mutex = io.ThreadMutex()
         self._running = False
         self._wake: io.Signal | None = None
@@ -149,7 +149,7 @@ class AsyncRenewer:
     def unwatch(self, hold: Hold) -> None:
         with self._mutex:
             self._holds.discard(hold)
-            self._reporting.discard(hold)  # released first: that loss is not reported
+            self._reporting.pop(hold, None)  # its holder took it (pending_loss), or released
             # No wake needed: the loop skips holds it no longer has, and exits when empty.
 
     def _report(
@@ -162,16 +162,23 @@ class AsyncRenewer:
             if hold not in self._holds:  # released (or reported) meanwhile
                 return
             self._holds.discard(hold)
-            self._reporting.add(hold)
+            self._reporting[hold] = (reason, error, expected)
         io.deliver(hold.home, self._reported, hold, reason, error, expected)
+
+    def pending_loss(self, hold: Hold) -> tuple[str, BaseException | None, bool] | None:
+        """The loss of ``hold`` found and sent to its holder but not delivered yet (under
+        asyncio its loop has not had a turn since: CPU-bound code, or a release or check
+        that runs first): the holder records it itself, so that a busy loop neither hides
+        the loss from check() nor lets a release that lands first pass it over."""
+        with self._mutex:
+            return self._reporting.get(hold)
 
     def _reported(
         self, hold: Hold, reason: str, error: BaseException | None, expected: bool
     ) -> None:
         with self._mutex:
-            if hold not in self._reporting:  # released before the report arrived
+            if self._reporting.pop(hold, None) is None:  # taken, or released, meanwhile
                 return
-            self._reporting.discard(hold)
         hold.mark_lost(reason, error, expected=expected)
 
     def doubts_arrived(self) -> None:

@@ -515,6 +515,7 @@ class Lease:
         if hold.count > 1:
             hold.count -= 1
             return
+        self._take_pending_loss(hold)
         with self._mutex:
             self._holds.pop(owner, None)
         if hold.renewer is not None:
@@ -540,6 +541,7 @@ class Lease:
         owner = self._owner()
         hold = self._hold_for(owner, "extend")
         new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
+        self._take_pending_loss(hold)
         if not hold.lost and (doubt := hold.doubt()) is not None:
             self.mark_lost(hold, doubt)
         if hold.lost:
@@ -569,6 +571,8 @@ class Lease:
         server. A False answer for a lease we believed held marks it lost."""
         owner = self._owner()
         hold = self._holds.get(owner)
+        if hold is not None:
+            self._take_pending_loss(hold)
         if hold is None or hold.lost:
             return False
         if (doubt := hold.doubt()) is not None:
@@ -595,12 +599,22 @@ class Lease:
         connection the lease lives on was interrupted (``Backend.lease_doubt``).
         """
         hold = self._hold_for(self._owner(), "check")
+        self._take_pending_loss(hold)
         if not hold.lost and (doubt := hold.doubt()) is not None:
             self.mark_lost(hold, doubt)
         if not hold.lost and self.clock() >= hold.lease_deadline:
             self.mark_lost(hold, hold.ran_out(), expected=not self.renew)
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
+
+    def _take_pending_loss(self, hold: Hold) -> None:
+        """Record a loss the renewal scheduler found and sent here but that has not arrived
+        (the holder's loop was busy): check(), owned() and release() must not miss it."""
+        if hold.renewer is not None and not hold.lost:
+            found = hold.renewer.pending_loss(hold)
+            if found is not None:
+                reason, error, expected = found
+                self.mark_lost(hold, reason, error, expected=expected)
 
     def mark_lost(
         self,
