@@ -170,3 +170,13 @@ def test_ambiguous_credentials_show_the_hosts(url: str, hosts: str) -> None:
         tenure.connect(url)
     assert hosts in str(raised.value)
     assert shown(str(raised.value)) == []
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://ops:hunter2@host/x.db", "memory://ops:hunter2@store/x"]
+)
+def test_a_refused_local_url_does_not_print_its_password(url: str) -> None:
+    # The embedded stores refuse a URL with a host; their error quotes the URL, redacted.
+    with pytest.raises(tenure.ConfigurationError) as refused:
+        tenure.connect(url)
+    assert "hunter2" not in str(refused.value) and "***" in str(refused.value)

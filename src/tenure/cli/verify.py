@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from tenure._urls import redact
 from tenure.cli import EXIT_NOTHING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ def _verify(options: argparse.Namespace) -> int:
             raise CommandError(f"cannot read {options.check}: {exc.strerror}") from None
         if about:
             out.write(f"checking {options.check}: " + ", ".join(
-                f"{key} {about[key]}" for key in ("url", "clients", "seconds", "ttl")
+                f"{key} {redact(str(about[key])) if key == 'url' else about[key]}"
+                for key in ("url", "clients", "seconds", "ttl")
                 if key in about) + "\n")
     else:
         from tenure.verify.workload import (

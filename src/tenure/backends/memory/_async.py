@@ -21,6 +21,7 @@ from tenure._async.wakeups import wait_for_notice
 from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option
 from tenure._types import Busy, Capabilities, Grant, Holder, LockInfo, Renewal
+from tenure._urls import redact
 from tenure._waiters import permit_key, queue_key
 from tenure.backends.memory import SCHEMES
 from tenure.backends.memory._store import MemoryStore, store_named
@@ -64,14 +65,14 @@ class AsyncMemoryBackend(
         parts = urllib.parse.urlsplit(url)
         if parts.path not in ("", "/"):
             raise ConfigurationError(
-                f"memory:// URLs name a store only: memory://NAME[?gc_after=S], not {url!r}"
+                f"memory:// URLs name a store only: memory://NAME[?gc_after=S], not {redact(url)!r}"
             )
         try:
             query = urllib.parse.parse_qsl(
                 parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)
             )
         except ValueError:
-            raise ConfigurationError(f"memory:// URL query is malformed: {url!r}") from None
+            raise ConfigurationError(f"memory:// URL query is malformed: {redact(url)!r}") from None
         settings: dict[str, Any] = dict(query)
         settings.update(options)
         unknown = sorted(set(settings) - {"gc_after"})

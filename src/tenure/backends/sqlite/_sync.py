@@ -20,7 +20,7 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._types import Busy, Capabilities, Grant, Holder
-from tenure._urls import default_sqlite_path
+from tenure._urls import default_sqlite_path, redact
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._store import SQLiteStore
@@ -63,11 +63,11 @@ class SQLiteBackend(
         if parts.netloc:
             raise ConfigurationError(
                 f"sqlite URLs have no host: sqlite:///relative.db or sqlite:////absolute.db, "
-                f"not {url!r}"
+                f"not {redact(url)!r}"
             )
         raw_path = urllib.parse.unquote(parts.path[1:] if parts.path.startswith("/") else "")
         if not raw_path:
-            raise ConfigurationError(f"sqlite URL names no file: {url!r}")
+            raise ConfigurationError(f"sqlite URL names no file: {redact(url)!r}")
         query = dict(urllib.parse.parse_qsl(parts.query))
         settings = {**query, **options}
         unknown = set(settings) - {"busy_timeout", "synchronous", "gc_after"}

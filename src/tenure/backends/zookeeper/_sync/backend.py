@@ -352,10 +352,12 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         """Raise if the session was interrupted while a grant was being made: it may
         already be void. The caller's undo removes the node."""
         if self.session.epoch != epoch:
+            # The cause says what it is (a connection that went away), as a driver's would:
+            # a caller deciding whether a retry can cure it reads it.
             raise BackendError(
                 f"ZooKeeper {self.settings.display}: the connection was interrupted while "
                 f"{path} was being granted"
-            )
+            ) from ConnectionError("the ZooKeeper session's connection was interrupted")
 
     # ---- election values: a field of the holder's entry ------------------------------
 
