@@ -489,7 +489,8 @@ class AsyncLease:
         if self.lost.is_set():  # clear() takes the event's lock: only when needed
             self.lost.clear()
         if self.renew or self.on_lost is not None:
-            self.renewing_kind  # noqa: B018 - made here, not on the renewal thread
+            if self.renew:  # a watch for on_lost alone never renews: no second connection
+                self.renewing_kind  # noqa: B018 - made here, not on the renewal thread
             hold.home = io.home()
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
