@@ -50,16 +50,17 @@ async def test_max_renewals_lets_the_lease_run_out_and_says_so(
 ) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        lock = locks.lock(name, ttl=0.45, renew=True, max_renewals=2, on_lost=lost.append)
+        ttl = scaled(0.45)
+        lock = locks.lock(name, ttl=ttl, renew=True, max_renewals=2, on_lost=lost.append)
         assert await lock.acquire()
-        await helpers.sleep(0.5)
+        await helpers.sleep(ttl * 10 / 9)
         assert await lock.owned()  # renewed past the first ttl
-        # 2 renewals at ttl/3 each, then a full ttl: lost about 0.75 s after acquire.
-        assert await helpers.wait_event(lock.lost, 2.0)
+        # 2 renewals at ttl/3 each, then a full ttl: lost about 5/3 ttl after acquire.
+        assert await helpers.wait_event(lock.lost, 4 * ttl)
         assert lost == [lock]
         assert not await lock.owned()
         other = locks.lock(name, ttl=10)
-        assert await other.acquire(timeout=1 + locks.capabilities.lease_overrun)
+        assert await other.acquire(timeout=scaled(1.0) + locks.capabilities.lease_overrun)
         with pytest.raises(tenure.LockLost):
             await lock.release()
         await other.release()

@@ -394,13 +394,14 @@ async def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name:
 async def test_break_frees_every_holder(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        rw = locks.rwlock(name, ttl=0.6, renew=True, on_lost=lost.append)
+        ttl = scaled(0.6)
+        rw = locks.rwlock(name, ttl=ttl, renew=True, on_lost=lost.append)
         readers = [rw.read(), rw.read()]
         for reader in readers:
             assert await reader.acquire()
         assert await locks.break_lock(name, kind="rwlock")
         for reader in readers:
-            assert await helpers.wait_event(reader.lost, 2.0)
+            assert await helpers.wait_event(reader.lost, 10 / 3 * ttl)
             with pytest.raises(tenure.LockLost):
                 reader.check()
         assert sorted(map(id, lost)) == sorted(map(id, readers))

@@ -52,16 +52,17 @@ def test_max_renewals_lets_the_lease_run_out_and_says_so(
 ) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        lock = locks.lock(name, ttl=0.45, renew=True, max_renewals=2, on_lost=lost.append)
+        ttl = scaled(0.45)
+        lock = locks.lock(name, ttl=ttl, renew=True, max_renewals=2, on_lost=lost.append)
         assert lock.acquire()
-        helpers.sleep(0.5)
+        helpers.sleep(ttl * 10 / 9)
         assert lock.owned()  # renewed past the first ttl
-        # 2 renewals at ttl/3 each, then a full ttl: lost about 0.75 s after acquire.
-        assert helpers.wait_event(lock.lost, 2.0)
+        # 2 renewals at ttl/3 each, then a full ttl: lost about 5/3 ttl after acquire.
+        assert helpers.wait_event(lock.lost, 4 * ttl)
         assert lost == [lock]
         assert not lock.owned()
         other = locks.lock(name, ttl=10)
-        assert other.acquire(timeout=1 + locks.capabilities.lease_overrun)
+        assert other.acquire(timeout=scaled(1.0) + locks.capabilities.lease_overrun)
         with pytest.raises(tenure.LockLost):
             lock.release()
         other.release()

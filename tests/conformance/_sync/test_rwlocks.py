@@ -396,13 +396,14 @@ def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name: str) 
 def test_break_frees_every_holder(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        rw = locks.rwlock(name, ttl=0.6, renew=True, on_lost=lost.append)
+        ttl = scaled(0.6)
+        rw = locks.rwlock(name, ttl=ttl, renew=True, on_lost=lost.append)
         readers = [rw.read(), rw.read()]
         for reader in readers:
             assert reader.acquire()
         assert locks.break_lock(name, kind="rwlock")
         for reader in readers:
-            assert helpers.wait_event(reader.lost, 2.0)
+            assert helpers.wait_event(reader.lost, 10 / 3 * ttl)
             with pytest.raises(tenure.LockLost):
                 reader.check()
         assert sorted(map(id, lost)) == sorted(map(id, readers))
