@@ -12,7 +12,6 @@ beside the CPU of the tests themselves.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import tempfile
@@ -20,9 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers._process import descendants
+from tests.servers._process import cpu_seconds, descendants
 
-_TICKS = os.sysconf("SC_CLK_TCK")
 _DIRECTORY = "TENURE_CPU_REPORT_DIR"
 
 
@@ -37,12 +35,7 @@ def _tree_cpu() -> float:
     """CPU seconds of this process, its reaped children and every live descendant."""
     own = os.times()
     total = own.user + own.system + own.children_user + own.children_system
-    for pid in descendants(os.getpid()):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the name.
-            total += sum(int(value) for value in fields[11:15]) / _TICKS
-    return total
+    return total + sum(cpu_seconds(pid) for pid in descendants(os.getpid()))
 
 
 def pytest_configure(config: pytest.Config) -> None:

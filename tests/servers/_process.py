@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 __all__ = [
     "ManagedServer",
     "ServerFailed",
+    "cpu_seconds",
     "descendants",
     "free_port",
     "require_binary",
@@ -90,6 +91,19 @@ def _stat_fields(stat: pathlib.Path) -> list[str]:
     """The fields of a /proc stat file after the parenthesised command name (which may hold
     spaces): the state first, then the parent's PID."""
     return stat.read_text().rsplit(")", 1)[1].split()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds ``pid`` spent, with what its reaped children spent (utime, stime, cutime,
+    cstime: stat's fields 14-17, 12-15 after the name); 0 once the process is gone."""
+    try:
+        fields = _stat_fields(pathlib.Path(f"/proc/{pid}/stat"))
+        return sum(int(value) for value in fields[11:15]) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def thread_states(pid: int) -> list[str]:
