@@ -393,7 +393,10 @@ class AsyncLease:
                     # kind may hold a place from this very call, so it leaves before raising.
                     if waited is not None or self.kind.queues:
                         await self._give_up(token, waited or Busy(None), deadline)
-                    await io.run_cleanup(self._undo, token, started + self.ttl, None)
+                    # A local store's release cannot hang: undone before the exception
+                    # leaves, the caller's next step (a listing) never sees the grant.
+                    cleanup = io.cleanup_now if backend.local else io.run_cleanup
+                    await cleanup(self._undo, token, started + self.ttl, None)
                     raise
                 now = self.clock()
                 if isinstance(outcome, Grant):

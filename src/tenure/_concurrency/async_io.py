@@ -208,6 +208,16 @@ async def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
     task.add_done_callback(_log_cleanup_failure)
 
 
+async def cleanup_now(function: Callable[..., Any], *args: Any) -> None:
+    """Run a clean-up to its end before going on, despite a cancellation meanwhile; a
+    failure is logged as ``run_cleanup``'s are. For a local store, whose calls cannot hang:
+    the caller's next step then never sees what was undone."""
+    task = asyncio.ensure_future(function(*args))
+    await _finish_despite_cancellation(task)
+    if not task.cancelled() and task.exception() is not None:
+        _log_cleanup_failure_of(task.exception())
+
+
 async def drain_cleanups(timeout: float) -> None:
     """Wait up to ``timeout`` for this loop's pending clean-ups: a client closes its
     connections only after the undo steps that use them."""

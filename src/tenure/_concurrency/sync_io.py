@@ -194,14 +194,26 @@ def settle(pending: Any, timeout: float) -> None:
         concurrent.futures.wait([pending], timeout=timeout)
 
 
+def cleanup_now(function: Callable[..., Any], *args: Any) -> None:
+    """Run a clean-up to its end before going on, a failure logged (see async_io)."""
+    try:
+        function(*args)
+    except Exception as exc:
+        _log_cleanup_failure_of(exc)
+
+
+def _log_cleanup_failure_of(error: BaseException) -> None:
+    logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
+                type(error).__name__, error)
+    logger.debug("tenure: the clean-up's failure", exc_info=error)
+
+
 def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
     def undo() -> None:
         try:
             function(*args)
         except Exception as exc:
-            logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
-                        type(exc).__name__, exc)
-            logger.debug("tenure: the clean-up's failure", exc_info=True)
+            _log_cleanup_failure_of(exc)
         finally:
             with _cleanups_mutex:
                 _cleanups.discard(threading.current_thread())
