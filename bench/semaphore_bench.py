@@ -57,7 +57,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the servers
 
 import tenure  # noqa: E402
-from tenure._async.capabilities import AsyncSemaphoreSupport  # noqa: E402
+from tenure._async.client import store_class  # noqa: E402
 from tenure._urls import load_backend_module  # noqa: E402
 
 REPORT = ROOT / "docs" / "benchmarks-semaphore.md"
@@ -85,7 +85,7 @@ Stamp = tuple[int, int, int]
 def offers_semaphores(backend: str) -> bool:
     """Whether the backend's class implements semaphores (no server needed to tell)."""
     backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
-    return issubclass(backend_class, AsyncSemaphoreSupport)
+    return "semaphore" in store_class(backend_class).offers
 
 
 def make(url: str, kind: str) -> tuple[_common.Pair, Callable[[], None]]:

@@ -34,21 +34,12 @@ def yes(flag: bool) -> str:
 def primitives(backend: type, primitive: str) -> str:
     """Whether this backend offers ``primitive`` beyond the mutex, or refuses it (with a
     note below the table)."""
-    from tenure._async.capabilities import (
-        AsyncLeaseValueSupport,
-        AsyncQueueSupport,
-        AsyncSemaphoreSupport,
-    )
+    from tenure._async.client import store_class
 
-    interface = {
-        "semaphore": AsyncSemaphoreSupport,
-        "election": AsyncLeaseValueSupport,
-        "rwlock": AsyncQueueSupport,
-        "fair": AsyncQueueSupport,
-    }
-    if primitive in backend.refusals:
+    store = store_class(backend)
+    if primitive in store.refusals:
         return "**no** (see below)"
-    return "yes" if issubclass(backend, interface[primitive]) else "not yet"
+    return "yes" if primitive in store.offers else "not yet"
 
 
 NOUNS = {

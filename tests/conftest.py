@@ -65,23 +65,13 @@ SCHEMES: dict[str, str] = {
 
 
 def offers(backend: str, primitive: str) -> bool:
-    """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE)."""
-    from tenure._async.capabilities import (
-        AsyncLeaseValueSupport,
-        AsyncQueueSupport,
-        AsyncSemaphoreSupport,
-    )
+    """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE),
+    as its store declares (``AsyncStore.offers``)."""
+    from tenure._async.client import store_class
     from tenure._urls import load_backend_module
 
-    interface = {
-        "semaphore": AsyncSemaphoreSupport,
-        "election": AsyncLeaseValueSupport,
-        "rwlock": AsyncQueueSupport,
-        "fair": AsyncQueueSupport,
-    }[primitive]
-    backend_class = load_backend_module(f"{SCHEMES[backend]}://", "_async").BACKEND
-    # One interface serves read-write and fair locks; a backend may still refuse one.
-    return issubclass(backend_class, interface) and primitive not in backend_class.refusals
+    module = load_backend_module(f"{SCHEMES[backend]}://", "_async")
+    return primitive in store_class(module.BACKEND).offers
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -38,7 +38,7 @@ from tenure._errors import ConfigurationError
 from tenure._registry import unmet_floors
 
 
-class _Kind(Protocol):
+class _Spec(Protocol):
     @property
     def kind(self) -> str: ...
 
@@ -54,10 +54,10 @@ class AnyLease(Protocol):
     labels: Labels | None
 
     @property
-    def kind(self) -> _Kind: ...
+    def spec(self) -> _Spec: ...
 
     @property
-    def backend(self) -> _Backend: ...
+    def store(self) -> _Backend: ...
 
 __all__ = [
     "AnyLease",
@@ -182,8 +182,8 @@ class Labels:
 
     def __init__(self, lease: AnyLease) -> None:
         self.common = {
-            "tenure.backend": lease.backend.describe().partition("://")[0] or "custom",
-            "tenure.primitive": lease.kind.kind,
+            "tenure.backend": lease.store.describe().partition("://")[0] or "custom",
+            "tenure.primitive": lease.spec.kind,
             "tenure.name_prefix": lease.name.partition(":")[0],
         }
         self.acquired = {**self.common, "outcome": "acquired"}
@@ -227,7 +227,7 @@ def acquired(lease: AnyLease, fence: int, waited: float, attempts: int, span: An
     if lease_log.isEnabledFor(logging.DEBUG):
         lease_log.debug(
             "acquired %s %r: fence %d after %.3f s, %d attempt(s)",
-            lease.kind.kind, lease.name, fence, waited, attempts,
+            lease.spec.kind, lease.name, fence, waited, attempts,
         )
     instruments = _instruments()
     if instruments is not None:
@@ -243,7 +243,7 @@ def busy(lease: AnyLease, waited: float, attempts: int) -> None:
     if lease_log.isEnabledFor(logging.DEBUG):
         lease_log.debug(
             "not acquired %s %r after %.3f s, %d attempt(s)",
-            lease.kind.kind, lease.name, waited, attempts,
+            lease.spec.kind, lease.name, waited, attempts,
         )
     instruments = _instruments()
     if instruments is not None:
@@ -255,7 +255,7 @@ def busy(lease: AnyLease, waited: float, attempts: int) -> None:
 def released(lease: AnyLease, fence: int, held: float) -> None:
     if lease_log.isEnabledFor(logging.DEBUG):
         lease_log.debug(
-            "released %s %r: fence %d after %.3f s held", lease.kind.kind, lease.name, fence, held
+            "released %s %r: fence %d after %.3f s held", lease.spec.kind, lease.name, fence, held
         )
     instruments = _instruments()
     if instruments is not None:
@@ -267,7 +267,7 @@ def lost(lease: AnyLease, fence: int, reason: str, expected: bool) -> None:
     lease that was not renewed ran out), which a caller asked for: INFO, not WARNING."""
     lease_log.log(
         logging.INFO if expected else logging.WARNING,
-        "lost %s %r (fence %d): %s", lease.kind.kind, lease.name, fence, reason,
+        "lost %s %r (fence %d): %s", lease.spec.kind, lease.name, fence, reason,
     )
     instruments = _instruments()
     if instruments is not None:
@@ -280,7 +280,7 @@ def renewal_batch(lease: AnyLease, renewed: int, refused: int, failed: int) -> N
     if renewer_log.isEnabledFor(logging.DEBUG):
         renewer_log.debug(
             "renewal round trip on %s: %d renewed, %d refused, %d failed",
-            lease.backend.describe(), renewed, refused, failed,
+            lease.store.describe(), renewed, refused, failed,
         )
     instruments = _instruments()
     if instruments is not None:

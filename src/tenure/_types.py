@@ -4,8 +4,68 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 
-__all__ = ["Busy", "Capabilities", "Grant", "Holder", "Leader", "LeaseInfo", "LockInfo", "Renewal"]
+__all__ = [
+    "Busy",
+    "Capabilities",
+    "Grant",
+    "Holder",
+    "Kind",
+    "Leader",
+    "LeaseInfo",
+    "LeaseSpec",
+    "LockInfo",
+    "Mode",
+    "Renewal",
+]
+
+
+class Kind(enum.StrEnum):
+    """What is leased under a name: each kind's records are kept apart from the others', so
+    a lock and a semaphore of one name are different things. A str, so that records, output
+    and ``LockInfo.kind`` read as before ("lock", "semaphore", "rwlock")."""
+
+    LOCK = "lock"
+    """At most one live lease per name (an election's leadership is one, with a value)."""
+    SEMAPHORE = "semaphore"
+    """Up to ``limit`` live leases (permits) per name."""
+    RWLOCK = "rwlock"
+    """Read (shared) and write (exclusive) leases granted in arrival order from a queue of
+    waiting places; a fair lock is the write side alone."""
+
+
+class Mode(enum.StrEnum):
+    """A queued lease's mode: readers share a name, a writer excludes everybody."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseSpec:
+    """What one acquire asks the store for, beside the name, token, ttl and holder: the
+    kind of lease and the parameters that kind takes (and only those)."""
+
+    kind: Kind = Kind.LOCK
+    limit: int = 1
+    """How many live leases the name may have (a semaphore's limit; 1 otherwise)."""
+    mode: Mode | None = None
+    """A queued lease's mode (kind RWLOCK only)."""
+    value: str | None = None
+    """A value stored with a lock's lease when it is granted (an election's leader value)."""
+    queue_ttl: float | None = None
+    """Seconds a refused queued attempt's waiting place outlives the attempt (kind RWLOCK)."""
+
+    @property
+    def queues(self) -> bool:
+        """A refused attempt holds a place in a server-side queue from that answer on."""
+        return self.kind is Kind.RWLOCK
+
+    @property
+    def shared(self) -> bool:
+        """Several leases of this spec on one name may be live at once."""
+        return self.mode is Mode.READ
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,9 +186,8 @@ class Renewal:
     name: str
     token: str
     ttl: float
-    kind: str = "lock"
-    """Which primitive's lease: "lock", "semaphore" or "rwlock" (their records are kept
-    apart)."""
+    kind: Kind = Kind.LOCK
+    """Which kind of lease (their records are kept apart)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ that processes share (memory:// lives in one process, so it is left out):
   arrival (each waiter's enqueue timestamp); the longest wait and the spread are reported.
 - A waiter SIGKILLed while queued delays the one behind it by at most its queue lease + 1 s.
 
-A backend joins by implementing ``AsyncQueueSupport`` (``offers()`` in tests/conftest.py, for
+A backend joins by offering "rwlock" in its store (``offers()`` in tests/conftest.py, for
 the primitive each test is marked ``@on(...)`` with, and ``--backends``): nothing to add
 here. Timestamps are
 ``time.monotonic_ns()``, one clock for the whole host. ``TENURE_RWLOCK_ROUNDS`` sets the

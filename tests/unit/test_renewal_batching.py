@@ -76,8 +76,8 @@ def test_a_lease_that_is_not_renewed_is_not_lost_early_by_a_batch() -> None:
 def _hold(backend: object, next_due: float, *, renew: bool = True,
           max_renewals: int | None = None, renewals: int = 0, ttl: float = 1.2) -> Any:
     lease = SimpleNamespace(
-        renew=renew, max_renewals=max_renewals, backend=backend,
-        renewing_kind=SimpleNamespace(backend=backend),  # batched by the backend renewing it
+        renew=renew, max_renewals=max_renewals, store=backend,
+        renewing_store=backend,  # batched by the store renewing it
     )
     # A backend without sessions: a grant vouches for the whole ttl (``Hold.trusted_for``).
     return SimpleNamespace(

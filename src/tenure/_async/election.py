@@ -1,6 +1,6 @@
 """Leader election: a thin layer over the mutex lease. The leader is the holder of a live lock
 lease on the election's name, its term is that lease's fence, and its value is the opaque
-string the backend stores in the same lease record (``AsyncLeaseValueSupport``), so
+string the store keeps in the same lease record (the spec's ``value``), so
 ``leader()`` reads holder, term and value in one atomic step. Waiting, renewal, loss and the
 undo of a failed or timed-out campaign are the shared lease logic of ``lease.py``. Written
 for asyncio; ``scripts/unasync.py`` generates the threads flavour.
@@ -8,12 +8,11 @@ for asyncio; ``scripts/unasync.py`` generates the threads flavour.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Self
 
-from tenure._async.capabilities import AsyncLeaseValueSupport
 from tenure._async.lease import AsyncLease, Hold
-from tenure._async.lock import AsyncMutexKind
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -21,11 +20,10 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
-from tenure._types import Busy, Grant, Holder, Leader
+from tenure._types import Busy, Holder, Kind, Leader, LeaseSpec
 from tenure._validation import validate_timeout
 
 if TYPE_CHECKING:
-    from tenure._async.backend import AsyncBackend
     from tenure._async.client import AsyncLocks
 
 __all__ = ["AsyncElection", "AsyncLeadership"]
@@ -44,23 +42,6 @@ def validate_value(value: object) -> str:
     return value
 
 
-class AsyncValuedMutexKind(AsyncMutexKind):
-    """A lock's leases granted with a value stored in the record; everything else is the
-    mutex's own steps (renewals batch with the locks')."""
-
-    def __init__(self, backend: AsyncBackend, values: AsyncLeaseValueSupport, value: str) -> None:
-        super().__init__(backend)
-        self._values = values
-        self.value = value
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return await self._values.acquire_with_value(
-            name, token, ttl, holder, value=self.value, waited=waited
-        )
-
-
 class AsyncLeadership(AsyncLease):
     """One campaign of an election: held means elected. ``term`` is the winning fence;
     ``lost`` is set once leadership is gone; ``check()`` raises LockLost after that."""
@@ -70,17 +51,15 @@ class AsyncLeadership(AsyncLease):
     def __init__(
         self,
         client: AsyncLocks,
-        values: AsyncLeaseValueSupport,
         name: str,
         ttl: float,
         *,
         value: str,
         on_lost: Callable[[AsyncLeadership], Any] | None,
     ) -> None:
-        self._valued = AsyncValuedMutexKind(client.backend, values, value)
         super().__init__(
             client,
-            self._valued,
+            LeaseSpec(value=value),
             name,
             ttl,
             timeout=None,
@@ -90,7 +69,6 @@ class AsyncLeadership(AsyncLease):
             on_lost=on_lost,
             reentrant=False,
         )
-        self._values = values
         self._term: int | None = None
 
     @property
@@ -110,7 +88,8 @@ class AsyncLeadership(AsyncLease):
     @property
     def value(self) -> str:
         """The value this leader last stored."""
-        return self._valued.value
+        assert self.spec.value is not None
+        return self.spec.value
 
     def _acquire_while_held(self, held: Hold) -> None:
         raise InvalidArgument(f"this campaign for {self.name!r} already won; resign first")
@@ -123,12 +102,13 @@ class AsyncLeadership(AsyncLease):
         self.check()
         owner = self._owner()
         hold = self._hold_for(owner, "proclaim")
-        if not await self._values.set_value(self.name, hold.token, value):
+        if not await self.store.set_value(self.name, hold.token, value):
             if self._released_meanwhile(owner, hold):
                 raise NotOwned(self.name, "cannot proclaim: the leadership was resigned meanwhile")
             self.mark_lost(hold, "proclaim found the leadership gone")
             raise LockLost(self.name, "proclaim found the leadership gone")
-        self._valued.value = value
+        # Later acquires of this handle store the new value too.
+        self.spec = dataclasses.replace(self.spec, value=value)
 
     async def resign(self) -> None:
         """Give up leadership: the lease (and its value) is removed and waiters are woken."""
@@ -145,11 +125,8 @@ class AsyncLeadership(AsyncLease):
 class AsyncElection:
     """A handle on the election ``name``; creating it sends nothing (``AsyncLocks.election``)."""
 
-    def __init__(
-        self, client: AsyncLocks, values: AsyncLeaseValueSupport, name: str, ttl: float
-    ) -> None:
+    def __init__(self, client: AsyncLocks, name: str, ttl: float) -> None:
         self._client = client
-        self._values = values
         self.name = name
         self.ttl = ttl
 
@@ -164,7 +141,6 @@ class AsyncElection:
         elect``). ``campaign`` is the usual way in."""
         return AsyncLeadership(
             self._client,
-            self._values,
             self.name,
             self.ttl,
             value=validate_value(value),
@@ -190,7 +166,7 @@ class AsyncElection:
 
     async def leader(self) -> Leader | None:
         """The current leader, its term and value read in one atomic step; None: no leader."""
-        info = await self._client.backend.inspect(self.name)
+        info = await self._client.store.inspect(Kind.LOCK, self.name)
         if info is None or info.holder is None:
             return None
         return Leader(info.value, info.fence, info.holder, info.acquired_at)
@@ -210,12 +186,15 @@ class AsyncElection:
         pause = min(self.ttl / 10, 1.0) if interval is None else validate_timeout(interval)
         if pause is None or pause <= 0:
             raise InvalidArgument("observe's interval must be a positive number of seconds")
-        backend = self._client.backend
+        # An attempt that never tries: its wait is the store's, woken by releases.
+        watch = self._client.store.attempt(
+            self.name, LeaseSpec(), "observer", self.ttl, Holder("", 0, "observer")
+        )
         last: Leader | None = await self.leader()
         highest = 0 if last is None else last.term
         yield last
         while True:
-            await backend.wait_for_release(self.name, pause)
+            await watch.wait(pause, Busy(None))
             now = await self.leader()
             if now is not None and (
                 now.term < highest or (last is None and now.term == highest)

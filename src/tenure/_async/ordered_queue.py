@@ -48,16 +48,23 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._async.store import AsyncAttempt, AsyncStore
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Renewal
 
-__all__ = ["AsyncOrderedQueueBackend"]
+__all__ = ["AsyncOrderedQueueStore"]
 
 
-class AsyncOrderedQueueBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSupport):
+class AsyncOrderedQueueStore(AsyncStore):
     """Locks, semaphores and read-write (and fair) locks over one ordered queue of entries per
     (kind, name)."""
+
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = ()  # the steps translate their own driver's errors
+
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncAttempt:
+        return AsyncOrderedQueueAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     # ---- the queue steps a backend of this shape implements --------------------------------
 
@@ -81,145 +88,78 @@ class AsyncOrderedQueueBackend(AsyncBackend, AsyncSemaphoreSupport, AsyncQueueSu
         refusal leaves the entry as a waiting place on a lease of ``queue_ttl`` seconds."""
 
     @abc.abstractmethod
-    async def _release(self, kind: str, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
     async def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]: ...
-
-    @abc.abstractmethod
-    async def _owned(self, kind: str, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
-    async def _inspect(self, kind: str, name: str) -> LockInfo | None: ...
-
-    @abc.abstractmethod
-    async def _list(self, kind: str, prefix: str) -> list[LockInfo]: ...
-
-    @abc.abstractmethod
-    async def _break(self, kind: str, name: str) -> bool: ...
 
     @abc.abstractmethod
     async def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None: ...
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
+    async def _abandon(self, name: str, busy: Busy) -> None:
+        """A lock or semaphore attempt that waited gives up: drop what its wait kept."""
+
+    # ---- the verbs, once for every kind -----------------------------------------------
 
     async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
-        return await self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
+        return await self._acquire_spec(name, spec, token, ttl, holder, waited=None)
 
-    async def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
+    async def _acquire_spec(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder, *,
+        waited: Busy | None,
     ) -> Grant | Busy:
-        """``AsyncLeaseValueSupport.acquire_with_value`` for the backends that offer it."""
         return await self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
+            str(spec.kind), name, token, ttl, holder, limit=spec.limit, waited=waited,
+            value=spec.value, mode=None if spec.mode is None else str(spec.mode),
+            queue_ttl=spec.queue_ttl,
         )
-
-    async def release(self, name: str, token: str) -> bool:
-        return await self._release("lock", name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = await self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("lock", renewals)
+        kinds = {renewal.kind for renewal in renewals}
+        if len(kinds) <= 1:
+            kind = next(iter(kinds), Kind.LOCK)
+            return await self._extend_many(str(kind), renewals)
+        answers: dict[int, bool] = {}
+        for kind in kinds:  # one batch per kind, answers in the order asked
+            indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
+            batch = await self._extend_many(str(kind), [renewals[i] for i in indexes])
+            answers.update(zip(indexes, batch, strict=True))
+        return [answers[i] for i in range(len(renewals))]
 
-    async def owned(self, name: str, token: str) -> bool:
-        return await self._owned("lock", name, token)
 
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await self._inspect("lock", name)
+class AsyncOrderedQueueAttempt(AsyncAttempt):
+    """An attempt whose entry in the queue (``Busy.waiting``) travels from one try to the
+    wait and the next try."""
 
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await self._list("lock", prefix)
+    store: AsyncOrderedQueueStore
 
-    async def break_lock(self, name: str) -> bool:
-        return await self._break("lock", name)
+    def __init__(
+        self, store: AsyncOrderedQueueStore, name: str, spec: LeaseSpec, *, token: str,
+        ttl: float, holder: Holder,
+    ) -> None:
+        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
+        self.waited: Busy | None = None
+        self.last: Busy | None = None
 
-    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    async def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
+    async def try_once(self) -> Grant | Busy:
+        outcome = await self.store._acquire_spec(
+            self.name, self.spec, self.token, self.ttl, self.holder, waited=self.waited
         )
+        if isinstance(outcome, Busy):
+            self.last = outcome
+        return outcome
 
-    async def release_permit(self, name: str, token: str) -> bool:
-        return await self._release("semaphore", name, token)
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        self.waited = busy
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        await self.store._wait(str(self.spec.kind), self.name, busy, timeout)
 
-    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("semaphore", renewals)
+    @property
+    def holds_place(self) -> bool:
+        return self.spec.queues or self.waited is not None
 
-    async def permit_owned(self, name: str, token: str) -> bool:
-        return await self._owned("semaphore", name, token)
-
-    async def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return await self._inspect("semaphore", name)
-
-    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return await self._list("semaphore", prefix)
-
-    async def break_semaphore(self, name: str) -> bool:
-        return await self._break("semaphore", name)
-
-    async def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("semaphore", name, busy, timeout)
-
-    # ---- read-write and fair locks: the queue with a mode per entry ---------------------
-
-    async def acquire_queued(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        mode: str,
-        queue_ttl: float,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await self._acquire(
-            "rwlock", name, token, ttl, holder, limit=1, waited=waited, mode=mode,
-            queue_ttl=queue_ttl,
-        )
-
-    async def release_queued(self, name: str, token: str) -> bool:
-        return await self._release("rwlock", name, token)
-
-    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._extend_many("rwlock", renewals)
-
-    async def queued_owned(self, name: str, token: str) -> bool:
-        return await self._owned("rwlock", name, token)
-
-    async def inspect_queue(self, name: str) -> LockInfo | None:
-        return await self._inspect("rwlock", name)
-
-    async def list_queues(self, prefix: str) -> list[LockInfo]:
-        return await self._list("rwlock", prefix)
-
-    async def break_queue(self, name: str) -> bool:
-        return await self._break("rwlock", name)
-
-    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await self._wait("rwlock", name, busy, timeout)
+    async def leave(self) -> None:
+        if self.spec.queues:
+            await self.store.release(self.spec.kind, self.name, self.token)
+            return
+        await self.store._abandon(self.name, self.last or self.waited or Busy(None))

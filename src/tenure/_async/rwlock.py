@@ -12,7 +12,7 @@ exclude each other and share one fence counter; the plain ``locks.lock("k")`` is
 record.
 
 Every read or write lease is an ordinary lease of ``lease.py`` (token, server-clock expiry,
-fence, watchdog, loss signalled); the atomic steps are the backend's ``AsyncQueueSupport``.
+fence, watchdog, loss signalled); the store's kind RWLOCK, with the mode in the spec.
 Written for asyncio; ``scripts/unasync.py`` generates the threads flavour.
 
 What happens on failure:
@@ -27,20 +27,17 @@ What happens on failure:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from tenure._async.capabilities import READ, WRITE, AsyncQueueSupport
-from tenure._async.lease import AsyncLeaseKind
 from tenure._async.lock import AsyncLock
 from tenure._errors import InvalidArgument
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._types import Kind, LeaseSpec, LockInfo, Mode
 
 if TYPE_CHECKING:
-    from tenure._async.backend import AsyncBackend
     from tenure._async.client import AsyncLocks
 
-__all__ = ["QUEUE_TTL", "AsyncQueuedKind", "AsyncReadWriteLock", "LockOptions"]
+__all__ = ["QUEUE_TTL", "AsyncReadWriteLock", "LockOptions", "queued_spec"]
 
 QUEUE_TTL = 3.0
 """Seconds a waiter's place in a queue outlives its last acquire attempt. A waiter tries
@@ -50,81 +47,11 @@ within this long. Shorter would cost live waiters on a loaded machine their turn
 would let a dead one hold everybody behind it for longer."""
 
 
-class AsyncQueuedKind(AsyncLeaseKind):
-    """One side of a read-write lock (``mode`` "read" or "write") or a fair lock (the write
-    side, named so in messages): the backend's queued steps."""
-
-    kind = "rwlock"
-    queues = True
-
-    def __init__(
-        self,
-        backend: AsyncBackend,
-        queue: AsyncQueueSupport,
-        mode: str,
-        *,
-        fair: bool = False,
-        queue_ttl: float = QUEUE_TTL,
-    ) -> None:
-        if mode not in (READ, WRITE):
-            raise InvalidArgument(f"a queued lease's mode is 'read' or 'write', not {mode!r}")
-        self._backend = backend
-        self._queue = queue
-        self.mode = mode
-        self.shared = mode == READ
-        self.noun = "fair lock" if fair else f"{mode} lock"
-        self.queue_ttl = queue_ttl
-        """A waiter's place lease (seconds); tests shorten it."""
-
-    @property
-    def backend(self) -> AsyncBackend:
-        return self._backend
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return await self._queue.acquire_queued(
-            name, token, ttl, holder, mode=self.mode, queue_ttl=self.queue_ttl, waited=waited
-        )
-
-    async def release(self, name: str, token: str) -> bool:
-        return await self._queue.release_queued(name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = await self._queue.extend_queued([Renewal(name, token, ttl, self.kind)])
-        return extended
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._queue.extend_queued(renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await self._queue.queued_owned(name, token)
-
-    async def locked(self, name: str) -> bool:
-        """Whether a new lease of this mode would wait. Readers ask whether a writer holds or
-        anybody waits: a place that lasts is (but for a moment) behind a writer."""
-        info = await self._queue.inspect_queue(name)
-        if info is None:
-            return False
-        if info.queued:
-            return True
-        if self.mode == WRITE:
-            return info.held
-        return any(lease.mode == WRITE for lease in info.leases)
-
-    async def wait(self, name: str, timeout: float, busy: Busy) -> None:
-        # The next attempt refreshes this waiter's place: it must come before the place
-        # lapses, whatever the back-off wanted.
-        await self._queue.wait_for_turn(name, min(timeout, self.queue_ttl / 3), busy)
-
-    async def abandon(self, name: str, token: str, busy: Busy) -> None:
-        await self._queue.release_queued(name, token)
-
-    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
-        assert isinstance(backend, AsyncQueueSupport)  # an instance of the same class
-        kind = AsyncQueuedKind(backend, backend, self.mode, queue_ttl=self.queue_ttl)
-        kind.noun = self.noun
-        return kind
+def queued_spec(mode: object, queue_ttl: float = QUEUE_TTL) -> LeaseSpec:
+    """The spec of one side of a read-write lock (a fair lock: the write side)."""
+    if mode not in (Mode.READ, Mode.WRITE):
+        raise InvalidArgument(f"a queued lease's mode is 'read' or 'write', not {mode!r}")
+    return LeaseSpec(Kind.RWLOCK, mode=Mode(str(mode)), queue_ttl=queue_ttl)
 
 
 class LockOptions(TypedDict, total=False):
@@ -149,7 +76,7 @@ class AsyncReadWriteLock:
         client: AsyncLocks,
         name: str,
         options: LockOptions,
-        make: Callable[[str, str, LockOptions], AsyncLock],
+        make: Callable[[str, Mode, LockOptions], AsyncLock],
     ) -> None:
         self._client = client
         self.name = name
@@ -157,7 +84,7 @@ class AsyncReadWriteLock:
         self._make = make
         """Makes (and validates) one side's handle: the client's, which checks the options
         exactly as ``lock()`` does."""
-        self._reentrant: dict[str, AsyncLock] = {}
+        self._reentrant: dict[Mode, AsyncLock] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -166,20 +93,20 @@ class AsyncReadWriteLock:
         """A handle on a shared (read) lease: many readers hold the name at once, never
         together with a writer, and a reader that arrives while a writer waits goes after
         that writer. ``overrides``: any of the ``rwlock`` options, for this handle."""
-        return self._side(READ, overrides)
+        return self._side(Mode.READ, overrides)
 
     def write(self, **overrides: Unpack[LockOptions]) -> AsyncLock:
         """A handle on an exclusive (write) lease: granted when nobody holds the name and
         nobody waits ahead of it; its fence is greater than every earlier read or write
         fence of the name. The same lease as ``locks.lock(name, fair=True)``."""
-        return self._side(WRITE, overrides)
+        return self._side(Mode.WRITE, overrides)
 
     async def inspect(self) -> LockInfo | None:
         """The readers or writer (each with its ``mode``), the queue length and the last
         fence: ``AsyncLocks.inspect(name, kind="rwlock")``."""
         return await self._client.inspect(self.name, kind="rwlock")
 
-    def _side(self, mode: str, overrides: LockOptions) -> AsyncLock:
+    def _side(self, mode: Mode, overrides: LockOptions) -> AsyncLock:
         options: LockOptions = {**self._options, **overrides}
         if overrides or not options.get("reentrant", False):
             return self._make(self.name, mode, options)

@@ -1,73 +1,23 @@
 """The counting semaphore: a name with up to ``limit`` live leases (permits), each with its
 own token, server-clock expiry, holder and fence. A handle stands for ONE permit; the shared
-lease logic (waiting, renewal, loss, fences) is ``lease.py``'s, the atomic steps are the
-backend's ``AsyncSemaphoreSupport``. Written for asyncio; ``scripts/unasync.py`` generates
+lease logic (waiting, renewal, loss, fences) is ``lease.py``'s; its leases are the store's
+kind SEMAPHORE, with the limit in the spec. Written for asyncio; ``scripts/unasync.py`` generates
 the threads flavour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tenure._async.capabilities import AsyncSemaphoreSupport
-from tenure._async.lease import AsyncLease, AsyncLeaseKind, Hold
+from tenure._async.lease import AsyncLease, Hold
 from tenure._errors import InvalidArgument
-from tenure._types import Busy, Grant, Holder, Renewal
+from tenure._types import Kind, LeaseSpec
 
 if TYPE_CHECKING:
-    from tenure._async.backend import AsyncBackend
     from tenure._async.client import AsyncLocks
 
-__all__ = ["AsyncPermitKind", "AsyncSemaphore"]
-
-
-class AsyncPermitKind(AsyncLeaseKind):
-    """A semaphore's leases: the backend's permit steps, capacity ``limit``."""
-
-    kind = "semaphore"
-
-    def __init__(self, backend: AsyncBackend, permits: AsyncSemaphoreSupport, limit: int) -> None:
-        self._backend = backend
-        self._permits = permits
-        self.limit = limit
-
-    @property
-    def backend(self) -> AsyncBackend:
-        return self._backend
-
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return await self._permits.acquire_permit(
-            name, token, ttl, holder, self.limit, waited=waited
-        )
-
-    async def release(self, name: str, token: str) -> bool:
-        return await self._permits.release_permit(name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = await self._permits.extend_permits([Renewal(name, token, ttl, self.kind)])
-        return extended
-
-    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._permits.extend_permits(renewals)
-
-    async def owned(self, name: str, token: str) -> bool:
-        return await self._permits.permit_owned(name, token)
-
-    async def locked(self, name: str) -> bool:
-        info = await self._permits.inspect_semaphore(name)
-        if info is None or not info.leases:
-            return False
-        return len(info.leases) >= (info.limit or self.limit)
-
-    async def wait(self, name: str, timeout: float, busy: Busy) -> None:
-        await self._permits.wait_for_permit(name, timeout, busy)
-
-    def through(self, backend: AsyncBackend) -> AsyncLeaseKind:
-        assert isinstance(backend, AsyncSemaphoreSupport)  # an instance of the same class
-        return AsyncPermitKind(backend, backend, self.limit)
+__all__ = ["AsyncSemaphore"]
 
 
 class AsyncSemaphore(AsyncLease):
@@ -80,7 +30,6 @@ class AsyncSemaphore(AsyncLease):
     def __init__(
         self,
         client: AsyncLocks,
-        permits: AsyncSemaphoreSupport,
         name: str,
         limit: int,
         ttl: float,
@@ -93,7 +42,7 @@ class AsyncSemaphore(AsyncLease):
     ) -> None:
         super().__init__(
             client,
-            AsyncPermitKind(client.backend, permits, limit),
+            LeaseSpec(Kind.SEMAPHORE, limit=limit),
             name,
             ttl,
             timeout=timeout,

@@ -17,20 +17,15 @@ from typing import Any, ParamSpec, TypeVar
 
 from tenure import _observe
 from tenure._sync.backend import Backend
-from tenure._sync.capabilities import (
-    WRITE,
-    LeaseValueSupport,
-    QueueSupport,
-    SemaphoreSupport,
-)
 from tenure._sync.election import Election
-from tenure._sync.lease import LeaseKind
+from tenure._sync.legacy_store import LegacyStore, legacy_store
 from tenure._sync.lock import Lock
-from tenure._sync.rwlock import QueuedKind, ReadWriteLock, LockOptions
+from tenure._sync.rwlock import ReadWriteLock, LockOptions, queued_spec
 from tenure._sync.semaphore import Semaphore
+from tenure._sync.store import PRIMITIVES, Store
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
-from tenure._types import Capabilities, LockInfo
+from tenure._types import Capabilities, Kind, LeaseSpec, LockInfo, Mode
 from tenure._urls import load_backend_module, resolve_url
 from tenure._validation import (
     validate_callback,
@@ -50,8 +45,6 @@ DEFAULT_TTL = 30.0
 KINDS = ("lock", "semaphore", "rwlock")
 """The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read (a fair
 lock's record is its name's "rwlock" one: it is that read-write lock's write side)."""
-PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
-"""What ``supports`` answers about."""
 NOUNS = {
     "semaphore": "semaphores",
     "election": "elections",
@@ -80,9 +73,13 @@ def connect(
     """
     resolved = resolve_url(url)
     module = load_backend_module(resolved, "_sync")
-    backend_type: type[Backend] = module.BACKEND
-    backend = backend_type.from_url(resolved, **options)
-    return Locks(backend, default_ttl=default_ttl, clock=clock)
+    return Locks(store_class(module.BACKEND).from_url(resolved, **options),
+                      default_ttl=default_ttl, clock=clock)
+
+
+def store_class(backend: type[Store] | type[Backend]) -> type[Store]:
+    """A backend module's store class (a wide backend seen through the narrow line)."""
+    return backend if issubclass(backend, Store) else legacy_store(backend)
 
 
 class Locks:
@@ -91,20 +88,24 @@ class Locks:
 
     def __init__(
         self,
-        backend: Backend,
+        store: Store | Backend,
         *,
         default_ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not isinstance(backend, Backend):
-            raise InvalidArgumentType(f"not a tenure backend: {type(backend).__name__}")
-        self.backend = backend
+        if isinstance(store, Backend):
+            store = legacy_store(type(store))(store)
+        if not isinstance(store, Store):
+            raise InvalidArgumentType(f"not a tenure backend: {type(store).__name__}")
+        self.store: Store = store
+        self.backend: Any = store.backend if isinstance(store, LegacyStore) else store
+        """The backend object itself (for tests and tools that reach its settings)."""
         self.default_ttl = validate_ttl(default_ttl, "default_ttl")
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
-        self._renewals: Backend | None = None
-        """The backend renewals go through (``renewal_kind``), made at the first renewing
+        self._renewals: Store | None = None
+        """The store renewals go through (``renewal_store``), made at the first renewing
         lease; ``_renewals_pid``: the process that made it."""
         self._renewals_pid = 0
         self._renewals_mutex = io.ThreadMutex()
@@ -114,11 +115,11 @@ class Locks:
         _observe.prepare()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.backend.describe()}>"
+        return f"<{type(self).__name__} {self.store.describe()}>"
 
     @property
     def capabilities(self) -> Capabilities:
-        return self.backend.capabilities
+        return self.store.capabilities
 
     def lock(
         self,
@@ -153,9 +154,10 @@ class Locks:
         """
         if not isinstance(fair, bool):
             raise InvalidArgumentType(f"fair must be a bool, not {type(fair).__name__}")
-        kind = None
+        spec, noun = LeaseSpec(), None
         if fair:
-            kind = QueuedKind(self.backend, self._queues("fair"), WRITE, fair=True)
+            self._offered("fair")
+            spec, noun = queued_spec(Mode.WRITE), "fair lock"
         return self._lock(
             name,
             {
@@ -167,7 +169,8 @@ class Locks:
                 "on_lost": on_lost,
                 "reentrant": reentrant,
             },
-            kind,
+            spec,
+            noun,
         )
 
     def rwlock(
@@ -195,7 +198,7 @@ class Locks:
 
         Raises ConfigurationError on a backend without read-write locks, saying why.
         """
-        queue = self._queues("rwlock")
+        self._offered("rwlock")
         options: LockOptions = {
             "ttl": ttl,
             "timeout": timeout,
@@ -207,15 +210,17 @@ class Locks:
         }
         name = validate_name(name)
         # Checked now, as lock() checks them, not at the first read() or write().
-        self._lock(name, options, None)
+        self._lock(name, options, LeaseSpec(), None)
 
-        def side(name: str, mode: str, options: LockOptions) -> Lock:
-            return self._lock(name, options, QueuedKind(self.backend, queue, mode))
+        def side(name: str, mode: Mode, options: LockOptions) -> Lock:
+            return self._lock(name, options, queued_spec(mode), f"{mode} lock")
 
         return ReadWriteLock(self, name, options, side)
 
-    def _lock(self, name: str, options: LockOptions, kind: QueuedKind | None) -> Lock:
-        """A lock handle over ``kind`` (None: the plain mutex), its options validated."""
+    def _lock(
+        self, name: str, options: LockOptions, spec: LeaseSpec, noun: str | None
+    ) -> Lock:
+        """A lock handle over ``spec`` (named ``noun``), its options validated."""
         renew = options.get("renew", False)
         reentrant = options.get("reentrant", False)
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
@@ -234,7 +239,8 @@ class Locks:
             max_renewals=limit,
             on_lost=validate_callback(options.get("on_lost"), "on_lost"),
             reentrant=reentrant,
-            kind=kind,
+            spec=spec,
+            noun=noun,
         )
 
     def semaphore(
@@ -261,11 +267,10 @@ class Locks:
 
         Raises ConfigurationError on a backend without semaphores, saying why.
         """
-        permits = self._semaphores()
+        self._offered("semaphore")
         renew, blocking, max_renewals = self._lease_options(renew, blocking, max_renewals)
         return Semaphore(
             self,
-            permits,
             validate_name(name),
             validate_limit(limit),
             self.default_ttl if ttl is None else validate_ttl(ttl),
@@ -285,54 +290,44 @@ class Locks:
 
         Raises ConfigurationError on a backend without lease values, saying why.
         """
-        if isinstance(self.backend, LeaseValueSupport):
-            return Election(
-                self,
-                self.backend,
-                validate_name(name),
-                self.default_ttl if ttl is None else validate_ttl(ttl),
-            )
-        raise self._refused("election")
+        self._offered("election")
+        return Election(
+            self, validate_name(name), self.default_ttl if ttl is None else validate_ttl(ttl)
+        )
 
     def supports(self, primitive: str) -> bool:
         """Whether this backend offers ``primitive`` ("lock", "semaphore", "election",
         "rwlock", "fair")."""
-        if primitive == "lock":
-            return True
-        if primitive == "election":
-            return isinstance(self.backend, LeaseValueSupport)
-        if primitive == "semaphore":
-            return isinstance(self.backend, SemaphoreSupport)
-        if primitive in ("rwlock", "fair"):
-            return isinstance(self.backend, QueueSupport) and (
-                primitive not in self.backend.refusals
+        if primitive not in PRIMITIVES:
+            raise InvalidArgument(
+                f"unknown primitive {primitive!r}; tenure knows {list(PRIMITIVES)}"
             )
-        raise InvalidArgument(
-            f"unknown primitive {primitive!r}; tenure knows {list(PRIMITIVES)}"
-        )
+        return primitive in self.store.offers
 
-    def _semaphores(self) -> SemaphoreSupport:
-        if isinstance(self.backend, SemaphoreSupport):
-            return self.backend
-        raise self._refused("semaphore")
+    def _offered(self, primitive: str) -> None:
+        """Raise ConfigurationError, saying why, unless the store offers ``primitive``."""
+        if primitive not in self.store.offers:
+            reason = self.store.refusals.get(
+                primitive, "it is not implemented for this backend"
+            )
+            raise ConfigurationError(
+                f"{self.store.describe()} has no "
+                f"{NOUNS.get(primitive, primitive + 's')}: {reason}"
+            )
 
-    def _queues(self, primitive: str) -> QueueSupport:
-        """The backend's queued leases, for ``primitive`` ("rwlock" or "fair"): a backend may
-        offer read-write locks and still refuse fair ones."""
-        if isinstance(self.backend, QueueSupport) and primitive not in self.backend.refusals:
-            return self.backend
-        raise self._refused(primitive)
+    def _recorded(self, kind: object) -> Kind:
+        """``kind`` as a record kind this store keeps (a fair lock's is its "rwlock")."""
+        if kind not in KINDS:
+            raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
+        recorded = Kind(str(kind))
+        if recorded not in self._kinds_recorded():
+            self._offered(str(recorded))
+        return recorded
 
-    def _queue_records(self) -> QueueSupport:
-        """The backend's "rwlock" records, read-write or fair (for inspect and break)."""
-        if isinstance(self.backend, QueueSupport):
-            return self.backend
-        raise self._refused("rwlock")
-
-    def _refused(self, primitive: str) -> ConfigurationError:
-        reason = self.backend.refusals.get(primitive, "it is not implemented for this backend")
-        return ConfigurationError(
-            f"{self.backend.describe()} has no {NOUNS.get(primitive, primitive + 's')}: {reason}"
+    def _kinds_recorded(self) -> list[Kind]:
+        offers = self.store.offers
+        return [Kind.LOCK] + [Kind.SEMAPHORE] * ("semaphore" in offers) + [Kind.RWLOCK] * (
+            "rwlock" in offers or "fair" in offers
         )
 
     @staticmethod
@@ -390,23 +385,16 @@ class Locks:
         left; a semaphore's limit and every permit; a read-write or fair lock's readers or
         writer, each with its mode, and its queue length); None if unknown."""
         name = validate_name(name)
-        kind = self._has_records(kind)
-        if kind == "semaphore":
-            return self._semaphores().inspect_semaphore(name)
-        if kind == "rwlock":
-            return self._queue_records().inspect_queue(name)
-        return self.backend.inspect(name)
+        return self.store.inspect(self._recorded(kind), name)
 
     def list_locks(self, prefix: str = "") -> list[LockInfo]:
         """Every known lock, semaphore and read-write (or fair) lock whose name starts with
         ``prefix``, held or not, by name (``LockInfo.kind`` tells them apart)."""
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, not {type(prefix).__name__}")
-        found = self.backend.list_locks(prefix)
-        if isinstance(self.backend, SemaphoreSupport):
-            found += self.backend.list_semaphores(prefix)
-        if isinstance(self.backend, QueueSupport):
-            found += self.backend.list_queues(prefix)
+        found = []
+        for kind in self._kinds_recorded():
+            found += self.store.list_records(kind, prefix)
         return sorted(found, key=lambda info: (info.name, info.kind))
 
     def break_lock(self, name: str, kind: str = "lock") -> bool:
@@ -415,52 +403,39 @@ class Locks:
         whose queue stays): holders find out at their next renewal, release or check. True if
         a live lease was broken."""
         name = validate_name(name)
-        kind = self._has_records(kind)
-        if kind == "semaphore":
-            return self._semaphores().break_semaphore(name)
-        if kind == "rwlock":
-            return self._queue_records().break_queue(name)
-        return self.backend.break_lock(name)
+        return self.store.break_leases(self._recorded(kind), name)
 
-    @staticmethod
-    def _has_records(kind: object) -> str:
-        if kind not in KINDS:
-            raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
-        return str(kind)
-
-    def renewal_kind(self, kind: LeaseKind, name: str) -> LeaseKind:
-        """``kind`` as the renewal scheduler renews it (for a lease of ``name``). Under
+    def renewal_store(self, name: str) -> Store:
+        """The store the renewal scheduler renews through (for a lease of ``name``). Under
         asyncio the scheduler runs on a thread of its own, so that a blocked event loop
-        cannot starve renewals: it renews through ``backend.renewal_backend()``, made once
-        per client (and process). The threads flavour renews through the backend itself."""
+        cannot starve renewals: it renews through ``store.renewal_store()``, made once per
+        client (and process). The threads flavour renews through the store itself."""
         if not io.RENEWS_ON_OWN_LOOP:
-            return kind
+            return self.store
         with self._renewals_mutex:
             made = self._renewals is None or self._renewals_pid != os.getpid()
             if made:
                 # A forked child makes its own: the parent's connections are not its own.
-                self._renewals = self.backend.renewal_backend()
+                self._renewals = self.store.renewal_store()
                 self._renewals_pid = os.getpid()
             renewals = self._renewals
             assert renewals is not None
-        if renewals is kind.backend:
-            return kind
-        if made:
+        if made and renewals is not self.store:
             # Connect now, not in the first renewal: that one is due at ttl/3 and must not
             # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
             self._connecting = io.begin_on_renewal_loop(
                 functools.partial(_connect, renewals, name)
             )
-        return kind.through(renewals)
+        return renewals
 
     def close(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         io.drain_cleanups(CLEANUP_GRACE)
-        self.backend.close()
+        self.store.close()
         with self._renewals_mutex:
             renewals = self._renewals
             ours = self._renewals_pid == os.getpid()
-        if renewals is not None and renewals is not self.backend and ours:
+        if renewals is not None and renewals is not self.store and ours:
             # Its connections belong to the renewal thread's loop: closed there.
             io.on_renewal_loop(renewals.close, after=self._connecting)
 
@@ -476,8 +451,8 @@ class Locks:
         self.close()
 
 
-def _connect(backend: Backend, name: str) -> None:
-    """Have ``backend`` open its connections (to the server of ``name``, where it matters):
+def _connect(store: Store, name: str) -> None:
+    """Have ``store`` open its connections (to the server of ``name``, where it matters):
     a read whose answer nobody needs. A failure is the first renewal's to report."""
     with contextlib.suppress(Exception):
-        backend.inspect(name)
+        store.inspect(Kind.LOCK, name)

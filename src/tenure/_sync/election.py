@@ -2,7 +2,7 @@
 # src/tenure/_async/election.py: edit that file, not this one.
 """Leader election: a thin layer over the mutex lease. The leader is the holder of a live lock
 lease on the election's name, its term is that lease's fence, and its value is the opaque
-string the backend stores in the same lease record (``LeaseValueSupport``), so
+string the store keeps in the same lease record (the spec's ``value``), so
 ``leader()`` reads holder, term and value in one atomic step. Waiting, renewal, loss and the
 undo of a failed or timed-out campaign are the shared lease logic of ``lease.py``. Written
 for threads; ``scripts/unasync.py`` generates the threads flavour.
@@ -10,12 +10,11 @@ for threads; ``scripts/unasync.py`` generates the threads flavour.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Callable
 from typing import TYPE_CHECKING, Any, Self
 
-from tenure._sync.capabilities import LeaseValueSupport
 from tenure._sync.lease import Lease, Hold
-from tenure._sync.lock import MutexKind
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -23,11 +22,10 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
-from tenure._types import Busy, Grant, Holder, Leader
+from tenure._types import Busy, Holder, Kind, Leader, LeaseSpec
 from tenure._validation import validate_timeout
 
 if TYPE_CHECKING:
-    from tenure._sync.backend import Backend
     from tenure._sync.client import Locks
 
 __all__ = ["Election", "Leadership"]
@@ -46,23 +44,6 @@ def validate_value(value: object) -> str:
     return value
 
 
-class ValuedMutexKind(MutexKind):
-    """A lock's leases granted with a value stored in the record; everything else is the
-    mutex's own steps (renewals batch with the locks')."""
-
-    def __init__(self, backend: Backend, values: LeaseValueSupport, value: str) -> None:
-        super().__init__(backend)
-        self._values = values
-        self.value = value
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return self._values.acquire_with_value(
-            name, token, ttl, holder, value=self.value, waited=waited
-        )
-
-
 class Leadership(Lease):
     """One campaign of an election: held means elected. ``term`` is the winning fence;
     ``lost`` is set once leadership is gone; ``check()`` raises LockLost after that."""
@@ -72,17 +53,15 @@ class Leadership(Lease):
     def __init__(
         self,
         client: Locks,
-        values: LeaseValueSupport,
         name: str,
         ttl: float,
         *,
         value: str,
         on_lost: Callable[[Leadership], Any] | None,
     ) -> None:
-        self._valued = ValuedMutexKind(client.backend, values, value)
         super().__init__(
             client,
-            self._valued,
+            LeaseSpec(value=value),
             name,
             ttl,
             timeout=None,
@@ -92,7 +71,6 @@ class Leadership(Lease):
             on_lost=on_lost,
             reentrant=False,
         )
-        self._values = values
         self._term: int | None = None
 
     @property
@@ -112,7 +90,8 @@ class Leadership(Lease):
     @property
     def value(self) -> str:
         """The value this leader last stored."""
-        return self._valued.value
+        assert self.spec.value is not None
+        return self.spec.value
 
     def _acquire_while_held(self, held: Hold) -> None:
         raise InvalidArgument(f"this campaign for {self.name!r} already won; resign first")
@@ -125,12 +104,13 @@ class Leadership(Lease):
         self.check()
         owner = self._owner()
         hold = self._hold_for(owner, "proclaim")
-        if not self._values.set_value(self.name, hold.token, value):
+        if not self.store.set_value(self.name, hold.token, value):
             if self._released_meanwhile(owner, hold):
                 raise NotOwned(self.name, "cannot proclaim: the leadership was resigned meanwhile")
             self.mark_lost(hold, "proclaim found the leadership gone")
             raise LockLost(self.name, "proclaim found the leadership gone")
-        self._valued.value = value
+        # Later acquires of this handle store the new value too.
+        self.spec = dataclasses.replace(self.spec, value=value)
 
     def resign(self) -> None:
         """Give up leadership: the lease (and its value) is removed and waiters are woken."""
@@ -147,11 +127,8 @@ class Leadership(Lease):
 class Election:
     """A handle on the election ``name``; creating it sends nothing (``Locks.election``)."""
 
-    def __init__(
-        self, client: Locks, values: LeaseValueSupport, name: str, ttl: float
-    ) -> None:
+    def __init__(self, client: Locks, name: str, ttl: float) -> None:
         self._client = client
-        self._values = values
         self.name = name
         self.ttl = ttl
 
@@ -166,7 +143,6 @@ class Election:
         elect``). ``campaign`` is the usual way in."""
         return Leadership(
             self._client,
-            self._values,
             self.name,
             self.ttl,
             value=validate_value(value),
@@ -192,7 +168,7 @@ class Election:
 
     def leader(self) -> Leader | None:
         """The current leader, its term and value read in one atomic step; None: no leader."""
-        info = self._client.backend.inspect(self.name)
+        info = self._client.store.inspect(Kind.LOCK, self.name)
         if info is None or info.holder is None:
             return None
         return Leader(info.value, info.fence, info.holder, info.acquired_at)
@@ -212,12 +188,15 @@ class Election:
         pause = min(self.ttl / 10, 1.0) if interval is None else validate_timeout(interval)
         if pause is None or pause <= 0:
             raise InvalidArgument("observe's interval must be a positive number of seconds")
-        backend = self._client.backend
+        # An attempt that never tries: its wait is the store's, woken by releases.
+        watch = self._client.store.attempt(
+            self.name, LeaseSpec(), "observer", self.ttl, Holder("", 0, "observer")
+        )
         last: Leader | None = self.leader()
         highest = 0 if last is None else last.term
         yield last
         while True:
-            backend.wait_for_release(self.name, pause)
+            watch.wait(pause, Busy(None))
             now = self.leader()
             if now is not None and (
                 now.term < highest or (last is None and now.term == highest)

@@ -2,7 +2,9 @@
 # src/tenure/_async/lease.py: edit that file, not this one.
 """One lease model for every primitive: acquire, release, extend, fencing, re-entrancy and loss,
 written once. A lock holds one lease per name, a semaphore permit is one of ``limit`` leases:
-both are an ``Lease`` whose ``LeaseKind`` says which atomic steps of the backend to call.
+both are an ``Lease`` whose ``LeaseSpec`` (data: the kind and its parameters) it hands
+to the store's verbs (``tenure._sync.store``); waiting between tries is the store's
+attempt's business.
 Written for threads; ``scripts/unasync.py`` generates the threads flavour.
 
 What happens on failure, up front:
@@ -18,7 +20,6 @@ What happens on failure, up front:
 
 from __future__ import annotations
 
-import abc
 import collections
 import dataclasses
 import enum
@@ -27,7 +28,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -43,14 +44,14 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
-from tenure._types import Busy, Grant, Holder, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Mode, Renewal
 from tenure._validation import validate_timeout, validate_ttl
 
 if TYPE_CHECKING:
-    from tenure._sync.backend import Backend
     from tenure._sync.client import Locks
+    from tenure._sync.store import Attempt, Store
 
-__all__ = ["DEFAULT", "Lease", "LeaseKind", "Hold"]
+__all__ = ["DEFAULT", "Lease", "Hold", "would_wait"]
 
 HOST = socket.gethostname()
 logger = logging.getLogger("tenure")
@@ -119,74 +120,22 @@ during the call (a first contact, a reconnect) is added to the bound (see
 not a BackendError."""
 
 
-class LeaseKind(abc.ABC):
-    """Which of the backend's atomic steps one primitive's leases use. Stateless apart from
-    the primitive's own parameters (a semaphore's limit)."""
-
-    kind: str
-    """The primitive's name in records and renewals: "lock", "semaphore", "rwlock"."""
-    queues: bool = False
-    """An attempt that gets Busy holds a place in a server-side queue from that answer on
-    (read-write and fair locks): every attempt that gives up without the lease, even a
-    single try, then calls ``abandon`` so that no place is left behind."""
-    shared: bool = False
-    """Several leases of this kind on one name may be live at once (read leases): a handle
-    holding one must refuse to take a second rather than lose track of the first."""
-    noun: str | None = None
-    """How messages name one lease of this kind ("read lock"), when the handle's own noun
-    is too general; None: the handle's."""
-
-    @abc.abstractmethod
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy: ...
-
-    @abc.abstractmethod
-    def release(self, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
-    def extend(self, name: str, token: str, ttl: float) -> bool: ...
-
-    @abc.abstractmethod
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        """Extend several leases of this primitive in one round trip where the backend can."""
-
-    @abc.abstractmethod
-    def owned(self, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
-    def locked(self, name: str) -> bool:
-        """Whether a new lease would be refused right now (no lock / no permit free)."""
-
-    @abc.abstractmethod
-    def wait(self, name: str, timeout: float, busy: Busy) -> None:
-        """Return when a lease of ``name`` may have been freed, or after ``timeout``."""
-
-    @property
-    @abc.abstractmethod
-    def backend(self) -> Backend: ...
-
-    @property
-    def combines_try_and_wait(self) -> bool:
-        """``acquire_or_wait`` may answer for this kind (see there)."""
+def would_wait(spec: LeaseSpec, info: LockInfo | None) -> bool:
+    """Whether a new lease of ``spec`` would be refused, given the name's record: a lock
+    held; a semaphore with all its permits live; a writer behind any holder or waiter, a
+    reader behind a writer (held, or waiting ahead: a place that lasts is, but for a
+    moment, behind a writer)."""
+    if info is None:
         return False
-
-    def acquire_or_wait(
-        self, name: str, token: str, ttl: float, holder: Holder, wait: float
-    ) -> Grant | Busy | None:
-        """A try and, if refused, a wait and a second try in one step where the backend
-        offers it (``Backend.acquire_or_wait``); None: not offered."""
-        return None
-
-    def abandon(self, name: str, token: str, busy: Busy) -> None:
-        """An attempt gives up with ``busy`` (after waiting, or at once when the kind
-        ``queues``): the backend leaves any queue the attempt joined."""
-        self.backend.abandon_wait(name, busy)
-
-    @abc.abstractmethod
-    def through(self, backend: Backend) -> LeaseKind:
-        """The same primitive (and parameters) over ``backend``, another instance of this
-        kind's backend: the renewal scheduler renews through it (``extend_many``)."""
+    if spec.kind is Kind.SEMAPHORE:
+        return bool(info.leases) and len(info.leases) >= (info.limit or spec.limit)
+    if spec.kind is Kind.RWLOCK:
+        if info.queued:
+            return True
+        if spec.mode is Mode.WRITE:
+            return info.held
+        return any(lease.mode == Mode.WRITE for lease in info.leases)
+    return info.held
 
 
 @dataclasses.dataclass(eq=False)
@@ -216,20 +165,20 @@ class Hold:
 
     @property
     def renewal(self) -> Renewal:
-        return Renewal(self.lease.name, self.token, self.ttl, self.lease.kind.kind)
+        return Renewal(self.lease.name, self.token, self.ttl, self.lease.spec.kind)
 
     @property
     def trusted_for(self) -> float:
         """Seconds a grant or renewal vouches for the lease: its ttl, or less on a backend
-        whose leases also end with a session (``Backend.lease_horizon``). It bounds
+        whose leases also end with a session (``Store.lease_horizon``). It bounds
         ``lease_deadline`` and paces the renewals."""
-        horizon = self.lease.backend.lease_horizon
+        horizon = self.lease.store.lease_horizon
         return self.ttl if horizon is None else min(self.ttl, horizon)
 
     def doubt(self) -> str | None:
         """Why the backend, from what it knows locally, says the lease may be gone already
-        (``Backend.lease_doubt``); None when it has no such news."""
-        return self.lease.backend.lease_doubt(self.lease.kind.kind, self.lease.name, self.token)
+        (``Store.lease_doubt``); None when it has no such news."""
+        return self.lease.store.lease_doubt(self.lease.spec.kind, self.lease.name, self.token)
 
     def ran_out(self) -> str:
         """The reason given when ``lease_deadline`` passes without a renewal."""
@@ -255,7 +204,7 @@ class Lease:
     def __init__(
         self,
         client: Locks,
-        kind: LeaseKind,
+        spec: LeaseSpec,
         name: str,
         ttl: float,
         *,
@@ -266,7 +215,8 @@ class Lease:
         on_lost: Callable[[Any], Any] | None,
         reentrant: bool,
     ) -> None:
-        self.kind = kind
+        self.spec = spec
+        self.store: Store = client.store
         self.client = client
         self.clock = client.clock
         self.name = name
@@ -285,20 +235,16 @@ class Lease:
         """Registered with ``_forks`` (in this process): its holds are forgotten in a child."""
         self.labels: _observe.Labels | None = None
         """Metric and span attributes, made at the first event (``tenure._observe``)."""
-        self._renewing_kind: LeaseKind | None = None
+        self._renewing_store: Store | None = None
 
     @property
-    def renewing_kind(self) -> LeaseKind:
-        """The kind the renewal scheduler renews this handle's leases through: ``kind``
-        over the client's renewal backend (``Locks.renewal_kind``)."""
-        renewing = self._renewing_kind
+    def renewing_store(self) -> Store:
+        """The store the renewal scheduler renews this handle's leases through (the
+        client's renewal store: ``Locks.renewal_store``)."""
+        renewing = self._renewing_store
         if renewing is None:
-            renewing = self._renewing_kind = self.client.renewal_kind(self.kind, self.name)
+            renewing = self._renewing_store = self.client.renewal_store(self.name)
         return renewing
-
-    @property
-    def backend(self) -> Backend:
-        return self.kind.backend
 
     def __repr__(self) -> str:
         hold = self._holds.get(self._owner())
@@ -337,19 +283,19 @@ class Lease:
                 return True
             self._acquire_while_held(held)
 
-        backend = self.backend
-        if self.renew and self._renewing_kind is None:
+        store = self.store
+        if self.renew and self._renewing_store is None:
             # A new client's renewal connections (asyncio) start opening now, beside this
             # acquire, rather than when the first renewal is already due.
-            self.renewing_kind  # noqa: B018
+            self.renewing_store  # noqa: B018
         process = _process
         token = process.token()
         holder = process.holder(io.current_owner_name())
+        attempt = store.attempt(self.name, self.spec, token, self.ttl, holder)
         deadline = None if wait is None else self.clock() + wait
         backoff: Backoff | None = None  # made at the first refusal: most acquires get none
-        # The first try may wait too: _acquire_or_wait.
-        eager = blocking and self.kind.combines_try_and_wait
-        waited: Busy | None = None
+        # The first try may wait too: _try_or_wait.
+        eager = blocking and attempt.combines_try_and_wait
         first_try = self.clock()
         attempts = 0
         with _observe.acquire_span(self) as span:
@@ -361,43 +307,35 @@ class Lease:
                     combined = None
                     if eager:
                         eager = False
-                        combined = self._acquire_or_wait(
-                            token, holder, deadline, started, limit
-                        )
+                        combined = self._try_or_wait(attempt, deadline, started, limit)
                     if combined is not None:
                         outcome = combined
                     elif limit is None:  # no partial, no extra frame: the common case
-                        outcome = io.complete(
-                            self.kind.acquire(self.name, token, self.ttl, holder, waited)
-                        )
+                        outcome = io.complete(attempt.try_once())
                     else:
                         # Interrupted (Ctrl-C), the call still ends before the undo and the
                         # queue leave below start: they must not overtake it.
                         outcome = io.bounded(
-                            functools.partial(
-                                self.kind.acquire, self.name, token, self.ttl, holder, waited
-                            ),
-                            limit,
-                            credit=self._setup_seconds,
+                            attempt.try_once, limit, credit=self._setup_seconds,
                             finish_if_interrupted=True,
                         )
                 except io.DeadlineExceeded as late:
                     io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
-                    if waited is not None:
-                        io.run_cleanup(self.kind.abandon, self.name, token, waited)
+                    if attempt.holds_place:
+                        io.run_cleanup(attempt.leave)
                     raise BackendError(
-                        f"{backend.describe()}: no answer to acquire of {self.name!r} within "
+                        f"{store.describe()}: no answer to acquire of {self.name!r} within "
                         f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
-                    ) from backend.unanswered(late.seconds)
+                    ) from store.unanswered(late.seconds)
                 except BaseException:
                     # The grant may have landed before the failure (an error, a cancellation,
                     # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued
                     # kind may hold a place from this very call, so it leaves before raising.
-                    if waited is not None or self.kind.queues:
-                        self._give_up(token, waited or Busy(None), deadline)
+                    if attempt.holds_place:
+                        self._give_up(attempt, deadline)
                     # A local store's release cannot hang: undone before the exception
                     # leaves, the caller's next step (a listing) never sees the grant.
-                    cleanup = io.cleanup_now if backend.local else io.run_cleanup
+                    cleanup = io.cleanup_now if store.local else io.run_cleanup
                     cleanup(self._undo, token, started + self.ttl, None)
                     raise
                 now = self.clock()
@@ -407,73 +345,62 @@ class Lease:
                     return True
                 _observe.contended(self)
                 if combined is not None:
-                    # It waited already: the next try hands over the answer after the wait.
-                    waited = outcome
-                    continue
+                    continue  # it waited already: the next try hands over the answer after it
                 if not blocking or (deadline is not None and now >= deadline):
                     _observe.busy(self, now - first_try, attempts)
-                    # A backend may queue a refused attempt at once (SQLite's locks, every
+                    # A store may queue a refused attempt at once (SQLite's locks, every
                     # queued kind): a try that gives up leaves the queue as one that waited
-                    # does. A remote backend's first refusal queues nothing (its Busy may
-                    # carry state for the wait only): no clean-up thread for it.
-                    if waited is not None or self.kind.queues or (
-                        backend.local and outcome.waiting is not None
-                    ):
-                        self._give_up(token, outcome, deadline)
+                    # does. Where the attempt holds nothing, no clean-up runs at all.
+                    if attempt.holds_place:
+                        self._give_up(attempt, deadline)
                     return False
                 if backoff is None:
                     backoff = Backoff(
-                        maximum=backend.max_backoff,
-                        initial=backend.max_backoff if backend.notifies else 0.001,
+                        maximum=store.max_backoff,
+                        initial=store.max_backoff if store.notifies else 0.001,
                     )
                 pause = backoff.next_pause(outcome.ttl_left)
                 if deadline is not None:
                     pause = min(pause, deadline - now)
                 try:
-                    io.bounded(functools.partial(self.kind.wait, self.name, pause, outcome),
+                    io.bounded(functools.partial(attempt.wait, pause, outcome),
                                      self._call_limit(deadline, self.clock()))
                 except io.DeadlineExceeded:
                     pass  # a wait that overran is a spurious wake-up: the next try decides
                 except BaseException:
-                    self._give_up(token, outcome, deadline)
+                    self._give_up(attempt, deadline)
                     raise
-                waited = outcome
 
-    def _acquire_or_wait(
-        self, token: str, holder: Holder, deadline: float | None, started: float,
+    def _try_or_wait(
+        self, attempt: Attempt, deadline: float | None, started: float,
         limit: float | None,
     ) -> Grant | Busy | None:
         """The first try of a blocking acquire, made together with the wait after a refusal
-        where the backend expects one (``Backend.acquire_or_wait``); None: make a plain
-        try. The wait lasts what the first pause after a refusal would (``max_backoff``, the
-        notifying backends' first pause), within the caller's deadline."""
-        wait = self.backend.max_backoff
+        where the store's attempt offers it (``Attempt.try_or_wait``); None: make a
+        plain try. The wait lasts what the first pause after a refusal would
+        (``max_backoff``, the notifying stores' first pause), within the caller's deadline."""
+        wait = self.store.max_backoff
         if deadline is not None:
             wait = min(wait, deadline - started)
         if wait <= 0:
             return None
-        call = functools.partial(
-            self.kind.acquire_or_wait, self.name, token, self.ttl, holder, wait
-        )
         if limit is None:
-            return io.complete(call())
-        return io.bounded(call, limit, credit=self._setup_seconds)
+            return io.complete(attempt.try_or_wait(wait))
+        return io.bounded(
+            functools.partial(attempt.try_or_wait, wait), limit, credit=self._setup_seconds
+        )
 
-    def _give_up(self, token: str, busy: Busy, deadline: float | None) -> None:
-        """Leave whatever queue this attempt joined. A queued kind (and a local store's
+    def _give_up(self, attempt: Attempt, deadline: float | None) -> None:
+        """Leave whatever queue ``attempt`` joined. A queued kind (and a local store's
         queue) leaves before ``acquire`` answers False or raises (a timeout, an error, a
         cancellation, Ctrl-C), so neither the caller's next step nor another waiter still
         finds its place; if the server fails that step, the place lapses within its queue
-        lease. Other kinds leave in the background (their backend's wait state is a
-        courtesy)."""
-        if not self.kind.queues and not self.backend.local:
-            io.run_cleanup(self.kind.abandon, self.name, token, busy)
+        lease. Other attempts leave in the background (their wait state is a courtesy)."""
+        if not attempt.leaves_at_once:
+            io.run_cleanup(attempt.leave)
             return
         try:
-            io.bounded(
-                functools.partial(self.kind.abandon, self.name, token, busy),
-                self._call_limit(deadline, self.clock()),
-            )
+            io.bounded(attempt.leave, self._call_limit(deadline, self.clock()))
         except Exception as exc:
             logger.info("tenure: leaving the queue of %r failed (%s: %s); the place lapses "
                         "within its queue lease", self.name, type(exc).__name__, exc)
@@ -495,7 +422,7 @@ class Lease:
             self.lost.clear()
         if self.renew or self.on_lost is not None:
             if self.renew:  # a watch for on_lost alone never renews: no second connection
-                self.renewing_kind  # noqa: B018 - made here, not on the renewal thread
+                self.renewing_store  # noqa: B018 - made here, not on the renewal thread
             hold.home = io.home()
             hold.renewer = renewer_for(self.clock)
             hold.renewer.watch(hold)
@@ -527,9 +454,9 @@ class Lease:
         if hold.lost:
             # Known lost: the answer is LockLost whatever the server says. The release is
             # still sent, in case a renewal error hid a lease the server kept.
-            io.run_cleanup(self.kind.release, self.name, hold.token)
+            io.run_cleanup(self.store.release, self.spec.kind, self.name, hold.token)
             raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
-        released = self.kind.release(self.name, hold.token)
+        released = self.store.release(self.spec.kind, self.name, hold.token)
         _observe.released(self, hold.fence, self.clock() - hold.granted_at)
         if not released:
             self.mark_lost(hold, "the lease had expired or been taken before release")
@@ -551,7 +478,8 @@ class Lease:
         if hold.lost:
             raise LockLost(self.name, hold.reason) from hold.error
         started = self.clock()
-        if self.kind.extend(self.name, hold.token, new_ttl):
+        renewal = Renewal(self.name, hold.token, new_ttl, self.spec.kind)
+        if (self.store.extend_many([renewal]))[0]:
             hold.ttl = new_ttl
             hold.lease_deadline = started + hold.trusted_for
             if hold.renewer is not None:
@@ -582,7 +510,7 @@ class Lease:
         if (doubt := hold.doubt()) is not None:
             self.mark_lost(hold, doubt)
             return False
-        if self.kind.owned(self.name, hold.token):
+        if self.store.owned(self.spec.kind, self.name, hold.token):
             return True
         if self._released_meanwhile(owner, hold):
             return False
@@ -591,7 +519,7 @@ class Lease:
 
     def locked(self) -> bool:
         """Whether a new acquisition would be refused right now: asks the server."""
-        return self.kind.locked(self.name)
+        return would_wait(self.spec, self.store.inspect(self.spec.kind, self.name))
 
     def check(self) -> None:
         """Raise LockLost if the lease is gone (local knowledge only, sends nothing).
@@ -600,7 +528,7 @@ class Lease:
         as gone once it was reported lost, once its last known expiry (measured from before
         the request that set it, and bounded by the backend's session timeout where leases
         live on a session) has passed without a renewal, or once the backend knows the
-        connection the lease lives on was interrupted (``Backend.lease_doubt``).
+        connection the lease lives on was interrupted (``Store.lease_doubt``).
         """
         hold = self._hold_for(self._owner(), "check")
         self._take_pending_loss(hold)
@@ -662,12 +590,12 @@ class Lease:
     # ---- internals ---------------------------------------------------------------------
 
     def _setup_seconds(self) -> float:
-        return self.backend.setup_seconds
+        return self.store.setup_seconds
 
     def _call_limit(self, deadline: float | None, now: float) -> float | None:
         """How long one server call of an acquire may take: to the caller's deadline plus
         ``DEADLINE_SLACK`` (None: unbounded, or a local store, whose calls cannot hang)."""
-        if deadline is None or self.backend.local:
+        if deadline is None or self.store.local:
             return None
         return max(0.0, deadline - now) + DEADLINE_SLACK
 
@@ -681,7 +609,7 @@ class Lease:
         pause = 0.05
         while True:
             try:
-                self.kind.release(self.name, token)
+                self.store.release(self.spec.kind, self.name, token)
                 return
             except Exception:
                 if self.clock() + pause >= lease_end:
@@ -711,5 +639,5 @@ class Lease:
     def _forget_after_fork(self) -> None:
         self._holds = {}
         self._mutex = io.Mutex()
-        self._renewing_kind = None  # the parent's renewal connections are not the child's
+        self._renewing_store = None  # the parent's renewal connections are not the child's
         self._fork_tracked = False  # the child's registry starts empty

@@ -50,16 +50,23 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from tenure._sync.backend import Backend
-from tenure._sync.capabilities import QueueSupport, SemaphoreSupport
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._sync.store import Attempt, Store
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Renewal
 
-__all__ = ["OrderedQueueBackend"]
+__all__ = ["OrderedQueueStore"]
 
 
-class OrderedQueueBackend(Backend, SemaphoreSupport, QueueSupport):
+class OrderedQueueStore(Store):
     """Locks, semaphores and read-write (and fair) locks over one ordered queue of entries per
     (kind, name)."""
+
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = ()  # the steps translate their own driver's errors
+
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Attempt:
+        return OrderedQueueAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     # ---- the queue steps a backend of this shape implements --------------------------------
 
@@ -83,145 +90,78 @@ class OrderedQueueBackend(Backend, SemaphoreSupport, QueueSupport):
         refusal leaves the entry as a waiting place on a lease of ``queue_ttl`` seconds."""
 
     @abc.abstractmethod
-    def _release(self, kind: str, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
     def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]: ...
-
-    @abc.abstractmethod
-    def _owned(self, kind: str, name: str, token: str) -> bool: ...
-
-    @abc.abstractmethod
-    def _inspect(self, kind: str, name: str) -> LockInfo | None: ...
-
-    @abc.abstractmethod
-    def _list(self, kind: str, prefix: str) -> list[LockInfo]: ...
-
-    @abc.abstractmethod
-    def _break(self, kind: str, name: str) -> bool: ...
 
     @abc.abstractmethod
     def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None: ...
 
-    # ---- the lock: the queue with limit 1 ------------------------------------------------
+    def _abandon(self, name: str, busy: Busy) -> None:
+        """A lock or semaphore attempt that waited gives up: drop what its wait kept."""
+
+    # ---- the verbs, once for every kind -----------------------------------------------
 
     def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
-        return self._acquire("lock", name, token, ttl, holder, limit=1, waited=waited)
+        return self._acquire_spec(name, spec, token, ttl, holder, waited=None)
 
-    def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
+    def _acquire_spec(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder, *,
+        waited: Busy | None,
     ) -> Grant | Busy:
-        """``LeaseValueSupport.acquire_with_value`` for the backends that offer it."""
         return self._acquire(
-            "lock", name, token, ttl, holder, limit=1, waited=waited, value=value
+            str(spec.kind), name, token, ttl, holder, limit=spec.limit, waited=waited,
+            value=spec.value, mode=None if spec.mode is None else str(spec.mode),
+            queue_ttl=spec.queue_ttl,
         )
-
-    def release(self, name: str, token: str) -> bool:
-        return self._release("lock", name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = self._extend_many("lock", [Renewal(name, token, ttl)])
-        return extended
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("lock", renewals)
+        kinds = {renewal.kind for renewal in renewals}
+        if len(kinds) <= 1:
+            kind = next(iter(kinds), Kind.LOCK)
+            return self._extend_many(str(kind), renewals)
+        answers: dict[int, bool] = {}
+        for kind in kinds:  # one batch per kind, answers in the order asked
+            indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
+            batch = self._extend_many(str(kind), [renewals[i] for i in indexes])
+            answers.update(zip(indexes, batch, strict=True))
+        return [answers[i] for i in range(len(renewals))]
 
-    def owned(self, name: str, token: str) -> bool:
-        return self._owned("lock", name, token)
 
-    def inspect(self, name: str) -> LockInfo | None:
-        return self._inspect("lock", name)
+class OrderedQueueAttempt(Attempt):
+    """An attempt whose entry in the queue (``Busy.waiting``) travels from one try to the
+    wait and the next try."""
 
-    def list_locks(self, prefix: str) -> list[LockInfo]:
-        return self._list("lock", prefix)
+    store: OrderedQueueStore
 
-    def break_lock(self, name: str) -> bool:
-        return self._break("lock", name)
+    def __init__(
+        self, store: OrderedQueueStore, name: str, spec: LeaseSpec, *, token: str,
+        ttl: float, holder: Holder,
+    ) -> None:
+        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
+        self.waited: Busy | None = None
+        self.last: Busy | None = None
 
-    def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("lock", name, busy, timeout)
-
-    # ---- the semaphore: the same queue with limit N ------------------------------------
-
-    def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "semaphore", name, token, ttl, holder, limit=limit, waited=waited
+    def try_once(self) -> Grant | Busy:
+        outcome = self.store._acquire_spec(
+            self.name, self.spec, self.token, self.ttl, self.holder, waited=self.waited
         )
+        if isinstance(outcome, Busy):
+            self.last = outcome
+        return outcome
 
-    def release_permit(self, name: str, token: str) -> bool:
-        return self._release("semaphore", name, token)
+    def wait(self, timeout: float, busy: Busy) -> None:
+        self.waited = busy
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        self.store._wait(str(self.spec.kind), self.name, busy, timeout)
 
-    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("semaphore", renewals)
+    @property
+    def holds_place(self) -> bool:
+        return self.spec.queues or self.waited is not None
 
-    def permit_owned(self, name: str, token: str) -> bool:
-        return self._owned("semaphore", name, token)
-
-    def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return self._inspect("semaphore", name)
-
-    def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return self._list("semaphore", prefix)
-
-    def break_semaphore(self, name: str) -> bool:
-        return self._break("semaphore", name)
-
-    def wait_for_permit(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("semaphore", name, busy, timeout)
-
-    # ---- read-write and fair locks: the queue with a mode per entry ---------------------
-
-    def acquire_queued(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        mode: str,
-        queue_ttl: float,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return self._acquire(
-            "rwlock", name, token, ttl, holder, limit=1, waited=waited, mode=mode,
-            queue_ttl=queue_ttl,
-        )
-
-    def release_queued(self, name: str, token: str) -> bool:
-        return self._release("rwlock", name, token)
-
-    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._extend_many("rwlock", renewals)
-
-    def queued_owned(self, name: str, token: str) -> bool:
-        return self._owned("rwlock", name, token)
-
-    def inspect_queue(self, name: str) -> LockInfo | None:
-        return self._inspect("rwlock", name)
-
-    def list_queues(self, prefix: str) -> list[LockInfo]:
-        return self._list("rwlock", prefix)
-
-    def break_queue(self, name: str) -> bool:
-        return self._break("rwlock", name)
-
-    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self._wait("rwlock", name, busy, timeout)
+    def leave(self) -> None:
+        if self.spec.queues:
+            self.store.release(self.spec.kind, self.name, self.token)
+            return
+        self.store._abandon(self.name, self.last or self.waited or Busy(None))

@@ -14,7 +14,7 @@ Loss is an event, never hidden:
   known expiry, then lost, with the last error as the cause;
 - ``max_renewals`` reached: renewals stop, and the lease is reported lost when it runs out;
 - ``renew=False`` with an ``on_lost`` callback: reported when the lease runs out;
-- the backend doubts the lease (``Backend.lease_doubt``: the session it lives on was
+- the backend doubts the lease (``Store.lease_doubt``: the session it lives on was
   suspended or ended): lost at once. The backend wakes the scheduler when that happens
   (``add_doubt_listener``), so the report does not wait for the next renewal.
 Leases are renewed at about a third of ``Hold.trusted_for``: the ttl, or the backend's
@@ -26,7 +26,7 @@ Under asyncio the scheduler does not run on the holders' event loops: CPU-bound 
 blocks a loop for longer than a lease would otherwise lose the lease silently (nothing
 renews it, nothing notices until the loop gets a turn). It runs on the renewal thread, an
 event loop of its own (``sync_io.start_renewals``), and renews through the client's
-renewal backend (``Locks.renewal_kind``): connections bound to that loop, or the
+renewal backend (``Locks.renewal_store``): connections bound to that loop, or the
 holder's own backend where its calls bind nothing to a loop or its leases live on its
 session. Every loss it finds is handed to the holder's loop (``_report``): ``lost`` (an
 ``asyncio.Event``) is set and ``on_lost`` runs there, never on the renewal thread. From the
@@ -48,8 +48,8 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError
 
 if TYPE_CHECKING:
-    from tenure._sync.backend import Backend
-    from tenure._sync.lease import LeaseKind, Hold
+    from tenure._sync.lease import Hold
+    from tenure._sync.store import Store
 
 __all__ = ["Renewer", "renewer_for"]
 
@@ -76,7 +76,7 @@ def _may_go_early(hold: Hold) -> bool:
 
 def _renewed_through(hold: Hold) -> int:
     """Which backend renews ``hold`` (the renewal backend: see the module docstring)."""
-    return id(hold.lease.renewing_kind.backend)
+    return id(hold.lease.renewing_store)
 
 
 def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
@@ -98,8 +98,8 @@ def _batch(holds: Iterable[Hold], now: float) -> list[Hold]:
     return due + early
 
 
-def _setup_seconds(backend: Backend) -> float:
-    return backend.setup_seconds
+def _setup_seconds(store: Store) -> float:
+    return store.setup_seconds
 
 
 def _due_after(hold: Hold, started: float) -> float:
@@ -128,7 +128,7 @@ class Renewer:
         """The backends this scheduler asked to be woken by when they doubt a lease."""
 
     def watch(self, hold: Hold) -> None:
-        backend = hold.lease.backend
+        backend = hold.lease.store
         with self._mutex:
             listen = backend not in self._listening
             self._listening.add(backend)
@@ -228,7 +228,7 @@ class Renewer:
                     self._report(hold, "renewal scheduler error", exc)
 
     def _service(self, due: list[Hold]) -> None:
-        by_kind: dict[tuple[int, str], tuple[LeaseKind, list[Hold]]] = {}
+        by_kind: dict[tuple[int, str], tuple[Store, list[Hold]]] = {}
         for hold in due:
             if io.gone(hold.home):
                 # Its holder's event loop has ended: nobody can release the lease or hear
@@ -245,20 +245,20 @@ class Renewer:
                 self._report(hold, why, expected=True)
                 continue
             # One round trip per backend and primitive: their records are kept apart.
-            kind = hold.lease.renewing_kind
-            key = (id(kind.backend), kind.kind)
-            by_kind.setdefault(key, (kind, []))[1].append(hold)
-        for kind, holds in by_kind.values():
-            self._renew_batch(kind, holds)
+            store = hold.lease.renewing_store
+            key = (id(store), hold.lease.spec.kind)
+            by_kind.setdefault(key, (store, []))[1].append(hold)
+        for store, holds in by_kind.values():
+            self._renew_batch(store, holds)
 
-    def _renew_batch(self, kind: LeaseKind, holds: list[Hold]) -> None:
+    def _renew_batch(self, store: Store, holds: list[Hold]) -> None:
         started = self._clock()
         batch = [hold.renewal for hold in holds]
         # A renewal answered after the first of these leases ran out cannot save it, and
         # waiting for it would report that loss late (a network that drops packets silently
         # leaves a request unanswered until the driver's own timeout, which may be longer).
         # A local store's calls cannot hang: they run unbounded, in this thread.
-        limit = None if kind.backend.local else max(
+        limit = None if store.local else max(
             0.0, min(hold.lease_deadline for hold in holds) - started
         )
         try:
@@ -266,14 +266,14 @@ class Renewer:
                 # A connection set-up the server completed meanwhile is not the lease's
                 # problem: the bound grows by it, as an acquire's does.
                 results = io.bounded(
-                    functools.partial(kind.extend_many, batch), limit,
-                    credit=functools.partial(_setup_seconds, kind.backend),
+                    functools.partial(store.extend_many, batch), limit,
+                    credit=functools.partial(_setup_seconds, store),
                 )
             except io.DeadlineExceeded as late:
                 raise BackendError(
-                    f"{kind.backend.describe()}: a renewal got no answer within {limit:.3f} s, "
+                    f"{store.describe()}: a renewal got no answer within {limit:.3f} s, "
                     f"by the lease's end"
-                ) from kind.backend.unanswered(late.seconds)
+                ) from store.unanswered(late.seconds)
         except Exception as exc:
             _observe.renewal_batch(holds[0].lease, 0, 0, len(holds))
             for hold in holds:

@@ -14,7 +14,7 @@ exclude each other and share one fence counter; the plain ``locks.lock("k")`` is
 record.
 
 Every read or write lease is an ordinary lease of ``lease.py`` (token, server-clock expiry,
-fence, watchdog, loss signalled); the atomic steps are the backend's ``QueueSupport``.
+fence, watchdog, loss signalled); the store's kind RWLOCK, with the mode in the spec.
 Written for threads; ``scripts/unasync.py`` generates the threads flavour.
 
 What happens on failure:
@@ -29,20 +29,17 @@ What happens on failure:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from tenure._sync.capabilities import READ, WRITE, QueueSupport
-from tenure._sync.lease import LeaseKind
 from tenure._sync.lock import Lock
 from tenure._errors import InvalidArgument
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._types import Kind, LeaseSpec, LockInfo, Mode
 
 if TYPE_CHECKING:
-    from tenure._sync.backend import Backend
     from tenure._sync.client import Locks
 
-__all__ = ["QUEUE_TTL", "QueuedKind", "ReadWriteLock", "LockOptions"]
+__all__ = ["QUEUE_TTL", "ReadWriteLock", "LockOptions", "queued_spec"]
 
 QUEUE_TTL = 3.0
 """Seconds a waiter's place in a queue outlives its last acquire attempt. A waiter tries
@@ -52,81 +49,11 @@ within this long. Shorter would cost live waiters on a loaded machine their turn
 would let a dead one hold everybody behind it for longer."""
 
 
-class QueuedKind(LeaseKind):
-    """One side of a read-write lock (``mode`` "read" or "write") or a fair lock (the write
-    side, named so in messages): the backend's queued steps."""
-
-    kind = "rwlock"
-    queues = True
-
-    def __init__(
-        self,
-        backend: Backend,
-        queue: QueueSupport,
-        mode: str,
-        *,
-        fair: bool = False,
-        queue_ttl: float = QUEUE_TTL,
-    ) -> None:
-        if mode not in (READ, WRITE):
-            raise InvalidArgument(f"a queued lease's mode is 'read' or 'write', not {mode!r}")
-        self._backend = backend
-        self._queue = queue
-        self.mode = mode
-        self.shared = mode == READ
-        self.noun = "fair lock" if fair else f"{mode} lock"
-        self.queue_ttl = queue_ttl
-        """A waiter's place lease (seconds); tests shorten it."""
-
-    @property
-    def backend(self) -> Backend:
-        return self._backend
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return self._queue.acquire_queued(
-            name, token, ttl, holder, mode=self.mode, queue_ttl=self.queue_ttl, waited=waited
-        )
-
-    def release(self, name: str, token: str) -> bool:
-        return self._queue.release_queued(name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = self._queue.extend_queued([Renewal(name, token, ttl, self.kind)])
-        return extended
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._queue.extend_queued(renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return self._queue.queued_owned(name, token)
-
-    def locked(self, name: str) -> bool:
-        """Whether a new lease of this mode would wait. Readers ask whether a writer holds or
-        anybody waits: a place that lasts is (but for a moment) behind a writer."""
-        info = self._queue.inspect_queue(name)
-        if info is None:
-            return False
-        if info.queued:
-            return True
-        if self.mode == WRITE:
-            return info.held
-        return any(lease.mode == WRITE for lease in info.leases)
-
-    def wait(self, name: str, timeout: float, busy: Busy) -> None:
-        # The next attempt refreshes this waiter's place: it must come before the place
-        # lapses, whatever the back-off wanted.
-        self._queue.wait_for_turn(name, min(timeout, self.queue_ttl / 3), busy)
-
-    def abandon(self, name: str, token: str, busy: Busy) -> None:
-        self._queue.release_queued(name, token)
-
-    def through(self, backend: Backend) -> LeaseKind:
-        assert isinstance(backend, QueueSupport)  # an instance of the same class
-        kind = QueuedKind(backend, backend, self.mode, queue_ttl=self.queue_ttl)
-        kind.noun = self.noun
-        return kind
+def queued_spec(mode: object, queue_ttl: float = QUEUE_TTL) -> LeaseSpec:
+    """The spec of one side of a read-write lock (a fair lock: the write side)."""
+    if mode not in (Mode.READ, Mode.WRITE):
+        raise InvalidArgument(f"a queued lease's mode is 'read' or 'write', not {mode!r}")
+    return LeaseSpec(Kind.RWLOCK, mode=Mode(str(mode)), queue_ttl=queue_ttl)
 
 
 class LockOptions(TypedDict, total=False):
@@ -151,7 +78,7 @@ class ReadWriteLock:
         client: Locks,
         name: str,
         options: LockOptions,
-        make: Callable[[str, str, LockOptions], Lock],
+        make: Callable[[str, Mode, LockOptions], Lock],
     ) -> None:
         self._client = client
         self.name = name
@@ -159,7 +86,7 @@ class ReadWriteLock:
         self._make = make
         """Makes (and validates) one side's handle: the client's, which checks the options
         exactly as ``lock()`` does."""
-        self._reentrant: dict[str, Lock] = {}
+        self._reentrant: dict[Mode, Lock] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -168,20 +95,20 @@ class ReadWriteLock:
         """A handle on a shared (read) lease: many readers hold the name at once, never
         together with a writer, and a reader that arrives while a writer waits goes after
         that writer. ``overrides``: any of the ``rwlock`` options, for this handle."""
-        return self._side(READ, overrides)
+        return self._side(Mode.READ, overrides)
 
     def write(self, **overrides: Unpack[LockOptions]) -> Lock:
         """A handle on an exclusive (write) lease: granted when nobody holds the name and
         nobody waits ahead of it; its fence is greater than every earlier read or write
         fence of the name. The same lease as ``locks.lock(name, fair=True)``."""
-        return self._side(WRITE, overrides)
+        return self._side(Mode.WRITE, overrides)
 
     def inspect(self) -> LockInfo | None:
         """The readers or writer (each with its ``mode``), the queue length and the last
         fence: ``Locks.inspect(name, kind="rwlock")``."""
         return self._client.inspect(self.name, kind="rwlock")
 
-    def _side(self, mode: str, overrides: LockOptions) -> Lock:
+    def _side(self, mode: Mode, overrides: LockOptions) -> Lock:
         options: LockOptions = {**self._options, **overrides}
         if overrides or not options.get("reentrant", False):
             return self._make(self.name, mode, options)

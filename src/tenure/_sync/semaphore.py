@@ -2,74 +2,24 @@
 # src/tenure/_async/semaphore.py: edit that file, not this one.
 """The counting semaphore: a name with up to ``limit`` live leases (permits), each with its
 own token, server-clock expiry, holder and fence. A handle stands for ONE permit; the shared
-lease logic (waiting, renewal, loss, fences) is ``lease.py``'s, the atomic steps are the
-backend's ``SemaphoreSupport``. Written for threads; ``scripts/unasync.py`` generates
+lease logic (waiting, renewal, loss, fences) is ``lease.py``'s; its leases are the store's
+kind SEMAPHORE, with the limit in the spec. Written for threads; ``scripts/unasync.py`` generates
 the threads flavour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tenure._sync.capabilities import SemaphoreSupport
-from tenure._sync.lease import Lease, LeaseKind, Hold
+from tenure._sync.lease import Lease, Hold
 from tenure._errors import InvalidArgument
-from tenure._types import Busy, Grant, Holder, Renewal
+from tenure._types import Kind, LeaseSpec
 
 if TYPE_CHECKING:
-    from tenure._sync.backend import Backend
     from tenure._sync.client import Locks
 
-__all__ = ["PermitKind", "Semaphore"]
-
-
-class PermitKind(LeaseKind):
-    """A semaphore's leases: the backend's permit steps, capacity ``limit``."""
-
-    kind = "semaphore"
-
-    def __init__(self, backend: Backend, permits: SemaphoreSupport, limit: int) -> None:
-        self._backend = backend
-        self._permits = permits
-        self.limit = limit
-
-    @property
-    def backend(self) -> Backend:
-        return self._backend
-
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None
-    ) -> Grant | Busy:
-        return self._permits.acquire_permit(
-            name, token, ttl, holder, self.limit, waited=waited
-        )
-
-    def release(self, name: str, token: str) -> bool:
-        return self._permits.release_permit(name, token)
-
-    def extend(self, name: str, token: str, ttl: float) -> bool:
-        (extended,) = self._permits.extend_permits([Renewal(name, token, ttl, self.kind)])
-        return extended
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._permits.extend_permits(renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        return self._permits.permit_owned(name, token)
-
-    def locked(self, name: str) -> bool:
-        info = self._permits.inspect_semaphore(name)
-        if info is None or not info.leases:
-            return False
-        return len(info.leases) >= (info.limit or self.limit)
-
-    def wait(self, name: str, timeout: float, busy: Busy) -> None:
-        self._permits.wait_for_permit(name, timeout, busy)
-
-    def through(self, backend: Backend) -> LeaseKind:
-        assert isinstance(backend, SemaphoreSupport)  # an instance of the same class
-        return PermitKind(backend, backend, self.limit)
+__all__ = ["Semaphore"]
 
 
 class Semaphore(Lease):
@@ -82,7 +32,6 @@ class Semaphore(Lease):
     def __init__(
         self,
         client: Locks,
-        permits: SemaphoreSupport,
         name: str,
         limit: int,
         ttl: float,
@@ -95,7 +44,7 @@ class Semaphore(Lease):
     ) -> None:
         super().__init__(
             client,
-            PermitKind(client.backend, permits, limit),
+            LeaseSpec(Kind.SEMAPHORE, limit=limit),
             name,
             ttl,
             timeout=timeout,

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 import tenure
-from tenure._async.capabilities import AsyncQueueSupport
+from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
@@ -123,10 +123,9 @@ async def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
     async with tenure.connect_async(backend_url) as locks:
         holder = locks.lock(name, ttl=10, fair=True)
         assert await holder.acquire()
-        assert isinstance(locks.backend, AsyncQueueSupport)
-        dead = await locks.backend.acquire_queued(
-            name, "dead" * 8, 10.0, Holder("gone", os.getpid(), "dead"), mode="write",
-            queue_ttl=0.5,
+        dead = await locks.store.acquire(
+            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
         await holder.release()

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import tenure
-from tenure._async.capabilities import AsyncQueueSupport
+from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
@@ -197,10 +197,9 @@ async def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         holder = rw.read()
         assert await holder.acquire(blocking=False)
         # A writer that queues once and is never heard of again (SIGKILLed while waiting).
-        assert isinstance(locks.backend, AsyncQueueSupport)
-        dead = await locks.backend.acquire_queued(
-            name, "dead" * 8, 10.0, Holder("gone", os.getpid(), "dead"), mode="write",
-            queue_ttl=0.5,
+        dead = await locks.store.acquire(
+            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
         assert await queued(locks, name) == 1

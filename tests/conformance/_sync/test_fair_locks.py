@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 import tenure
-from tenure._sync.capabilities import QueueSupport
+from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
@@ -125,10 +125,9 @@ def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
     with tenure.connect(backend_url) as locks:
         holder = locks.lock(name, ttl=10, fair=True)
         assert holder.acquire()
-        assert isinstance(locks.backend, QueueSupport)
-        dead = locks.backend.acquire_queued(
-            name, "dead" * 8, 10.0, Holder("gone", os.getpid(), "dead"), mode="write",
-            queue_ttl=0.5,
+        dead = locks.store.acquire(
+            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
         holder.release()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import tenure
-from tenure._sync.capabilities import QueueSupport
+from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
@@ -199,10 +199,9 @@ def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         holder = rw.read()
         assert holder.acquire(blocking=False)
         # A writer that queues once and is never heard of again (SIGKILLed while waiting).
-        assert isinstance(locks.backend, QueueSupport)
-        dead = locks.backend.acquire_queued(
-            name, "dead" * 8, 10.0, Holder("gone", os.getpid(), "dead"), mode="write",
-            queue_ttl=0.5,
+        dead = locks.store.acquire(
+            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
         assert queued(locks, name) == 1

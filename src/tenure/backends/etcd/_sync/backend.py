@@ -49,7 +49,7 @@ each sends (the benchmark, ``bench/consensus_bench.py``, counts them):
   answers ``deleted: 0``: not released, and the lease is dropped.
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
-- **Election values** (``LeaseValueSupport``): the leader's value is a field of the
+- **Election values** (``Store.set_value``): the leader's value is a field of the
   holder key's record, written by the transaction that grants the key, replaced by a
   transaction that compares the key's creation revision (only the live holder's key, never a
   later one), and deleted with the key (release, expiry, break). A waiter's key is marked
@@ -116,10 +116,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tenure._sync.capabilities import MODES, WRITE, LeaseValueSupport
-from tenure._sync.ordered_queue import OrderedQueueBackend
+from tenure._sync.capabilities import MODES, WRITE
+from tenure._sync.ordered_queue import OrderedQueueStore
 from tenure._errors import TenureError, limit_mismatch
-from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseInfo, LockInfo, Renewal
 from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._sync.gateway import JSON, Gateway, NotFound
 from tenure.backends.etcd._config import EtcdSettings, parse
@@ -273,7 +273,7 @@ def _blocking(prefix: str, mode: str) -> str:
     return prefix if mode == WRITE else prefix + entry_name(WRITE, "")
 
 
-class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
+class EtcdBackend(OrderedQueueStore):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
@@ -312,7 +312,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
     def describe(self) -> str:
         return self.settings.display
 
-    def renewal_backend(self) -> EtcdBackend:
+    def renewal_store(self) -> EtcdBackend:
         """An instance with a gateway of its own (httpx's asyncio clients belong to the loop
         that opened them) and this one's record of granted keys, shared: a renewal finds
         the lease of a key by it, and moves the key to a new lease in it (``_move``). etcd
@@ -671,7 +671,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
                 place.predecessor, None, place.watch_from, timeout
             )
 
-    def abandon_wait(self, name: str, busy: Busy) -> None:
+    def _abandon(self, name: str, busy: Busy) -> None:
         place = busy.waiting
         if isinstance(place, QueuePlace):
             self._leave(place)
@@ -713,7 +713,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         place.predecessor_known = not others or int(others[0]["create_revision"]) < place.revision
         place.predecessor = others[0]["key"] if others and place.predecessor_known else None
 
-    def _release(self, kind: str, name: str, token: str) -> bool:
+    def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is not None:
             answer = self.gateway.post("/v3/kv/deleterange", {"key": b64(held.key)})
@@ -763,14 +763,14 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         held.lease, held.record = lease, record
         return True
 
-    def _owned(self, kind: str, name: str, token: str) -> bool:
+    def owned(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
         if held is None:
             return False
         kvs = _kvs(self.gateway.post("/v3/kv/range", {"key": b64(held.key)}))
         return bool(kvs) and int(kvs[0]["create_revision"]) == held.revision
 
-    def _inspect(self, kind: str, name: str) -> LockInfo | None:
+    def inspect(self, kind: Kind, name: str) -> LockInfo | None:
         prefix = name_prefix(self.settings.namespace, kind, name)
         fence_key = self._fence_key(kind, name)
         answer = self.gateway.post("/v3/kv/txn", {"success": [
@@ -781,7 +781,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
             return None
         return self._info(kind, name, keys, _fence_of(fence[0]) if fence else 0)
 
-    def _list(self, kind: str, prefix: str) -> list[LockInfo]:
+    def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
         namespace = self.settings.namespace
         start = list_prefix(namespace, kind, prefix)
         fence_start = list_prefix(namespace, f"{kind}.fence", prefix)
@@ -863,7 +863,7 @@ class EtcdBackend(OrderedQueueBackend, LeaseValueSupport):
         return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
                         queued=queued)
 
-    def _break(self, kind: str, name: str) -> bool:
+    def break_leases(self, kind: Kind, name: str) -> bool:
         info_keys = _kvs(self.gateway.post(
             "/v3/kv/range",
             _oldest(name_prefix(self.settings.namespace, kind, name), None)["request_range"],

@@ -63,7 +63,7 @@ both (a lock is ``limit = 1``).
   fails ``check()`` by its own clock and is told by the renewal scheduler, before the server
   can end the session.
 
-- **Election values** (``AsyncLeaseValueSupport``): the leader's value is a field of the
+- **Election values** (``AsyncStore.set_value``): the leader's value is a field of the
   holder node's record, written by the create or versioned set that grants the node,
   replaced by a versioned set of that node (only while it exists: a node deleted as
   expired, broken or with its session is gone for good), and gone with the node. A waiter's
@@ -128,11 +128,11 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from tenure._async.capabilities import READ, WRITE, AsyncLeaseValueSupport
-from tenure._async.ordered_queue import AsyncOrderedQueueBackend
+from tenure._async.capabilities import READ, WRITE
+from tenure._async.ordered_queue import AsyncOrderedQueueStore
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, limit_mismatch
-from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseInfo, LockInfo, Renewal
 from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._async.session import DECIDING, AsyncSession
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
@@ -276,7 +276,7 @@ class _Ranked:
         return len(self.live_ahead) < limit
 
 
-class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
+class AsyncZooKeeperBackend(AsyncOrderedQueueStore):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
@@ -400,7 +400,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
                 version = stat.version
         return None
 
-    async def abandon_wait(self, name: str, busy: Busy) -> None:
+    async def _abandon(self, name: str, busy: Busy) -> None:
         place = busy.waiting
         if isinstance(place, QueuePlace) and place.path:
             path, place.path = place.path, ""
@@ -538,7 +538,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             place.parent, place.path, stat.mtime, place.limit, place.mode, children=children
         )
         if ranked.conflict is not None:
-            await self.abandon_wait(place.name, Busy(None, place))
+            await self._abandon(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
         if not ranked.granted(place.limit, place.mode):
             place.ahead = ranked.standing  # the wait that follows watches from this
@@ -669,7 +669,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             return
         await signal.wait(timeout)
 
-    async def _release(self, kind: str, name: str, token: str) -> bool:
+    async def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is None:
             # An undo: remove any node this token may have written, and say nothing was held.
@@ -782,7 +782,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
             results.append(True)
         return results
 
-    async def _owned(self, kind: str, name: str, token: str) -> bool:
+    async def owned(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
         if held is None or self._doubted(held):
             return False
@@ -801,7 +801,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         )
         return bool(stat.mtime + ttl_ms >= now)
 
-    async def _inspect(self, kind: str, name: str) -> LockInfo | None:
+    async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
         parent = self._parent(kind, name)
         try:
             data, _ = await self.session.call("get", parent)
@@ -873,7 +873,7 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
                         queued=queued)
 
-    async def _list(self, kind: str, prefix: str) -> list[LockInfo]:
+    async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
         try:
             nodes: list[str] = await self.session.call(
                 "get_children", f"/{self.settings.namespace}/{kind}"
@@ -883,13 +883,13 @@ class AsyncZooKeeperBackend(AsyncOrderedQueueBackend, AsyncLeaseValueSupport):
         names = [decode_name(node) for node in nodes]
         found = []
         for name in sorted(n for n in names if n.startswith(prefix)):
-            info = await self._inspect(kind, name)
+            info = await self.inspect(kind, name)
             if info is not None:
                 found.append(info)
         return found
 
-    async def _break(self, kind: str, name: str) -> bool:
-        info = await self._inspect(kind, name)
+    async def break_leases(self, kind: Kind, name: str) -> bool:
+        info = await self.inspect(kind, name)
         if info is None or not info.held:
             return False
         parent = self._parent(kind, name)

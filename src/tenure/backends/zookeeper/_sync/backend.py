@@ -65,7 +65,7 @@ both (a lock is ``limit = 1``).
   fails ``check()`` by its own clock and is told by the renewal scheduler, before the server
   can end the session.
 
-- **Election values** (``LeaseValueSupport``): the leader's value is a field of the
+- **Election values** (``Store.set_value``): the leader's value is a field of the
   holder node's record, written by the create or versioned set that grants the node,
   replaced by a versioned set of that node (only while it exists: a node deleted as
   expired, broken or with its session is gone for good), and gone with the node. A waiter's
@@ -130,11 +130,11 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from tenure._sync.capabilities import READ, WRITE, LeaseValueSupport
-from tenure._sync.ordered_queue import OrderedQueueBackend
+from tenure._sync.capabilities import READ, WRITE
+from tenure._sync.ordered_queue import OrderedQueueStore
 from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, limit_mismatch
-from tenure._types import Busy, Capabilities, Grant, Holder, LeaseInfo, LockInfo, Renewal
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseInfo, LockInfo, Renewal
 from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._sync.session import DECIDING, Session
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
@@ -278,7 +278,7 @@ class _Ranked:
         return len(self.live_ahead) < limit
 
 
-class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
+class ZooKeeperBackend(OrderedQueueStore):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
@@ -402,7 +402,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
                 version = stat.version
         return None
 
-    def abandon_wait(self, name: str, busy: Busy) -> None:
+    def _abandon(self, name: str, busy: Busy) -> None:
         place = busy.waiting
         if isinstance(place, QueuePlace) and place.path:
             path, place.path = place.path, ""
@@ -540,7 +540,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             place.parent, place.path, stat.mtime, place.limit, place.mode, children=children
         )
         if ranked.conflict is not None:
-            self.abandon_wait(place.name, Busy(None, place))
+            self._abandon(place.name, Busy(None, place))
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
         if not ranked.granted(place.limit, place.mode):
             place.ahead = ranked.standing  # the wait that follows watches from this
@@ -671,7 +671,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             return
         signal.wait(timeout)
 
-    def _release(self, kind: str, name: str, token: str) -> bool:
+    def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is None:
             # An undo: remove any node this token may have written, and say nothing was held.
@@ -784,7 +784,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
             results.append(True)
         return results
 
-    def _owned(self, kind: str, name: str, token: str) -> bool:
+    def owned(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
         if held is None or self._doubted(held):
             return False
@@ -803,7 +803,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         )
         return bool(stat.mtime + ttl_ms >= now)
 
-    def _inspect(self, kind: str, name: str) -> LockInfo | None:
+    def inspect(self, kind: Kind, name: str) -> LockInfo | None:
         parent = self._parent(kind, name)
         try:
             data, _ = self.session.call("get", parent)
@@ -875,7 +875,7 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
                         queued=queued)
 
-    def _list(self, kind: str, prefix: str) -> list[LockInfo]:
+    def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
         try:
             nodes: list[str] = self.session.call(
                 "get_children", f"/{self.settings.namespace}/{kind}"
@@ -885,13 +885,13 @@ class ZooKeeperBackend(OrderedQueueBackend, LeaseValueSupport):
         names = [decode_name(node) for node in nodes]
         found = []
         for name in sorted(n for n in names if n.startswith(prefix)):
-            info = self._inspect(kind, name)
+            info = self.inspect(kind, name)
             if info is not None:
                 found.append(info)
         return found
 
-    def _break(self, kind: str, name: str) -> bool:
-        info = self._inspect(kind, name)
+    def break_leases(self, kind: Kind, name: str) -> bool:
+        info = self.inspect(kind, name)
         if info is None or not info.held:
             return False
         parent = self._parent(kind, name)

@@ -1,0 +1,321 @@
+"""The one line between the lease logic and a backend: a store of leases keyed by what is
+leased.
+
+Every primitive is leases under a name. What an acquire asks for is data, a ``LeaseSpec``
+(the kind, and the limit, mode, value or queue lease that kind takes), so a backend writes
+each verb once for every kind, and a new primitive that is a new rule over leases adds a
+case to the verbs, not new verbs. The verbs, each ONE atomic step on the server judged by
+the server's clock and comparing the caller's random token there:
+
+- ``acquire``: take a lease of ``spec`` if the kind's rule grants it (a retry with the same
+  token keeps its fence), else say how long the soonest holder has left;
+- ``release``, ``extend_many``, ``owned``: about one held lease (a batch, for extend);
+- ``inspect``, ``list_records``, ``break_leases``: the operator's views and force-release;
+- ``set_value``: replace the value stored with a held lock lease (elections).
+
+Waiting is the backend's too: ``attempt`` makes an ``AsyncAttempt``, the state of one
+acquire call's tries (a queued place, a subscription, an answer pipelined behind a wait),
+which the lease logic drives with ``try_once`` / ``wait`` / ``leave`` and never looks into.
+The default attempt polls (the lease logic's back-off paces it); a backend that hears of
+releases overrides ``wait``.
+
+What a backend offers is data (``offers``, beside ``refusals``): ``supports()``, the
+guarantees table and the test matrix read it from here. Errors: each backend names its
+driver's failures in ``driver_errors``; the base wraps every verb (and every attempt step)
+so that such an error leaves as ONE kind of ``BackendError`` that names the backend (its URL
+redacted), the action and the lock, with the driver's error as its cause.
+Written for asyncio; ``scripts/unasync.py`` generates the threads flavour.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from tenure._concurrency import async_io as io
+from tenure._errors import BackendError, TenureError
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
+
+__all__ = ["PRIMITIVES", "AsyncAttempt", "AsyncStore", "failure"]
+
+PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
+"""What a store may offer: the kinds' public faces (a fair lock is the write side of a
+read-write lock; an election is a lock whose lease carries a value)."""
+
+ACTIONS: Mapping[str, str] = {
+    "acquire": "acquire",
+    "release": "release",
+    "extend_many": "extend",
+    "owned": "ownership check",
+    "inspect": "inspect",
+    "list_records": "list",
+    "break_leases": "break",
+    "set_value": "set value",
+    "try_once": "acquire",
+    "try_or_wait": "acquire",
+    "wait": "wait",
+    "leave": "leaving the queue",
+}
+"""How a BackendError names each verb's action."""
+
+
+def failure(where: str, action: str, subject: str, error: BaseException) -> BackendError:
+    """The one way a store's failure reads: backend (redacted URL), action, lock, cause."""
+    detail = str(error) or type(error).__name__
+    return BackendError(f"{where}: {action} of {subject} failed: {detail}")
+
+
+def _subject(verb: str, args: tuple[Any, ...]) -> str:
+    """The lock a verb was about, from its arguments (the name; a batch's first name)."""
+    if verb == "extend_many":
+        renewals: Sequence[Renewal] = args[0] if args else ()
+        if not renewals:
+            return "no lease"
+        more = f" and {len(renewals) - 1} more" if len(renewals) > 1 else ""
+        return f"{renewals[0].name!r}{more}"
+    if verb == "list_records":
+        return f"the names under {args[1]!r}" if len(args) > 1 else "the names"
+    if verb in ("release", "owned", "inspect", "break_leases"):
+        return repr(args[1]) if len(args) > 1 else "?"
+    return repr(args[0]) if args else "?"
+
+
+def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (a store verb) with its driver's failures raised as ``failure``."""
+    action = ACTIONS[verb]
+
+    @functools.wraps(function)
+    async def translated(self: AsyncStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await function(self, *args, **kwargs)
+        except TenureError:
+            raise
+        except self.driver_errors as exc:
+            raise failure(self.describe(), action, _subject(verb, args), exc) from exc
+
+    translated.__translated__ = True  # type: ignore[attr-defined]
+    return translated
+
+
+def _attempt_translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    action = ACTIONS[verb]
+
+    @functools.wraps(function)
+    async def translated(self: AsyncAttempt, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await function(self, *args, **kwargs)
+        except TenureError:
+            raise
+        except self.store.driver_errors as exc:
+            raise failure(self.store.describe(), action, repr(self.name), exc) from exc
+
+    translated.__translated__ = True  # type: ignore[attr-defined]
+    return translated
+
+
+def _wrap_verbs(cls: type, verbs: Sequence[str], wrap: Callable[..., Any]) -> None:
+    for verb in verbs:
+        function = cls.__dict__.get(verb)
+        if function is not None and not getattr(function, "__translated__", False):
+            setattr(cls, verb, wrap(verb, function))
+
+
+class AsyncAttempt:
+    """One acquire call's tries at one lease, and whatever the backend keeps between them.
+
+    The lease logic calls ``try_once`` (or ``try_or_wait`` first, where ``combines_try_and_wait``),
+    ``wait`` between refused tries, and ``leave`` once if it gives up while ``holds_place``.
+    This default polls: each try is the store's ``acquire``, a wait sleeps, and a queued
+    kind leaves its place by releasing its token (which removes a place as well as a lease).
+    """
+
+    combines_try_and_wait: ClassVar[bool] = False
+    """``try_or_wait`` may answer: a blocking acquire's first try goes through it."""
+
+    def __init__(
+        self, store: AsyncStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        holder: Holder,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.spec = spec
+        self.token = token
+        self.ttl = ttl
+        self.holder = holder
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _wrap_verbs(cls, ("try_once", "try_or_wait", "wait", "leave"), _attempt_translating)
+
+    async def try_once(self) -> Grant | Busy:
+        """One try: the store's ``acquire``."""
+        return await self.store.acquire(self.name, self.spec, self.token, self.ttl, self.holder)
+
+    async def try_or_wait(self, wait: float) -> Grant | Busy | None:
+        """A try and, if refused, a wait of up to ``wait`` seconds and a second try whose
+        answer the next ``try_once`` hands over, in one round trip; None: not offered now
+        (the lease logic makes a plain try)."""
+        return None
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        """Return when the lease may have been freed, or after ``timeout`` seconds
+        (``busy``: the refusal just received). Spurious returns are fine."""
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            # The next try refreshes this waiter's place: it must come before the place
+            # lapses, whatever the back-off wanted.
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        await io.sleep(timeout)
+
+    @property
+    def holds_place(self) -> bool:
+        """Giving up must ``leave``: a queued kind refused at least once (it may also hold a
+        place from a try whose answer never came, so any queued attempt counts)."""
+        return self.spec.queues
+
+    @property
+    def leaves_at_once(self) -> bool:
+        """``leave`` runs before the acquire answers (queued kinds, whose places block other
+        waiters, and local stores, whose calls cannot hang); else in the background."""
+        return self.spec.queues or self.store.local
+
+    async def leave(self) -> None:
+        """Give up without the lease: leave any queue this attempt joined."""
+        if self.spec.queues:
+            await self.store.release(self.spec.kind, self.name, self.token)
+
+
+class AsyncStore(abc.ABC):
+    """A backend: leases of every kind it ``offers``, each verb one atomic server step."""
+
+    schemes: ClassVar[tuple[str, ...]]
+    """The URL schemes this backend serves."""
+    capabilities: ClassVar[Capabilities]
+    offers: ClassVar[frozenset[str]] = frozenset({"lock"})
+    """The primitives (``PRIMITIVES``) this backend implements."""
+    refusals: ClassVar[Mapping[str, str]] = {}
+    """Primitives this backend refuses, each with the reason the client's ConfigurationError
+    gives; one neither offered nor refused is simply not built."""
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
+    """The driver's exceptions that mean the store failed (connection, timeout, server
+    error): raised from any verb as a ``BackendError`` (``failure``)."""
+    max_backoff: ClassVar[float] = 0.05
+    """Longest pause between two tries when no notification arrives (seconds)."""
+    local: ClassVar[bool] = False
+    """The store is in this process or a file on this host (memory, SQLite): no call that
+    can hang, so an acquire's deadline needs no guard around each call."""
+    notifies: ClassVar[bool] = False
+    """The attempts' ``wait`` returns as soon as a release is announced: a waiter then
+    waits ``max_backoff`` at once instead of polling up from 1 ms."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _wrap_verbs(cls, ("acquire", "release", "extend_many", "owned", "inspect",
+                          "list_records", "break_leases", "set_value"), _translating)
+
+    @classmethod
+    @abc.abstractmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncStore:
+        """Build from a URL and ``connect()``'s keyword options; ConfigurationError for a
+        malformed URL or an unknown option. Connecting lazily is fine."""
+
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncAttempt:
+        """The state of one acquire call's tries (the default polls)."""
+        return AsyncAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
+
+    @abc.abstractmethod
+    async def acquire(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy:
+        """Take a lease of ``spec`` on ``name`` if the kind's rule grants it, in ONE step.
+
+        Expired leases (and lapsed places) are dropped first. ``token`` already holds a live
+        lease (a retry after a lost reply): reset its expiry, keep its fence, return it.
+        Grantable (a lock: no live lease; a semaphore: fewer than ``limit``, the stored limit
+        ruling while permits live, another raising ``limit_mismatch``; a queued mode: by the
+        arrival rule, see ``capabilities`` of the read-write lock): store the lease (token,
+        server now + ttl, holder, the name's next fence, the value) and return
+        ``Grant(fence)``. Otherwise change nothing but a queued kind's place (added at the
+        tail, or refreshed for ``queue_ttl``) and return ``Busy(ttl_left)``.
+        """
+
+    @abc.abstractmethod
+    async def release(self, kind: Kind, name: str, token: str) -> bool:
+        """End ``token``'s live lease (or remove its waiting place: then False) and wake
+        waiters; False if it was no longer live. Fences never go back."""
+
+    @abc.abstractmethod
+    async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """Reset each live lease's expiry to server now + its ttl (each ``Renewal`` says its
+        kind), in as few round trips as the backend can; False for one no longer live."""
+
+    @abc.abstractmethod
+    async def owned(self, kind: Kind, name: str, token: str) -> bool:
+        """Whether ``token`` holds a live lease of ``kind`` on ``name`` right now."""
+
+    @abc.abstractmethod
+    async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
+        """The record of ``name`` (fence, live leases oldest first, limit, value, queue);
+        None if it was never used."""
+
+    @abc.abstractmethod
+    async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
+        """Every known ``kind`` record whose name starts with ``prefix``, by name; never
+        blocking the server (SCAN, never KEYS)."""
+
+    @abc.abstractmethod
+    async def break_leases(self, kind: Kind, name: str) -> bool:
+        """Operator's force-release of every live lease of ``name`` (a queue stays); True if
+        any was live. Keeps the fence, wakes waiters."""
+
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        """Replace the value stored with ``token``'s live lock lease, in one step; False if
+        it is not live. Only for stores that offer elections."""
+        raise NotImplementedError(f"{type(self).__name__} stores no lease values")
+
+    # ---- what the store's connection says about leases, locally ---------------------------
+
+    @property
+    def setup_seconds(self) -> float:
+        """Seconds spent on connection set-ups its servers completed (see
+        ``tenure._concurrency.setup_time``): a call that overruns its bound gets this more."""
+        return 0.0
+
+    def unanswered(self, seconds: float) -> BaseException:
+        """The cause of the BackendError the lease logic raises when its own deadline, not
+        the driver, ended a call: the driver's last error where the backend knows it."""
+        return TimeoutError(
+            f"{self.describe()}: no answer within {seconds:.3f} s (the driver was still "
+            "trying when the caller's deadline came)"
+        )
+
+    @property
+    def lease_horizon(self) -> float | None:
+        """Seconds a lease can be vouched for after the server last confirmed it, whatever
+        its ttl (a share of a session timeout where leases die with a session); None: the
+        ttl alone bounds it."""
+        return None
+
+    def lease_doubt(self, kind: Kind, name: str, token: str) -> str | None:
+        """Why ``token``'s lease may be gone already though its ttl has not run out (its
+        session was suspended or ended), from local knowledge only; None otherwise."""
+        return None
+
+    def add_doubt_listener(self, listener: Callable[[], object]) -> None:  # noqa: B027
+        """Call ``listener`` whenever ``lease_doubt`` may have started answering. A no-op
+        for a store without sessions."""
+
+    def renewal_store(self) -> AsyncStore:
+        """The store the asyncio renewal thread renews through: this one where its calls bind
+        nothing to the caller's loop, else a twin with its own connections."""
+        return self
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Close connections. The store must not be used afterwards."""
+
+    def describe(self) -> str:
+        """The backend's URL without credentials, for messages and ``tenure`` output."""
+        return type(self).__name__
