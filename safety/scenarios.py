@@ -369,19 +369,27 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     write at random; or, with ``election``, terms of one election, each a campaign won and
     resigned) in random acquire styles, holds and pauses; nothing may exceed it."""
     name = run.name("baseline")
+    # A healthy server may still miss a deadline on a loaded machine (a Redlock node's
+    # socket timeout once did, under a load of 30): the worker records the BackendError
+    # and tries again, and the run fails only when errors are more than a rare hiccup.
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
                   modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
-                  rw=RW_SIDES if rw else None, election=election)
+                  rw=RW_SIDES if rw else None, election=election, tolerate_errors=True)
         for share in _split(total, processes)
     ]
     _ready(*workers)
     for worker in workers:
         worker.expect_progressing(stall=STALL)
-    figures = check(run.history(), limit or 1)
+    history = run.history()
+    figures = check(history, limit or 1)
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
     if figures.sections != total:
         violations.append(f"{figures.sections} sections recorded, {total} expected")
+    errors = history.events_named("backend-error")
+    if len(errors) > total // 50:
+        violations.append(f"{len(errors)} BackendErrors from a healthy server in {total} "
+                          f"sections, the first: {errors[0].data['error']}")
     return figures, violations
 
 
