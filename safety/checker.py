@@ -73,6 +73,9 @@ class Figures:
     history has no read or write sections)."""
     most_readers_at_once: int | None = None
     """Read-write locks: the most reads of one name in progress at one moment."""
+    linearizable: str | None = None
+    """``tenure verify``'s checker's verdict on the run's calls, where it was asked
+    (``safety.linearizable``): "linearizable: N operations ...", or why not."""
 
 
 def _by_name(sections: Iterable[Section]) -> dict[str, list[Section]]:

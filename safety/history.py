@@ -65,6 +65,10 @@ class Section:
     mode: str | None = None
     """The side of a read-write lock this section held, "read" or "write" (scenario 15);
     None for a mutex or a semaphore's permit, which exclude like a write."""
+    released: int | None = None
+    """When ``release`` returned, with "ok" or "lost" (None: it raised BackendError, was
+    never called, or the worker does not record it): the end of the release call that
+    ``tenure verify``'s checker reads (``safety.linearizable``)."""
 
     @property
     def key(self) -> str:

@@ -213,6 +213,16 @@ def _notes(result: Result) -> str:
                      for k in keys if k in result.details and result.details[k] is not None)
 
 
+def _linearizable(result: Result) -> str:
+    """The checker's verdict in a word: yes (with the calls checked), **no**, unknown, n/a."""
+    verdict = result.details.get("linearizable")
+    if not isinstance(verdict, str):
+        return "n/a"
+    if verdict.startswith("linearizable: "):
+        return f"yes ({verdict.split()[1]} calls)"
+    return "**no**" if verdict.startswith("not linearizable") else "unknown"
+
+
 def _verdict(result: Result) -> str:
     return "pass" if result.passed else "**FAIL**"
 
@@ -246,16 +256,19 @@ def render(results: Sequence[Result], env: Environment, backends: Sequence[str],
     add("Overlaps: critical sections that overlapped another on the same lock, by one "
         "observer's clock. Stale writes accepted: writes the protected resource accepted after "
         "it had seen a newer holder's fence. Worst recovery: what it measures is under each "
-        "scenario (its bound in brackets); n/a where it does not apply.")
+        "scenario (its bound in brackets); n/a where it does not apply. Linearizable: "
+        "`tenure verify`'s checker's verdict on the calls the clients made (each section's "
+        "acquire and release, with their times and answers), where the scenario's leases are "
+        "never renewed (docs/verify.md).")
     add("")
     add("| Scenario | Backend | Runs | Sections | Overlaps | Stale writes accepted "
-        "| Worst recovery (bound) | Result | Notes |")
-    add("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+        "| Linearizable | Worst recovery (bound) | Result | Notes |")
+    add("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |")
     for result in results:
         bound = "" if result.recovery_bound is None else f" ({result.recovery_bound:.2f} s)"
         add(f"| {_cell(result.label)} | {result.backend} | {_number(result.runs)} "
             f"| {_number(result.sections)} | {_number(result.overlaps)} "
-            f"| {_number(result.stale_writes_accepted)} "
+            f"| {_number(result.stale_writes_accepted)} | {_linearizable(result)} "
             f"| {_seconds(result.worst_recovery)}{bound} | {_verdict(result)} "
             f"| {_cell(_notes(result))} |")
     add("")

@@ -27,9 +27,11 @@ import tenure
 from safety.checker import Figures, check, check_races, write_fence_regressions
 from safety.control import Run, Target, WorkerFailed, WorkerProcess
 from safety.history import History, Section, now_ns
+from safety.linearizable import checked
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
 from tenure._sync.capabilities import LeaseValueSupport
+from tenure.verify import describe_violation
 
 __all__ = [
     "PROFILES",
@@ -384,6 +386,12 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     history = run.history()
     figures = check(history, limit or 1)
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
+    if not rw:  # the checker's model has no read-write locks
+        verdict = checked(history, ttl=10.0, limit=limit or 1)
+        figures = dataclasses.replace(figures, linearizable=verdict.summary())
+        if verdict.violations:
+            violations.append(f"tenure verify's checker: {verdict.summary()}\n"
+                              + describe_violation(verdict.violations[0]))
     if figures.sections != total:
         violations.append(f"{figures.sections} sections recorded, {total} expected")
     errors = history.events_named("backend-error")

@@ -180,15 +180,18 @@ def _one_section(
         except (tenure.LockLost, tenure.BackendError) as exc:
             if section is None:  # the acquire failed, not the release
                 raise
-            lost = isinstance(exc, tenure.LockLost)
-            return dataclasses.replace(section, release="lost" if lost else "error")
-        return section
+            if isinstance(exc, tenure.BackendError):
+                return dataclasses.replace(section, release="error")
+            return dataclasses.replace(section, release="lost", released=now_ns())
+        return dataclasses.replace(section, released=now_ns())
     took = lock.acquire(blocking=False) if mode == "try" else lock.acquire(timeout=wait)
     if not took:
         return None
     section = _body(lock, worker=config["worker"], seq=seq, asked=asked, resource=resource,
                     config=config, rng=rng, side=side)
-    return dataclasses.replace(section, release=_release(lock))
+    outcome = _release(lock)
+    return dataclasses.replace(section, release=outcome,
+                               released=None if outcome == "error" else now_ns())
 
 
 def _body(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from safety.checker import (
     check,
     check_races,
@@ -12,6 +14,7 @@ from safety.checker import (
     write_fence_regressions,
 )
 from safety.history import Access, Attempt, History, Section
+from safety.linearizable import checked, operations
 
 
 def section(worker: str, start: int, end: int, fence: int, *, name: str = "k",
@@ -156,3 +159,34 @@ def test_a_write_fence_must_exceed_every_section_that_ended_before_it() -> None:
     # Reads are judged by the shared rule only: two readers' grants may come in any order.
     assert write_fence_regressions([section("a", 0, 10, 5, mode="read"),
                                     section("b", 20, 30, 4, mode="read", asked=5)]) == []
+
+
+def test_the_verify_checker_reads_the_sections_calls() -> None:
+    # a and b one after the other, fences rising: one valid order.
+    clean = History(sections=[
+        dataclasses.replace(section("a", 10, 20, 1), released=21),
+        dataclasses.replace(section("b", 25, 30, 2), released=31),
+    ])
+    report = checked(clean, ttl=10.0)
+    assert report.linearizable is True and report.operations == 4
+    # b granted while a still held its (10 s) lease: no order explains both grants.
+    overlapping = History(sections=[
+        dataclasses.replace(section("a", 10_000_000, 20_000_000, 1), released=21_000_000),
+        dataclasses.replace(section("b", 12_000_000, 14_000_000, 2), released=15_000_000),
+    ])
+    assert checked(overlapping, ttl=10.0).linearizable is False
+    # The same overlap after a's lease ran out (ttl 1 ms): a's lease had expired, so b's
+    # grant is explained, and a's release must then have failed; it said "ok": no order.
+    expired = checked(overlapping, ttl=0.001)
+    assert expired.linearizable is False
+    told = History(sections=[
+        dataclasses.replace(section("a", 10_000_000, 20_000_000, 1, release="lost"),
+                            released=21_000_000),
+        dataclasses.replace(section("b", 12_000_000, 14_000_000, 2), released=15_000_000),
+    ])
+    assert checked(told, ttl=0.001).linearizable is True
+    # Read-write sections are left out (not in the model); an unanswered release is unknown.
+    assert operations(History(sections=[section("r", 1, 2, 1, mode="read")]), ttl=1.0) == []
+    [_, release] = operations(History(sections=[section("a", 1, 2, 1, release="error")]),
+                              ttl=1.0)
+    assert release.outcome == "unknown" and release.completed is None
