@@ -30,7 +30,7 @@ from safety.history import History, Section, now_ns
 from safety.linearizable import checked
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
-from tenure._sync.capabilities import LeaseValueSupport
+from tenure._sync.client import store_class
 from tenure.verify import describe_violation
 
 __all__ = [
@@ -286,18 +286,17 @@ def traits(backend: str) -> Traits:
 
 def _election_refusal(backend: str) -> str | None:
     """Why ``backend`` has no elections (its own refusal, or that it has no lease values
-    yet), None if it has them: read from its backend class, so that a backend gaining
+    yet), None if it has them: read from what its store offers, so that a backend gaining
     elections gains scenario 16 without an edit here."""
     package = {"redis_cluster": "redis"}.get(backend, backend)
     try:
         module = importlib.import_module(f"tenure.backends.{package}._sync")
     except ImportError as exc:
         return f"its backend module does not load here: {exc}"
-    found: type[Any] = module.BACKEND
-    if issubclass(found, LeaseValueSupport):
+    store = store_class(module.BACKEND)
+    if "election" in store.offers:
         return None
-    refusals: dict[str, str] = dict(getattr(found, "refusals", {}))
-    return refusals.get("election", "it has no elections yet: no lease values are stored "
+    return store.refusals.get("election", "it has no elections yet: no lease values are stored "
                         "with its locks' leases")
 
 
