@@ -17,7 +17,7 @@ from tenure._async.capabilities import (
     AsyncQueueSupport,
     AsyncSemaphoreSupport,
 )
-from tenure._async.store import AsyncAttempt, AsyncStore
+from tenure._async.store import AsyncAttempt, AsyncStore, extend_by_kind
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
 __all__ = ["AsyncLegacyStore", "legacy_store"]
@@ -106,15 +106,9 @@ class AsyncLegacyStore(AsyncStore):
         return await self.backend.release(name, token)
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) > 1:  # one batch per kind, answers in the order asked
-            answers: dict[int, bool] = {}
-            for kind in kinds:
-                indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-                batch = await self.extend_many([renewals[i] for i in indexes])
-                answers.update(zip(indexes, batch, strict=True))
-            return [answers[i] for i in range(len(renewals))]
-        kind = Kind(renewals[0].kind) if renewals else Kind.LOCK
+        return await extend_by_kind(renewals, self._extend_kind)
+
+    async def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
         if kind is Kind.SEMAPHORE:
             return await cast(AsyncSemaphoreSupport, self.backend).extend_permits(renewals)
         if kind is Kind.RWLOCK:

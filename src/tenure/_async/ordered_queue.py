@@ -48,7 +48,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from tenure._async.store import AsyncAttempt, AsyncStore
+from tenure._async.store import AsyncAttempt, AsyncStore, extend_by_kind
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Renewal
 
 __all__ = ["AsyncOrderedQueueStore"]
@@ -114,16 +114,10 @@ class AsyncOrderedQueueStore(AsyncStore):
         )
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) <= 1:
-            kind = next(iter(kinds), Kind.LOCK)
-            return await self._extend_many(str(kind), renewals)
-        answers: dict[int, bool] = {}
-        for kind in kinds:  # one batch per kind, answers in the order asked
-            indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-            batch = await self._extend_many(str(kind), [renewals[i] for i in indexes])
-            answers.update(zip(indexes, batch, strict=True))
-        return [answers[i] for i in range(len(renewals))]
+        return await extend_by_kind(renewals, self._extend_kind)
+
+    async def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend_many(str(kind), renewals)
 
 
 class AsyncOrderedQueueAttempt(AsyncAttempt):

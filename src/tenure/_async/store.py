@@ -31,18 +31,21 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError, TenureError
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
-__all__ = ["PRIMITIVES", "AsyncAttempt", "AsyncStore", "failure"]
+__all__ = ["PRIMITIVES", "AsyncAttempt", "AsyncStore", "extend_by_kind", "failure"]
 
 PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
 """What a store may offer: the kinds' public faces (a fair lock is the write side of a
 read-write lock; an election is a lock whose lease carries a value)."""
+
+Answers = list[bool]
+"""A batch's answers, in the order asked."""
 
 ACTIONS: Mapping[str, str] = {
     "acquire": "acquire",
@@ -83,33 +86,21 @@ def _subject(verb: str, args: tuple[Any, ...]) -> str:
 
 
 def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` (a store verb) with its driver's failures raised as ``failure``."""
+    """``function`` (a store verb or an attempt step) with its driver's failures raised as
+    ``failure``. An attempt's subject is its own name; a verb's, its arguments'."""
     action = ACTIONS[verb]
 
     @functools.wraps(function)
-    async def translated(self: AsyncStore, *args: Any, **kwargs: Any) -> Any:
+    async def translated(self: AsyncStore | AsyncAttempt, *args: Any, **kwargs: Any) -> Any:
+        store = self.store if isinstance(self, AsyncAttempt) else self
         try:
             return await function(self, *args, **kwargs)
         except TenureError:
             raise
-        except self.driver_errors as exc:
-            raise failure(self.describe(), action, _subject(verb, args), exc) from exc
-
-    translated.__translated__ = True  # type: ignore[attr-defined]
-    return translated
-
-
-def _attempt_translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    action = ACTIONS[verb]
-
-    @functools.wraps(function)
-    async def translated(self: AsyncAttempt, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await function(self, *args, **kwargs)
-        except TenureError:
-            raise
-        except self.store.driver_errors as exc:
-            raise failure(self.store.describe(), action, repr(self.name), exc) from exc
+        except store.driver_errors as exc:
+            subject = (repr(self.name) if isinstance(self, AsyncAttempt)
+                       else _subject(verb, args))
+            raise failure(store.describe(), action, subject, exc) from exc
 
     translated.__translated__ = True  # type: ignore[attr-defined]
     return translated
@@ -120,6 +111,23 @@ def _wrap_verbs(cls: type, verbs: Sequence[str], wrap: Callable[..., Any]) -> No
         function = cls.__dict__.get(verb)
         if function is not None and not getattr(function, "__translated__", False):
             setattr(cls, verb, wrap(verb, function))
+
+
+async def extend_by_kind(
+    renewals: Sequence[Renewal],
+    extend: Callable[[Kind, Sequence[Renewal]], Awaitable[Answers]],
+) -> Answers:
+    """``extend_many`` for a store whose kinds' records are renewed apart: one ``extend``
+    call per kind in the batch, the answers in the order asked."""
+    kinds = list(dict.fromkeys(renewal.kind for renewal in renewals))
+    if len(kinds) <= 1:
+        return await extend(kinds[0] if kinds else Kind.LOCK, renewals)
+    answers: dict[int, bool] = {}
+    for kind in kinds:
+        indexes = [i for i, renewal in enumerate(renewals) if renewal.kind == kind]
+        batch = await extend(kind, [renewals[i] for i in indexes])
+        answers.update(zip(indexes, batch, strict=True))
+    return [answers[i] for i in range(len(renewals))]
 
 
 class AsyncAttempt:
@@ -147,7 +155,7 @@ class AsyncAttempt:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _wrap_verbs(cls, ("try_once", "try_or_wait", "wait", "leave"), _attempt_translating)
+        _wrap_verbs(cls, ("try_once", "try_or_wait", "wait", "leave"), _translating)
 
     async def try_once(self) -> Grant | Busy:
         """One try: the store's ``acquire``."""

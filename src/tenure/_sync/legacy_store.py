@@ -19,7 +19,7 @@ from tenure._sync.capabilities import (
     QueueSupport,
     SemaphoreSupport,
 )
-from tenure._sync.store import Attempt, Store
+from tenure._sync.store import Attempt, Store, extend_by_kind
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
 __all__ = ["LegacyStore", "legacy_store"]
@@ -108,15 +108,9 @@ class LegacyStore(Store):
         return self.backend.release(name, token)
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) > 1:  # one batch per kind, answers in the order asked
-            answers: dict[int, bool] = {}
-            for kind in kinds:
-                indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-                batch = self.extend_many([renewals[i] for i in indexes])
-                answers.update(zip(indexes, batch, strict=True))
-            return [answers[i] for i in range(len(renewals))]
-        kind = Kind(renewals[0].kind) if renewals else Kind.LOCK
+        return extend_by_kind(renewals, self._extend_kind)
+
+    def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
         if kind is Kind.SEMAPHORE:
             return cast(SemaphoreSupport, self.backend).extend_permits(renewals)
         if kind is Kind.RWLOCK:

@@ -50,7 +50,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from tenure._sync.store import Attempt, Store
+from tenure._sync.store import Attempt, Store, extend_by_kind
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Renewal
 
 __all__ = ["OrderedQueueStore"]
@@ -116,16 +116,10 @@ class OrderedQueueStore(Store):
         )
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) <= 1:
-            kind = next(iter(kinds), Kind.LOCK)
-            return self._extend_many(str(kind), renewals)
-        answers: dict[int, bool] = {}
-        for kind in kinds:  # one batch per kind, answers in the order asked
-            indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-            batch = self._extend_many(str(kind), [renewals[i] for i in indexes])
-            answers.update(zip(indexes, batch, strict=True))
-        return [answers[i] for i in range(len(renewals))]
+        return extend_by_kind(renewals, self._extend_kind)
+
+    def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
+        return self._extend_many(str(kind), renewals)
 
 
 class OrderedQueueAttempt(Attempt):

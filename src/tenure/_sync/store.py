@@ -40,11 +40,14 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, TenureError
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
-__all__ = ["PRIMITIVES", "Attempt", "Store", "failure"]
+__all__ = ["PRIMITIVES", "Attempt", "Store", "extend_by_kind", "failure"]
 
 PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
 """What a store may offer: the kinds' public faces (a fair lock is the write side of a
 read-write lock; an election is a lock whose lease carries a value)."""
+
+Answers = list[bool]
+"""A batch's answers, in the order asked."""
 
 ACTIONS: Mapping[str, str] = {
     "acquire": "acquire",
@@ -85,33 +88,21 @@ def _subject(verb: str, args: tuple[Any, ...]) -> str:
 
 
 def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` (a store verb) with its driver's failures raised as ``failure``."""
+    """``function`` (a store verb or an attempt step) with its driver's failures raised as
+    ``failure``. An attempt's subject is its own name; a verb's, its arguments'."""
     action = ACTIONS[verb]
 
     @functools.wraps(function)
-    def translated(self: Store, *args: Any, **kwargs: Any) -> Any:
+    def translated(self: Store | Attempt, *args: Any, **kwargs: Any) -> Any:
+        store = self.store if isinstance(self, Attempt) else self
         try:
             return function(self, *args, **kwargs)
         except TenureError:
             raise
-        except self.driver_errors as exc:
-            raise failure(self.describe(), action, _subject(verb, args), exc) from exc
-
-    translated.__translated__ = True  # type: ignore[attr-defined]
-    return translated
-
-
-def _attempt_translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    action = ACTIONS[verb]
-
-    @functools.wraps(function)
-    def translated(self: Attempt, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(self, *args, **kwargs)
-        except TenureError:
-            raise
-        except self.store.driver_errors as exc:
-            raise failure(self.store.describe(), action, repr(self.name), exc) from exc
+        except store.driver_errors as exc:
+            subject = (repr(self.name) if isinstance(self, Attempt)
+                       else _subject(verb, args))
+            raise failure(store.describe(), action, subject, exc) from exc
 
     translated.__translated__ = True  # type: ignore[attr-defined]
     return translated
@@ -122,6 +113,23 @@ def _wrap_verbs(cls: type, verbs: Sequence[str], wrap: Callable[..., Any]) -> No
         function = cls.__dict__.get(verb)
         if function is not None and not getattr(function, "__translated__", False):
             setattr(cls, verb, wrap(verb, function))
+
+
+def extend_by_kind(
+    renewals: Sequence[Renewal],
+    extend: Callable[[Kind, Sequence[Renewal]], Answers],
+) -> Answers:
+    """``extend_many`` for a store whose kinds' records are renewed apart: one ``extend``
+    call per kind in the batch, the answers in the order asked."""
+    kinds = list(dict.fromkeys(renewal.kind for renewal in renewals))
+    if len(kinds) <= 1:
+        return extend(kinds[0] if kinds else Kind.LOCK, renewals)
+    answers: dict[int, bool] = {}
+    for kind in kinds:
+        indexes = [i for i, renewal in enumerate(renewals) if renewal.kind == kind]
+        batch = extend(kind, [renewals[i] for i in indexes])
+        answers.update(zip(indexes, batch, strict=True))
+    return [answers[i] for i in range(len(renewals))]
 
 
 class Attempt:
@@ -149,7 +157,7 @@ class Attempt:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _wrap_verbs(cls, ("try_once", "try_or_wait", "wait", "leave"), _attempt_translating)
+        _wrap_verbs(cls, ("try_once", "try_or_wait", "wait", "leave"), _translating)
 
     def try_once(self) -> Grant | Busy:
         """One try: the store's ``acquire``."""
