@@ -22,12 +22,13 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from tests.backends import NAMES, choose
+
 import tenure
 from safety import report
 from safety.control import ROOT, Target
 from safety.scenarios import PROFILES, SCENARIOS, Profile, Result, run_scenario
 from safety.servers import (
-    KNOWN_BACKENDS,
     NotReady,
     Servers,
     clock_variants,
@@ -56,15 +57,10 @@ def _scenario_keys(text: str) -> list[str]:
 
 
 def _backends(text: str) -> list[str]:
-    if text == "all":
-        return list(KNOWN_BACKENDS)
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [n for n in names if n not in KNOWN_BACKENDS]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend(s) {unknown}; known: {', '.join(KNOWN_BACKENDS)}"
-        )
-    return names
+    try:
+        return choose(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -74,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run scenarios and report the figures")
     run.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     run.add_argument("--backends", type=_backends, default="all",
-                     help=f"comma-separated, default all: {','.join(KNOWN_BACKENDS)}")
+                     help=f"comma-separated, default all: {','.join(NAMES)}")
     run.add_argument("--scenarios", type=_scenario_keys, default="all",
                      help=f"comma-separated names or numbers, default all: {','.join(SCENARIOS)}")
     run.add_argument("--report", type=pathlib.Path, default=None,
@@ -109,7 +105,7 @@ def _render(args: argparse.Namespace) -> int:
                       if latest[r.backend, r.scenario] == index), key=_order)
     used = [env for index, (_, env, _) in enumerate(runs) if index in latest.values()]
     asked = {backend for _, _, backends in runs for backend in backends}
-    backends = [backend for backend in KNOWN_BACKENDS if backend in asked]
+    backends = [backend for backend in NAMES if backend in asked]
     report.write(args.report, results, report.Environment.merged(used), backends,
                  title=args.title)
     sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)
@@ -120,7 +116,7 @@ def _render(args: argparse.Namespace) -> int:
 def _list() -> int:
     for scenario in SCENARIOS.values():
         print(f"{scenario.number}. {scenario.key}: {scenario.title} - {scenario.shows}")
-        for backend in KNOWN_BACKENDS:
+        for backend in NAMES:
             why = scenario.not_applicable(backend)
             print(f"     {backend:14} {'yes' if why is None else 'n/a: ' + why}")
     return 0
@@ -128,7 +124,7 @@ def _list() -> int:
 
 def _order(result: Result) -> tuple[int, int]:
     # A stable sort: a scenario's variants keep the order the scenario produced them in.
-    return result.scenario, KNOWN_BACKENDS.index(result.backend)
+    return result.scenario, NAMES.index(result.backend)
 
 
 def _run(args: argparse.Namespace) -> int:

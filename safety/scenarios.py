@@ -21,6 +21,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from tests.backends import row
 from tests.timing import scaled
 
 import tenure
@@ -288,9 +289,8 @@ def _election_refusal(backend: str) -> str | None:
     """Why ``backend`` has no elections (its own refusal, or that it has no lease values
     yet), None if it has them: read from what its store offers, so that a backend gaining
     elections gains scenario 16 without an edit here."""
-    package = {"redis_cluster": "redis"}.get(backend, backend)
     try:
-        module = importlib.import_module(f"tenure.backends.{package}._sync")
+        module = importlib.import_module(f"tenure.backends.{row(backend).package}._sync")
     except ImportError as exc:
         return f"its backend module does not load here: {exc}"
     store = store_class(module.BACKEND)

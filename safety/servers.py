@@ -25,12 +25,13 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+from tests.backends import row
+
 from safety.clock import WallClock
 from safety.control import ROOT, ClockJump, ClockSetup, Target
 
 __all__ = [
     "CLOCK_VARIANTS",
-    "KNOWN_BACKENDS",
     "NotReady",
     "Servers",
     "clock_variants",
@@ -39,12 +40,6 @@ __all__ = [
     "server_version",
 ]
 
-KNOWN_BACKENDS = ["memory", "sqlite", "redis", "redis_cluster", "redlock", "mongodb", "mysql",
-                  "postgresql", "etcd", "zookeeper"]
-
-PACKAGE = {"redis_cluster": "redis"}
-"""Backend table name -> tenure.backends package, where they differ."""
-
 
 class NotReady(RuntimeError):
     """The backend (or the harness's way to start its server) does not exist yet."""
@@ -52,7 +47,10 @@ class NotReady(RuntimeError):
 
 def landed(backend: str) -> str | None:
     """None if tenure ships the backend; else why it can't be run."""
-    package = PACKAGE.get(backend, backend)
+    try:
+        package = row(backend).package
+    except LookupError as exc:  # no row, or no registered package serves its scheme
+        return str(exc.args[0])
     # A backend's sync flavour is a module or, once split, a package of modules.
     base = ROOT / "src" / "tenure" / "backends" / package
     if not (base / "_sync.py").exists() and not (base / "_sync" / "__init__.py").exists():

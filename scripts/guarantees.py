@@ -9,21 +9,24 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the backend table: tests/backends.py
 DOC = ROOT / "docs" / "guarantees.md"
 BEGIN, END = "<!-- guarantees:begin -->", "<!-- guarantees:end -->"
 
-ORDER = ["memory", "sqlite", "redis", "redlock", "mongodb", "mysql", "postgresql"]
-"""The table's first rows, in the order the docs introduce them; other backends follow."""
-
 
 def backends() -> list[tuple[str, str]]:
-    """(package, its URL schemes) for every backend of the registry."""
+    """(package, its URL schemes) for every backend of the registry, in the order of the
+    test suite's backend table (tests/backends.py: the order the docs introduce them in);
+    a package no row tests comes last."""
+    from tests.backends import BACKENDS
+
     from tenure._registry import builtin_backends
 
+    order = list(dict.fromkeys(row.package for row in BACKENDS))
     packages: dict[str, tuple[str, ...]] = {}
     for entry in builtin_backends().values():
         packages[entry.package.rpartition(".")[2]] = entry.schemes
-    names = sorted(packages, key=lambda name: (ORDER.index(name) if name in ORDER else 99, name))
+    names = sorted(packages, key=lambda name: (order.index(name) if name in order else 99, name))
     return [(name, ", ".join(f"{scheme}://" for scheme in packages[name])) for name in names]
 
 

@@ -1,8 +1,9 @@
-"""The backend table: every conformance test runs once per backend URL below.
+"""Every conformance test runs once per backend of the table in tests/backends.py.
 
-A backend joins by adding one line to BACKENDS (its marker name -> the fixture giving its
-URL) and its server fixtures' module to pytest_plugins. A server that cannot start fails the
-run; nothing here skips.
+A backend's tests join by adding one row there (its name, a scheme, the fixture giving its
+URL and that fixture's module): its marker, its server plugin and its conformance
+parameters are read from it here. A server that cannot start fails the run; nothing here
+skips.
 """
 
 from __future__ import annotations
@@ -17,51 +18,14 @@ import uuid
 import pytest
 from hypothesis import settings
 
+from tests import backends
+
 # Speed is measured in bench/, never asserted in tests: a property test must not fail because
 # a loaded machine ran one example past hypothesis's default 200 ms deadline.
 settings.register_profile("tenure", deadline=None)
 settings.load_profile("tenure")
 
-pytest_plugins = [
-    "tests.cpu_report",
-    "tests.servers.etcd",
-    "tests.servers.local",
-    "tests.servers.mongodb",
-    "tests.servers.mysql",
-    "tests.servers.postgresql",
-    "tests.servers.redis",
-    "tests.servers.redlock",
-    "tests.servers.zookeeper",
-]
-
-# marker / id -> fixture returning the URL of a ready backend
-BACKENDS: dict[str, str] = {
-    "memory": "memory_url",
-    "sqlite": "sqlite_url",
-    "mongodb": "mongodb_url",
-    "mysql": "mysql_url",
-    "postgresql": "postgresql_url",
-    "redis": "redis_url",
-    "redis_cluster": "redis_cluster_url",
-    "redlock": "redlock_url",
-    "etcd": "etcd_url",
-    "zookeeper": "zookeeper_url",
-}
-
-
-# marker / id -> a URL scheme it serves, to ask its backend class what it offers
-SCHEMES: dict[str, str] = {
-    "memory": "memory",
-    "sqlite": "sqlite",
-    "mongodb": "mongodb",
-    "mysql": "mysql",
-    "postgresql": "postgresql",
-    "redis": "redis",
-    "redis_cluster": "redis+cluster",
-    "redlock": "redlock",
-    "etcd": "etcd",
-    "zookeeper": "zookeeper",
-}
+pytest_plugins = ["tests.cpu_report", *backends.server_modules()]
 
 
 def offers(backend: str, primitive: str) -> bool:
@@ -70,7 +34,7 @@ def offers(backend: str, primitive: str) -> bool:
     from tenure._async.client import store_class
     from tenure._urls import load_backend_module
 
-    module = load_backend_module(f"{SCHEMES[backend]}://", "_async")
+    module = load_backend_module(f"{backends.row(backend).scheme}://", "_async")
     return primitive in store_class(module.BACKEND).offers
 
 
@@ -82,25 +46,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # its default action) gets Python's own again.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Each backend's marker, from the table (--strict-markers refuses any other).
+    for backend in backends.BACKENDS:
+        config.addinivalue_line("markers", backend.marker)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backends",
         default="all",
-        help="comma-separated backends for the conformance suite (default: all of them)",
+        help="comma-separated backends for the conformance suite (default: all of them: "
+        f"{','.join(backends.NAMES)})",
     )
 
 
 def selected_backends(config: pytest.Config) -> list[str]:
-    choice = config.getoption("--backends")
-    if choice == "all":
-        return list(BACKENDS)
-    names = [name.strip() for name in choice.split(",") if name.strip()]
-    unknown = set(names) - set(BACKENDS)
-    if unknown:
-        raise pytest.UsageError(f"unknown backend(s) {sorted(unknown)}; known: {list(BACKENDS)}")
-    return names
+    try:
+        return backends.choose(config.getoption("--backends"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -111,7 +75,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         primitive = getattr(metafunc.module, "PRIMITIVE", None)
         wanted = getattr(metafunc.function, "backends", None)
         params = [
-            pytest.param(name, id=name, marks=getattr(pytest.mark, name))
+            backends.row(name).param()
             for name in selected_backends(metafunc.config)
             if (primitive is None or offers(name, primitive))
             and (wanted is None or name in wanted)
@@ -121,7 +85,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend_url(request: pytest.FixtureRequest) -> str:
-    url: str = request.getfixturevalue(BACKENDS[request.param])
+    url: str = request.getfixturevalue(backends.row(request.param).fixture)
     return url
 
 

@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 
-SQL_BACKENDS = [
-    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
-    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
-]
+from tests.backends import row
+
+SQL_BACKENDS = [row("mysql").param(), row("postgresql").param()]
 """Parametrize a fixture with these; ``-k mysql`` / ``-k postgresql`` select one."""
 
 
 def url_fixture(request: pytest.FixtureRequest) -> str:
     """The session server's URL for the backend named by ``request.param``."""
-    url: str = request.getfixturevalue(f"{request.param}_url")
+    url: str = request.getfixturevalue(row(request.param).fixture)
     return url
 
 

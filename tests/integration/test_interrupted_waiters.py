@@ -16,7 +16,7 @@ import time
 import pytest
 
 import tenure
-from tests.conftest import BACKENDS
+from tests.backends import NAMES
 
 PRIMITIVE = "fair"
 
@@ -115,5 +115,5 @@ def test_a_waiter_stopped_by_ctrl_c_has_left_when_acquire_raises(
 
 # A child process cannot reach a memory:// store (one per process): not generated there.
 test_a_waiter_stopped_by_ctrl_c_has_left_when_acquire_raises.backends = [  # type: ignore[attr-defined]
-    backend for backend in BACKENDS if backend != "memory"
+    backend for backend in NAMES if backend != "memory"
 ]

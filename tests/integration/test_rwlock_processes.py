@@ -30,7 +30,8 @@ import pytest
 
 import tenure
 from tenure._sync.rwlock import QUEUE_TTL
-from tests.conftest import BACKENDS, offers, selected_backends
+from tests.backends import row
+from tests.conftest import offers, selected_backends
 from tests.integration.processes import finish, most_at_once, worker
 
 pytestmark = pytest.mark.slow
@@ -63,11 +64,11 @@ def on(primitive: str) -> Callable[[Test], Test]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # conftest's table and --backends, like backend_url, without memory:// (one process).
+    # The backend table and --backends, like backend_url, without memory:// (one process).
     if "shared_url" in metafunc.fixturenames:
         primitive = metafunc.function.primitive  # type: ignore[attr-defined]
         params = [
-            pytest.param(backend, id=backend, marks=getattr(pytest.mark, backend))
+            row(backend).param()
             for backend in selected_backends(metafunc.config)
             if backend != "memory" and offers(backend, primitive)
         ]
@@ -77,7 +78,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def shared_url(request: pytest.FixtureRequest) -> str:
     """The URL of a ready backend that several processes share."""
-    url: str = request.getfixturevalue(BACKENDS[request.param])
+    url: str = request.getfixturevalue(row(request.param).fixture)
     return url
 
 

@@ -16,7 +16,8 @@ import pathlib
 import pytest
 
 import tenure
-from tests.conftest import BACKENDS, offers, selected_backends
+from tests.backends import row
+from tests.conftest import offers, selected_backends
 from tests.integration.processes import most_at_once, run_permits, sigkill_permit_handover_seconds
 from tests.timing import scaled
 
@@ -35,10 +36,10 @@ MongoDB stand-in, a server written in Python, whose grants take milliseconds too
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # conftest's table and --backends, like backend_url, without memory:// (one process).
+    # The backend table and --backends, like backend_url, without memory:// (one process).
     if "shared_url" in metafunc.fixturenames:
         params = [
-            pytest.param(backend, id=backend, marks=getattr(pytest.mark, backend))
+            row(backend).param()
             for backend in selected_backends(metafunc.config)
             if backend != "memory" and offers(backend, PRIMITIVE)
         ]
@@ -48,7 +49,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def shared_url(request: pytest.FixtureRequest) -> str:
     """The URL of a ready backend that several processes share."""
-    url: str = request.getfixturevalue(BACKENDS[request.param])
+    url: str = request.getfixturevalue(row(request.param).fixture)
     return url
 
 

@@ -15,7 +15,8 @@ import time
 import pytest
 import redis
 
-from tests.conftest import BACKENDS, offers
+from tests.backends import NAMES
+from tests.conftest import offers
 from tests.servers.redis import RedisServer
 
 TENURE = pathlib.Path(sys.executable).parent / "tenure"
@@ -55,7 +56,7 @@ def test_every_backend_with_semaphores_is_linearizable(backend_url: str, backend
 
 
 test_every_backend_with_semaphores_is_linearizable.backends = [  # type: ignore[attr-defined]
-    backend for backend in BACKENDS if offers(backend, "semaphore")
+    backend for backend in NAMES if offers(backend, "semaphore")
 ]
 
 

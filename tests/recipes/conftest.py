@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.backends import row
+
 RECIPE_BACKENDS = ["sqlite", "redis", "postgresql"]
 
 
 @pytest.fixture(
-    params=[pytest.param(name, marks=getattr(pytest.mark, name)) for name in RECIPE_BACKENDS]
+    params=[row(name).param() for name in RECIPE_BACKENDS]
 )
 def recipe_url(request: pytest.FixtureRequest) -> str:
     """The URL of the lock store a recipe runs on (``TENURE_URL``)."""
-    url: str = request.getfixturevalue(f"{request.param}_url")
+    url: str = request.getfixturevalue(row(request.param).fixture)
     return url

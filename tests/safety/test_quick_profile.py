@@ -18,7 +18,7 @@ from safety.control import Target
 from safety.scenarios import PROFILES, Result, applicable, run_scenario, traits
 
 from safety import servers
-from tests.conftest import BACKENDS
+from tests.backends import NAMES
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +31,8 @@ def scenario(key: str) -> Callable[[F], F]:
     table's ``pytest_generate_tests`` reads ``backends``)."""
 
     def mark(test: F) -> F:
-        # The backends the harness can start servers for.
-        known = [backend for backend in BACKENDS if backend in servers.KNOWN_BACKENDS]
-        test.backends = applicable(key, known)  # type: ignore[attr-defined]
+        # The harness starts servers for every backend of the table (tests/backends.py).
+        test.backends = applicable(key, list(NAMES))  # type: ignore[attr-defined]
         return test
 
     return mark
