@@ -56,6 +56,8 @@ import _common
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the servers
 
+from tests.backends import row  # noqa: E402
+
 import tenure  # noqa: E402
 from tenure._async.client import store_class  # noqa: E402
 from tenure._urls import load_backend_module  # noqa: E402
@@ -66,16 +68,12 @@ LIMIT = 3
 TTL = 30.0
 TARGET = 0.8
 SCHEMES = {
-    "sqlite": "sqlite",
-    "redis": "redis",
-    "postgresql": "postgresql",
-    "mysql": "mysql",
-    "mongodb": "mongodb",
-    "etcd": "etcd",
-    "zookeeper": "zookeeper",
+    name: row(name).scheme
+    for name in ("sqlite", "redis", "postgresql", "mysql", "mongodb", "etcd", "zookeeper")
 }
-"""Backend name -> a URL scheme of it: the backends a semaphore could be measured on
-(memory:// has no other process to share with; Redlock refuses semaphores)."""
+"""Backend name (the test suite's table, tests/backends.py) -> a URL scheme of it: the
+backends a semaphore could be measured on (memory:// has no other process to share with;
+Redlock refuses semaphores)."""
 
 Stamp = tuple[int, int, int]
 """One permit as a contender saw it: (acquire called, acquire returned, release called), in

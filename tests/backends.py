@@ -11,7 +11,8 @@ two servers.
 
 Read by tests/conftest.py (the conformance parameters, ``--backends``, the markers, the
 server plugins), the safety harness (``python -m safety --backends``, which package a name
-is), tests/unit/test_packaging.py and scripts/guarantees.py (the docs table's order);
+is), tests/unit/test_packaging.py, scripts/guarantees.py (the docs table's order) and
+scripts/install-servers (what the servers need installed: ``python -m tests.backends apt``);
 tests/unit/test_backend_table.py checks it against the registry, the server modules and
 pyproject.toml. Adding a backend's tests is adding a row.
 
@@ -22,9 +23,51 @@ Imports only the standard library at load (the safety harness and scripts read i
 from __future__ import annotations
 
 import dataclasses
+import glob
+import shutil
+import subprocess
+import sys
 from typing import Any
 
-__all__ = ["BACKENDS", "NAMES", "BackendRow", "choose", "row", "server_modules"]
+__all__ = [
+    "BACKENDS",
+    "NAMES",
+    "BackendRow",
+    "SystemPackage",
+    "choose",
+    "missing_packages",
+    "row",
+    "server_modules",
+    "setup_scripts",
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SystemPackage:
+    """A Debian package a backend's servers need, and how to tell it is there."""
+
+    apt: str
+    provides: tuple[str, ...]
+    """Any one of these shows it installed: a command on PATH, an absolute path (a glob:
+    Debian puts PostgreSQL under /usr/lib/postgresql/<major>/bin), or a shared library's
+    file name (``libpq.so.5``) that ldconfig knows."""
+
+    def installed(self) -> bool:
+        return any(_present(probe) for probe in self.provides)
+
+
+def _present(probe: str) -> bool:
+    if probe.startswith("/"):
+        return bool(glob.glob(probe))
+    if ".so" in probe:
+        ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+        try:
+            known = subprocess.run([ldconfig, "-p"], capture_output=True, text=True,
+                                   check=False).stdout
+        except OSError:
+            return False
+        return any(line.strip().startswith(f"{probe} ") for line in known.splitlines())
+    return shutil.which(probe) is not None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,6 +83,10 @@ class BackendRow:
     """The module defining ``fixture``: a pytest plugin of tests/conftest.py."""
     needs: str
     """What the marker says the tests need, for ``pytest --markers``."""
+    system: tuple[SystemPackage, ...] = ()
+    """What its servers need installed (scripts/install-servers installs the missing)."""
+    setup: str | None = None
+    """A script installing what apt cannot (run by scripts/install-servers)."""
 
     @property
     def marker(self) -> str:
@@ -72,6 +119,8 @@ class BackendRow:
         return pytest.param(self.name, id=self.name, marks=getattr(pytest.mark, self.name))
 
 
+_REDIS = SystemPackage("redis-server", ("redis-server",))
+
 # The order the docs introduce them in: conformance ids, the safety record and the
 # guarantees table list them so.
 BACKENDS: tuple[BackendRow, ...] = (
@@ -80,21 +129,38 @@ BACKENDS: tuple[BackendRow, ...] = (
     BackendRow("sqlite", "sqlite", "sqlite_url", "tests.servers.local",
                "runs on the embedded SQLite backend"),
     BackendRow("redis", "redis", "redis_url", "tests.servers.redis",
-               "needs a real redis-server"),
+               "needs a real redis-server", (_REDIS,)),
     BackendRow("redis_cluster", "redis+cluster", "redis_cluster_url", "tests.servers.redis",
-               "needs a real 3-master Redis Cluster"),
+               "needs a real 3-master Redis Cluster",
+               # redis-cli --cluster create joins the nodes.
+               (_REDIS, SystemPackage("redis-tools", ("redis-cli",)))),
     BackendRow("redlock", "redlock", "redlock_url", "tests.servers.redlock",
-               "needs several real redis-server nodes"),
+               "needs several real redis-server nodes", (_REDIS,)),
+    # No real mongod can be installed here: a Python 3.13 venv of its own.
     BackendRow("mongodb", "mongodb", "mongodb_url", "tests.servers.mongodb",
-               "needs the mongoeco MongoDB stand-in"),
+               "needs the mongoeco MongoDB stand-in", setup="scripts/install-mongoeco"),
     BackendRow("mysql", "mysql", "mysql_url", "tests.servers.mysql",
-               "needs a real mariadbd"),
+               "needs a real mariadbd",
+               (SystemPackage("mariadb-server", ("mariadbd", "/usr/sbin/mariadbd")),)),
     BackendRow("postgresql", "postgresql", "postgresql_url", "tests.servers.postgresql",
-               "needs a real PostgreSQL"),
+               "needs a real PostgreSQL", (
+                   SystemPackage("postgresql", ("/usr/lib/postgresql/*/bin/postgres",)),
+                   # The postgresql extra's psycopg is pure Python: it loads the system's.
+                   SystemPackage("libpq5", ("libpq.so.5",)),
+                   # The server runs as the postgres user.
+                   SystemPackage("util-linux", ("runuser",)),
+               )),
     BackendRow("etcd", "etcd", "etcd_url", "tests.servers.etcd",
-               "needs a real 3-node etcd cluster"),
+               "needs a real 3-node etcd cluster", (
+                   SystemPackage("etcd-server", ("etcd",)),
+                   # The TLS tests make a throwaway CA and certificates with it.
+                   SystemPackage("openssl", ("openssl",)),
+               )),
     BackendRow("zookeeper", "zookeeper", "zookeeper_url", "tests.servers.zookeeper",
-               "needs a real 3-node ZooKeeper ensemble"),
+               "needs a real 3-node ZooKeeper ensemble", (
+                   SystemPackage("zookeeper", ("/usr/share/java/zookeeper.jar",)),
+                   SystemPackage("default-jre-headless", ("java",)),
+               )),
 )
 
 NAMES: tuple[str, ...] = tuple(backend.name for backend in BACKENDS)
@@ -125,3 +191,29 @@ def choose(text: str) -> list[str]:
 def server_modules() -> list[str]:
     """Every row's server module, once each, in table order."""
     return list(dict.fromkeys(backend.servers for backend in BACKENDS))
+
+
+def missing_packages() -> list[str]:
+    """The apt packages of every row's servers that are not installed, once each."""
+    packages = dict.fromkeys(package for backend in BACKENDS for package in backend.system)
+    return [package.apt for package in packages if not package.installed()]
+
+
+def setup_scripts() -> list[str]:
+    """Every row's setup script, once each."""
+    return list(dict.fromkeys(backend.setup for backend in BACKENDS if backend.setup))
+
+
+def main(argv: list[str]) -> int:
+    """``apt``: the missing apt packages, one a line; ``setup``: the setup scripts (both for
+    scripts/install-servers, which runs with no tenure installed yet)."""
+    if argv in (["apt"], ["setup"]):
+        for line in missing_packages() if argv == ["apt"] else setup_scripts():
+            print(line)
+        return 0
+    print("usage: python -m tests.backends apt|setup", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

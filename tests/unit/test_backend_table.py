@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import pathlib
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -61,3 +63,25 @@ def test_choosing_backends() -> None:
         backends.choose("sqlite,nope")
     with pytest.raises(KeyError, match="unknown backend 'nope'"):
         backends.row("nope")
+
+
+def test_what_the_servers_need_installed_is_seen_installed() -> None:
+    # This machine runs every backend's servers: a probe that misses what is there is wrong.
+    needed = {package for backend in BACKENDS for package in backend.system}
+    assert {package.apt for package in needed if not package.installed()} == set()
+    assert backends.missing_packages() == []
+    absent = backends.SystemPackage("absent", ("no-such-command", "/no/such/*/path",
+                                               "libno-such.so.9"))
+    assert not absent.installed()
+
+
+def test_install_servers_reads_the_table() -> None:
+    # scripts/install-servers runs it with any Python 3.11, before tenure is installed.
+    done = subprocess.run([sys.executable, "-m", "tests.backends", "setup"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == backends.setup_scripts() == ["scripts/install-mongoeco"]
+    assert all((ROOT / script).is_file() for script in backends.setup_scripts())
+    wrong = subprocess.run([sys.executable, "-m", "tests.backends", "nope"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2
+    assert "tests.backends apt" in (ROOT / "scripts" / "install-servers").read_text()
