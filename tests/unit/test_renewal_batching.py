@@ -15,6 +15,7 @@ from tenure._sync.renewer import COALESCE_FRACTION, RENEW_FRACTION, _batch
 from tenure._types import Renewal
 from tenure.backends.memory._store import MemoryStore
 from tenure.backends.memory._sync import MemoryBackend
+from tests.timing import scaled
 
 
 class Counting(MemoryBackend):
@@ -28,7 +29,9 @@ class Counting(MemoryBackend):
 
 
 def test_leases_taken_a_few_milliseconds_apart_renew_in_one_round_trip() -> None:
-    ttl = 0.6
+    # Stretched by the load: on a loaded machine four acquires 6 ms apart took longer than
+    # the window (ttl / 12) that lets their renewals share a round trip.
+    ttl = scaled(0.6)
     gap = ttl * COALESCE_FRACTION / 8  # all four fall inside one window
     backend = Counting(MemoryStore())
     with tenure.Locks(backend) as locks:
