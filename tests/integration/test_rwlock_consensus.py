@@ -2,14 +2,14 @@
 (it stalled past its queue lease: a paused process, a swapped-out VM) is passed by the waiters
 behind it and is never granted on that old place afterwards, beside the one that passed it.
 
-The stall is made by driving the backend's queued steps directly and not calling them for a
-while, which is what a paused process does. On ZooKeeper a place's expiry is judged by the
-contenders (its ``mtime`` against the server time of their own writes), so a stalled waiter
-finds its node still there when nobody looked at it meanwhile; its next write must notice that
-the node had lapsed (``tenure.backends.zookeeper._async.backend``, "A place that lapsed stays
-lapsed"). On etcd the place's lease ends on the server and takes the key with it. The
-multi-process tests of read-write and fair locks are parametrized over every backend
-offering them, these stores included (tests/integration/test_rwlock_processes.py).
+The stall is made by driving a store's attempt (``AsyncStore.attempt``) step by step and not
+calling it for a while, which is what a paused process does. On ZooKeeper a place's expiry
+is judged by the contenders (its ``mtime`` against the server time of their own writes), so a
+stalled waiter finds its node still there when nobody looked at it meanwhile; its next write
+must notice that the node had lapsed (``tenure.backends.zookeeper._async.attempt``, "A place
+that lapsed stays lapsed"). On etcd the place's lease ends on the server and takes the key
+with it. The multi-process tests of read-write and fair locks are parametrized over every
+backend offering them, these stores included (tests/integration/test_rwlock_processes.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 import pytest
 
 import tenure
-from tenure._sync.capabilities import QueueSupport
-from tenure._types import Busy, Grant, Holder
+from tenure._sync.store import Attempt, Store
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
 
 SERVERS = {"etcd": "etcd_url", "zookeeper": "zookeeper_url"}
 
@@ -39,26 +39,31 @@ LAPSED = 2.0
 
 
 class Stalled:
-    """A writer driven step by step through the backend, so that it can stop in the middle."""
+    """A writer driven step by step through the store's attempt, so that it can stop in the
+    middle."""
 
-    def __init__(self, queue: QueueSupport, name: str) -> None:
-        self.queue = queue
+    def __init__(self, store: Store, name: str) -> None:
+        self.store = store
         self.name = name
         self.token = secrets.token_hex(16)
-        self.holder = Holder("stalled", os.getpid(), "stalled")
-        self.busy: Busy | None = None
+        spec = LeaseSpec(Kind.RWLOCK, mode=Mode.WRITE, queue_ttl=PLACE_TTL)
+        holder = Holder("stalled", os.getpid(), "stalled")
+        self.steps: Attempt = store.attempt(name, spec, self.token, 30.0, holder)
+        self.busy = Busy(None)
 
     def attempt(self) -> Grant | Busy:
-        outcome = self.queue.acquire_queued(
-            self.name, self.token, 30.0, self.holder, mode="write", queue_ttl=PLACE_TTL,
-            waited=self.busy,
-        )
+        outcome = self.steps.try_once()
         if isinstance(outcome, Busy):
             self.busy = outcome
         return outcome
 
     def wait(self) -> None:
-        self.queue.wait_for_turn(self.name, PLACE_TTL / 3, self.busy)
+        self.steps.wait(PLACE_TTL / 3, self.busy)
+
+    def queue(self) -> None:
+        """Take a place and wait once, as an acquire does, then stop before the next try."""
+        assert isinstance(self.attempt(), Busy)
+        self.wait()
 
     def until_granted(self) -> Grant:
         deadline = time.monotonic() + 15  # a bound on a hang, not a timing assertion
@@ -70,8 +75,8 @@ class Stalled:
         raise AssertionError("the stalled writer was never granted")
 
 
-def _queue(locks: tenure.Locks) -> QueueSupport:
-    assert isinstance(locks.backend, QueueSupport)
+def _store(locks: tenure.Locks) -> Store:
+    assert isinstance(locks.backend, Store)
     return locks.backend
 
 
@@ -82,8 +87,8 @@ def test_a_stalled_waiter_is_passed_and_never_granted_beside_who_passed_it(
     with tenure.connect(url) as locks:
         holder = locks.rwlock(name, ttl=30).write()
         assert holder.acquire(blocking=False)
-        stalled = Stalled(_queue(locks), name)
-        assert isinstance(stalled.attempt(), Busy)  # queued, then it stops
+        stalled = Stalled(_store(locks), name)
+        stalled.queue()  # queued, then it stops
         holder.release()
         # Its place holds the next writer back only until it lapses.
         passing = locks.rwlock(name, ttl=30).write()
@@ -102,7 +107,7 @@ def test_a_stalled_waiter_is_passed_and_never_granted_beside_who_passed_it(
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and [lease.mode for lease in info.leases] == ["write"]
         assert [lease.fence for lease in info.leases] == [granted.fence]
-        assert _queue(locks).release_queued(name, stalled.token) is True
+        assert _store(locks).release(Kind.RWLOCK, name, stalled.token) is True
 
 
 def test_a_lapsed_place_is_not_granted_even_with_nobody_ahead(
@@ -114,8 +119,8 @@ def test_a_lapsed_place_is_not_granted_even_with_nobody_ahead(
         assert holder.acquire(blocking=False)
         held_with = holder.fence
         assert held_with is not None
-        stalled = Stalled(_queue(locks), name)
-        assert isinstance(stalled.attempt(), Busy)
+        stalled = Stalled(_store(locks), name)
+        stalled.queue()
         holder.release()
         time.sleep(LAPSED)  # the stall: nobody else looks at the queue meanwhile
         # A contender may have judged the place expired and gone ahead: the waiter cannot
@@ -125,4 +130,4 @@ def test_a_lapsed_place_is_not_granted_even_with_nobody_ahead(
         assert granted.fence > held_with
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and info.queued == 0 and len(info.leases) == 1
-        assert _queue(locks).release_queued(name, stalled.token) is True
+        assert _store(locks).release(Kind.RWLOCK, name, stalled.token) is True

@@ -35,7 +35,7 @@ import pytest
 from safety.proxy import Proxy
 
 import tenure
-from tenure.backends.zookeeper._sync.backend import ZooKeeperBackend
+from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 from tests.integration.processes import ROOT
 from tests.integration.test_etcd_faults import (
     REQUEST_TIMEOUT,

@@ -2,7 +2,7 @@
 counts them by operation), where the name's last fence is kept, and ``owned()`` while a
 renewal of ours is still unanswered.
 
-The counts are the backend's design (``_async/backend.py``, "Requests"): an uncontended
+The counts are the backend's design (``_async/store.py``, "Requests"): an uncontended
 acquire + release is three requests, as kazoo's Lock (create and list sent together, a
 release multi that also keeps the fence on the name's node); a waiter woken by the delete
 of the node just ahead takes the lock without listing the queue. Counts, not times: the
@@ -21,7 +21,7 @@ import pytest
 import tenure
 from tenure.backends.zookeeper import _calls
 from tenure.backends.zookeeper._nodes import encode_name
-from tenure.backends.zookeeper._sync.backend import ZooKeeperBackend
+from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
 
 def _sent_during(action: Callable[[], object]) -> collections.Counter[str]:

@@ -1,13 +1,15 @@
-"""One kazoo client per process, every call bounded and its errors translated.
+"""The connection: one kazoo client per process, every call bounded; the only module that
+calls kazoo.
 
 kazoo runs its own I/O thread and offers ``*_async`` calls returning a result that thread
 completes; ``io.result_of`` awaits it (asyncio) or waits for it (threads), so the backend is
 written once for asyncio and generated for threads with no second copy of the logic. A
 forked child opens its own client: kazoo's threads do not survive a fork.
 
-The node errors a step decides on (no such node, bad version, node exists) reach the caller
-as kazoo raised them; every other failure (connection lost, session expired, no reply within
-``timeout``) is a BackendError.
+Every error reaches the caller as kazoo raised it (the node errors a step decides on, and
+the failures: connection lost, session expired), or as a ``TimeoutError`` naming the call
+when no reply came within ``timeout``; the store's base turns the failures into its one
+``BackendError`` form (``_errors.py``).
 
 **The session's state, and why every interruption ends the leases granted before it.** A
 holder's node is ephemeral: it lives as long as the session. The server ends a session
@@ -58,11 +60,11 @@ from kazoo.exceptions import (
 )
 
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError
 from tenure.backends.zookeeper._calls import commit, new_result, start
 from tenure.backends.zookeeper._config import ZooKeeperSettings
+from tenure.backends.zookeeper._nodes import is_entry, sequence_of
 
-__all__ = ["DECIDING", "AsyncSession"]
+__all__ = ["DECIDING", "AsyncSession", "entries"]
 
 DECIDING = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 """Answers about nodes that a step decides on: not failures."""
@@ -200,56 +202,26 @@ class AsyncSession:
             except Exception as exc:
                 with contextlib.suppress(Exception):
                     client.stop()
-                raise BackendError(
-                    f"ZooKeeper {self.settings.display}: cannot connect within "
-                    f"{self.settings.timeout} s: {exc}"
+                raise ConnectionError(
+                    f"cannot connect within {self.settings.timeout} s: {exc}"
                 ) from exc
             started.set()
 
     async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         """kazoo's ``<operation>`` call's result within ``timeout`` seconds."""
         client = await self.client()
+        result = start(client, operation, *args, **kwargs)
         try:
-            result = start(client, operation, *args, **kwargs)
             return await io.result_of(result, self.settings.timeout)
-        except DECIDING:
-            raise
         except TimeoutError as exc:
-            raise BackendError(
-                f"ZooKeeper {self.settings.display}: no reply to {operation} within "
-                f"{self.settings.timeout} s"
-            ) from exc
-        except (KazooException, OSError) as exc:
-            raise BackendError(
-                f"ZooKeeper {self.settings.display}: {operation} failed: "
-                f"{type(exc).__name__} {exc}"
-            ) from exc
+            raise self._timeout(operation) from exc
 
     async def call_many(
         self, operation: str, calls: Sequence[tuple[Any, ...]]
     ) -> list[Any]:
         """Several ``operation`` calls sent at once (kazoo pipelines them on its connection);
         each one's answer, or the node error it got (``DECIDING``) in its place."""
-        client = await self.client()
-        try:
-            pending = [start(client, operation, *args) for args in calls]
-            answers: list[Any] = []
-            for result in pending:
-                try:
-                    answers.append(await io.result_of(result, self.settings.timeout))
-                except DECIDING as exc:
-                    answers.append(exc)
-            return answers
-        except TimeoutError as exc:
-            raise BackendError(
-                f"ZooKeeper {self.settings.display}: no reply to {operation} within "
-                f"{self.settings.timeout} s"
-            ) from exc
-        except (KazooException, OSError) as exc:
-            raise BackendError(
-                f"ZooKeeper {self.settings.display}: {operation} failed: "
-                f"{type(exc).__name__} {exc}"
-            ) from exc
+        return await self.call_together([(operation, args, {}) for args in calls])
 
     async def call_together(
         self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]
@@ -260,11 +232,8 @@ class AsyncSession:
         that shows the node created). Each one's answer, or the node error it got
         (``DECIDING``) in its place."""
         client = await self.client()
-        try:
-            pending = [(operation, start(client, operation, *args, **kwargs))
-                       for operation, args, kwargs in calls]
-        except (KazooException, OSError) as exc:
-            raise self._failure(calls[0][0], exc) from exc
+        pending = [(operation, start(client, operation, *args, **kwargs))
+                   for operation, args, kwargs in calls]
         answers: list[Any] = []
         for operation, result in pending:
             try:
@@ -273,8 +242,6 @@ class AsyncSession:
                 answers.append(exc)
             except TimeoutError as exc:
                 raise self._timeout(operation) from exc
-            except (KazooException, OSError) as exc:
-                raise self._failure(operation, exc) from exc
         return answers
 
     async def commit(self, operations: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -288,9 +255,44 @@ class AsyncSession:
             )
         except TimeoutError as exc:
             raise self._timeout("multi") from exc
-        except (KazooException, OSError) as exc:
-            raise self._failure("multi", exc) from exc
         return answers
+
+    # ---- node steps every verb uses --------------------------------------------------------
+
+    async def children(self, parent: str) -> list[str]:
+        """The holders' and waiters' nodes under a name's node, oldest first."""
+        try:
+            nodes: list[str] = await self.call("get_children", parent)
+        except NoNodeError:
+            return []
+        return entries(nodes)
+
+    async def delete(self, path: str, version: int = -1) -> bool:
+        """Delete ``path`` (guarded by ``version``); False if it was gone or rewritten."""
+        try:
+            await self.call("delete", path, version=version)
+        except DECIDING:
+            return False
+        return True
+
+    @property
+    def clock(self) -> str:
+        """A node written only for the ``mtime`` of the write: the server's time."""
+        return f"/{self.settings.namespace}/clock"
+
+    async def make_clock(self) -> None:
+        with contextlib.suppress(NodeExistsError):
+            await self.call("create", self.clock, b"", makepath=True)
+
+    async def server_now(self) -> int:
+        """The server's time in milliseconds: the ``mtime`` of a write of our own."""
+        try:
+            stat = await self.call("set", self.clock, b"")
+        except NoNodeError:
+            await self.make_clock()
+            stat = await self.call("set", self.clock, b"")
+        mtime: int = stat.mtime
+        return mtime
 
     def recorded(self, path: str) -> bool:
         """Whether ``record_soon`` wrote ``path`` before (and can try without a read)."""
@@ -323,7 +325,7 @@ class AsyncSession:
         with self._mutex:
             client = self._client if self._pid == os.getpid() else None
         if client is None:
-            raise BackendError(f"ZooKeeper {self.settings.display}: not connected")
+            raise ConnectionError("not connected (the session was closed)")
         done = new_result(client)
         if version is None and guess and (ours := self._recorded.get(path)) is not None:
             if ours[0] >= fence:
@@ -393,16 +395,8 @@ class AsyncSession:
         with contextlib.suppress(TimeoutError):
             await io.result_of(result, self.settings.timeout)
 
-    def _timeout(self, operation: str) -> BackendError:
-        return BackendError(
-            f"ZooKeeper {self.settings.display}: no reply to {operation} within "
-            f"{self.settings.timeout} s"
-        )
-
-    def _failure(self, operation: str, exc: Exception) -> BackendError:
-        return BackendError(
-            f"ZooKeeper {self.settings.display}: {operation} failed: {type(exc).__name__} {exc}"
-        )
+    def _timeout(self, operation: str) -> TimeoutError:
+        return TimeoutError(f"no reply to {operation} within {self.settings.timeout} s")
 
     async def aclose(self) -> None:
         with self._mutex:
@@ -418,6 +412,11 @@ class AsyncSession:
 
 STOP_LIMIT = 1.0
 """Seconds ``aclose`` waits for kazoo to stop."""
+
+
+def entries(nodes: list[str]) -> list[str]:
+    """The holders' and waiters' nodes among a name's children, oldest first."""
+    return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
 
 
 def _stop(client: KazooClient) -> None:

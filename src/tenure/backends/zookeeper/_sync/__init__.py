@@ -2,7 +2,7 @@
 # src/tenure/backends/zookeeper/_async/__init__.py: edit that file, not this one.
 """ZooKeeper for threads; ``scripts/unasync.py`` generates ``_sync`` module by module."""
 
-from tenure.backends.zookeeper._sync.backend import ZooKeeperBackend
+from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
 __all__ = ["BACKEND", "ZooKeeperBackend"]
 

@@ -1,0 +1,263 @@
+"""One acquire call's tries on ZooKeeper, and the waiter's place it keeps between them.
+
+- **Waiting**: a refused lock or permit's node is deleted (``store.py``, "Acquire, first
+  try"); its first wait creates a node at the back of the queue with a short ttl
+  (``QUEUE_TTL``), the waiter's place, rewritten at each wait so others see it alive, and
+  watches the node just ahead (a lock) or the name's children (a semaphore). A read-write
+  lock's refused node stays as its place (rewritten at once as ``queued``, with the place's
+  ``queue_ttl``); each wait rewrites it, then watches the node just ahead (a writer) or the
+  newest write node ahead (a reader, found from the children's names). A waiter that dies or
+  gives up is gone within its queue ttl (or at once, when it gives up cleanly, or when its
+  session ends). The watch wakes the waiter when the node ahead goes, not when it is
+  rewritten (a renewal, another waiter's rewrite: the watch is set again), and each wait is
+  bounded (``max_backoff``): then the waiter rewrites its node and ranks again, judging the
+  nodes ahead by the server time of that rewrite (a lock's waiter reads the nearest first: if
+  it is live, the others need not be read).
+- **Granted from the queue**: once nothing that counts is ahead, the waiter rewrites its node
+  with its real ttl (versioned: a node judged expired meanwhile is gone). A waiter woken by
+  the delete of the one node ahead that could keep it waiting (a lock's only node ahead, a
+  reader's only writer ahead) knows that nothing is ahead any more (nodes only join behind):
+  it rewrites its node at once, without listing the queue. Any other waiter lists the queue
+  once: with nothing ahead (nothing that counts) it is granted by its rewrite alone; else it
+  rewrites its node and judges the nodes ahead from that list (read after the rewrite; the
+  list may be older, but no node joins ahead). The fence (the node's czxid) is written to
+  the name's node in the background right after the grant (the release waits for it).
+
+**A place that lapsed stays lapsed.** A contender judges a waiter's node expired when its last
+write is older than its queue ttl by the server time of the contender's own write, and then
+passes it (deleting it, guarded by the version it judged). A slow waiter may rewrite its node
+between that judgement and the delete, which then fails: its node lives on, but the
+contender has already gone ahead of it. So every write of a waiter's node (each wait's
+rewrite, and the set that grants it) checks, as a renewal does, that the previous write was
+not older than its ttl by the new write's ``mtime``; if it was, the waiter deletes the node
+and joins again at the back. This is sound on the server's clock: the contender read the old
+``mtime`` after its own write reached its server, so the waiter's next write comes later in
+the log, and its ``mtime`` (the leader's clock at that write, which we take as not stepping
+back) is at least the contender's time, past the old ``mtime`` plus the ttl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.protocol.states import EventType
+
+from tenure._async.store import AsyncAttempt
+from tenure._concurrency import async_io as io
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Grant, Holder, LeaseSpec, Mode
+from tenure.backends.zookeeper._async.ranking import rank
+from tenure.backends.zookeeper._async.session import AsyncSession, entries
+from tenure.backends.zookeeper._leases import Held, Place
+from tenure.backends.zookeeper._nodes import Record, mode_of, node_prefix, sequence_of
+
+if TYPE_CHECKING:
+    from tenure.backends.zookeeper._async.store import AsyncZooKeeperBackend
+
+__all__ = ["AsyncZooKeeperAttempt", "drop", "rewrite"]
+
+
+class AsyncZooKeeperAttempt(AsyncAttempt):
+    """The tries of one acquire call: the first creates a node (the store's ``join``); once
+    refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
+
+    store: AsyncZooKeeperBackend
+
+    def __init__(
+        self, store: AsyncZooKeeperBackend, name: str, spec: LeaseSpec, *, token: str,
+        ttl: float, holder: Holder,
+    ) -> None:
+        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
+        self.place: Place | None = None
+        """The waiter's place since the last refusal (None: never refused)."""
+        self.waited = False
+        """A wait ran: it may have made a place, which giving up deletes."""
+
+    async def try_once(self) -> Grant | Busy:
+        place = self.place
+        if place is not None and place.path:
+            return await self._settle(place)
+        outcome = await self.store.join(self.name, self.spec, self.token, self.ttl, self.holder)
+        if isinstance(outcome, Grant):
+            return outcome
+        self.place = outcome
+        return Busy(None)
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        self.waited = True
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            # The next try refreshes this waiter's place: it must come before the place
+            # lapses, whatever the back-off wanted.
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        if self.place is None:
+            await self._watch_name(timeout)
+        else:
+            await self._wait_in_queue(self.place, timeout)
+
+    @property
+    def holds_place(self) -> bool:
+        return self.spec.queues or self.waited
+
+    async def leave(self) -> None:
+        if self.spec.queues:
+            await self.store.release(self.spec.kind, self.name, self.token)
+        elif self.place is not None and self.place.path:
+            path, self.place.path = self.place.path, ""
+            await self.store.session.delete(path)
+
+    # ---- a place in the queue ----------------------------------------------------------------
+
+    async def _settle(self, place: Place) -> Grant | Busy:
+        """A queued waiter's try: granted once nothing that counts is ahead of its node."""
+        place.ahead = None
+        if place.clear and place.clear == place.path:
+            # Woken by the delete of the one node ahead that counted: nothing can be ahead
+            # any more (nodes only join behind), so no list, no judging, no server time.
+            return await self._grant(place)
+        # The queue is listed first: with nothing ahead (nothing that counts, for a reader)
+        # there is nothing to judge, and the waiter is granted at once. Else its node is
+        # rewritten, for the server time to judge the nodes ahead by: read after it, so the
+        # list may be older (nodes only join behind: it holds every node still ahead).
+        session = self.store.session
+        children = await session.children(place.parent)
+        ours = sequence_of(place.path)
+        ahead = [n for n in children if sequence_of(n) < ours]
+        if not [n for n in ahead if place.mode != Mode.READ or mode_of(n) == Mode.WRITE]:
+            return await self._grant(place)
+        stat = await rewrite(self.store.session, place)
+        if stat is None:
+            return Busy(None)
+        ranked = await rank(
+            session, place.parent, place.path, stat.mtime, limit=place.limit, mode=place.mode,
+            children=children,
+        )
+        if ranked.conflict is not None:
+            await self.leave()  # a semaphore's place: deleted
+            raise limit_mismatch(place.name, ranked.conflict, place.limit)
+        if not ranked.granted(place.limit, place.mode):
+            place.ahead = ranked.standing  # the wait that follows watches from this
+            return Busy(None)
+        return await self._grant(place)
+
+    async def _grant(self, place: Place) -> Grant | Busy:
+        """Rewrite a waiter's node, found first in the queue, with the holder's record and
+        ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
+        store, session = self.store, self.store.session
+        record = Record.new(self.holder, place.limit, self.ttl, value=place.value)
+        epoch = session.epoch
+        try:
+            granted = await session.call("set", place.path, record.encode(), version=place.version)
+        except (NoNodeError, BadVersionError):
+            place.path = ""  # judged expired meanwhile: join again at the back
+            return Busy(None)
+        if not place.wrote(granted, record.ttl_ms):
+            await drop(session, place)  # lapsed before this grant: others went ahead of it
+            return Busy(None)
+        store._granted_in(epoch, place.path)
+        store._held[(place.kind, place.name, place.token)] = Held(
+            place.path, granted.version, granted.mtime, record, epoch,
+            # The name's node is read after the grant, in the background: a waiter's last
+            # write of it is likely old (others held the name since).
+            fence_record=session.record_soon(place.parent, place.czxid, None, guess=False),
+        )
+        return Grant(place.czxid)
+
+    async def _wait_in_queue(self, place: Place, timeout: float) -> None:
+        session = self.store.session
+        # A refusal just made rewrote our node and listed the queue: its list is used as is.
+        ahead, place.ahead = place.ahead, None
+        if ahead is None and place.path:
+            await rewrite(self.store.session, place)
+        children = None
+        if not place.path:
+            created, children = await session.call_together([
+                ("create", (f"{place.parent}/{node_prefix(place.token, place.mode)}",
+                            place.record.encode()),
+                 {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+                ("get_children", (place.parent,), {}),
+            ])
+            if isinstance(created, Exception):
+                raise created
+            path, stat = created
+            place.path, place.czxid, place.version = path, stat.czxid, stat.version
+            place.mtime, place.written_ttl_ms = stat.mtime, place.record.ttl_ms
+            if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+                children = None  # the name's node was new: list again below
+        signal = io.Signal()
+        if place.limit > 1:
+            await session.call("get_children", place.parent, watch=lambda _: signal.set())
+            await signal.wait(timeout)
+            return
+        ours = sequence_of(place.path)
+        if ahead is None:
+            nodes = await session.children(place.parent) if children is None else (
+                entries(children)
+            )
+            ahead = [n for n in nodes if sequence_of(n) < ours]
+        if place.mode == Mode.READ:
+            ahead = [n for n in ahead if mode_of(n) == Mode.WRITE]  # the newest write ahead
+        if not ahead:
+            return
+        path, sole = place.path, len(ahead) == 1
+        watched = f"{place.parent}/{ahead[-1]}"
+        waiting = True
+
+        def gone() -> None:
+            if sole:
+                place.clear = path
+            signal.set()
+
+        def woken(event: Any) -> None:
+            if event.type == EventType.DELETED:
+                gone()
+            elif event.type == EventType.CHANGED and waiting:
+                # A write of the node ahead (a renewal, a waiter's rewrite): it still
+                # stands, so watch it again rather than wake. Waking would rewrite our
+                # node, waking the waiter behind us, and so on down the queue.
+                session.watch_soon(watched, woken, gone, signal.set)
+            else:
+                signal.set()
+
+        if await session.call("exists", watched, watch=woken) is None:
+            gone()
+            return
+        try:
+            await signal.wait(timeout)
+        finally:
+            waiting = False
+
+    async def _watch_name(self, timeout: float) -> None:
+        """Not queued (an election's observer): wake when the name's nodes change (a
+        release, expiry judged by a contender, break or new contender), else after
+        ``timeout``."""
+        signal = io.Signal()
+        with contextlib.suppress(NoNodeError):
+            await self.store.session.call(
+                "get_children", self.store._parent(self.spec.kind, self.name),
+                watch=lambda _: signal.set(),
+            )
+        await signal.wait(timeout)
+
+
+async def rewrite(session: AsyncSession, place: Place) -> Any:
+    """Rewrite the waiter's node so that the others see it alive; its stat, or None if it
+    lapsed (then the next wait joins again)."""
+    try:
+        stat = await session.call("set", place.path, place.record.encode(), version=place.version)
+    except (NoNodeError, BadVersionError):
+        place.path = ""
+        return None
+    if not place.wrote(stat, place.record.ttl_ms):
+        await drop(session, place)
+        return None
+    return stat
+
+
+async def drop(session: AsyncSession, place: Place) -> None:
+    """Delete a place that lapsed before our latest write revived it: a contender may have
+    judged it expired and gone ahead (module docstring). The next wait joins again at the
+    back."""
+    path, place.path = place.path, ""
+    await session.delete(path, place.version)

@@ -1,0 +1,207 @@
+"""ZooKeeper for asyncio, the store: locks, semaphores, elections and read-write (and fair)
+locks as ordered ephemeral nodes, one mechanism for all (a lock is ``limit = 1``). Its rooms:
+``session`` (the connection: the only module calling kazoo), ``grants`` (the verbs about one
+granted node: release, renewal, ownership, election values, the session's doubt),
+``attempt`` (one acquire call's tries, waits and waiting place), ``ranking`` (which nodes
+ahead count), ``_records`` (nodes to ``LockInfo``), ``_nodes`` (the layout), ``_leases``
+(what is kept between calls), ``_errors`` (kazoo's failures).
+
+- **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
+  record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
+  requests in order, so the list shows our node): granted if fewer than ``limit`` live
+  nodes are ahead of ours, else ours is deleted. A node ahead is live unless its last
+  write (``mtime``) plus its ttl is older than the server time of our own write (our
+  node's ``mtime``): then it has expired, and we delete it, guarded by the version we
+  judged (a renewal in between makes the delete fail, and it stays). So ``ttl`` means what
+  it means on every backend, judged by the server's clock, and a hung-but-connected holder
+  cannot keep a name forever (kazoo's own Lock recipe keeps it as long as the session
+  lives).
+- **Waiting**, **granted from the queue**: ``attempt``'s docstring.
+- **Renewal**, **release**, **the name's last fence**, **sessions**, **election values**:
+  ``grants``' docstring.
+
+Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+
+**Requests** (``_calls.SENT`` counts them; ``tests/integration/test_zookeeper_requests.py``):
+
+- Uncontended acquire + release. Before: 6 requests, 6 waits in a row (create, list, read
+  and set the name's node; a versioned rewrite for the server time, a delete). Now: 3
+  requests, 2 waits (create and list sent together; one multi). kazoo's Lock: 3 requests,
+  3 waits (create, list, delete).
+- Handoff, from the release to the next holder's grant. Before: the release's 2 (rewrite,
+  delete), then the woken waiter's rewrite, list, rewrite with its ttl, read and set of the
+  name's node: 7 requests, 7 waits in a row. Now: the release's multi, then the woken
+  waiter's rewrite with its ttl: 2 waits in a row (and the fence in the background: a read
+  and a set of the name's node; 4 requests). kazoo's Lock: a delete, then the woken
+  waiter's list: 2 requests, 2 waits.
+
+The first use of a name adds a read of its node (sent with the create). Each wait of a
+queued waiter: before, a rewrite and a list on waking, a rewrite and a list again before
+the watch, and a read of every node ahead; now a rewrite, a list, a read of the nearest
+node ahead (a lock) and the watch, and nothing when the node ahead is merely rewritten.
+
+**Read-write and fair locks** (kind ``rwlock``, ``tenure._async.ordered_queue`` for the rule
+and the fence argument): the same nodes, with the mode in the node's name (``_nodes``).
+
+- **Acquire, first try**: create the node with the holder's record, then rank: a writer is
+  granted when no live node is ahead of it, a reader when no live write node is. Refused,
+  the node stays as the waiter's place: rewritten at once, versioned, as a ``queued`` record
+  with the place's ``queue_ttl``.
+- **Waiting**: ``attempt``'s docstring.
+- **Granted from the queue**, **release**, **renewal**, **break** as for locks; a waiter
+  that gives up deletes its node. ``inspect`` reports every live node not marked queued as
+  a lease with its mode, and counts the live queued ones.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo
+from tenure.backends.zookeeper import SCHEMES
+from tenure.backends.zookeeper._async.attempt import AsyncZooKeeperAttempt, rewrite
+from tenure.backends.zookeeper._async.grants import AsyncZooKeeperGrants
+from tenure.backends.zookeeper._async.ranking import rank
+from tenure.backends.zookeeper._config import parse
+from tenure.backends.zookeeper._errors import DRIVER_ERRORS
+from tenure.backends.zookeeper._leases import QUEUE_TTL, Held, Place
+from tenure.backends.zookeeper._nodes import Record, decode_name, node_prefix
+from tenure.backends.zookeeper._records import lock_info
+
+__all__ = ["AsyncZooKeeperBackend"]
+
+
+class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
+    """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
+    ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
+    (seconds, default 10). Credentials in the URL use digest authentication."""
+
+    schemes = SCHEMES
+    capabilities = Capabilities(
+        fencing="strictly increasing per name: the holder node's creation zxid (czxid), "
+        "across releases, restarts and leader changes; readers (or permits) granted "
+        "together by one release may get theirs in any order among themselves, a "
+        "write's is above every earlier one",
+        fences_survive_restart=True,
+        leases_survive_restart=True,
+        wakeups="notification (a watch on the node ahead)",
+        multi_host=True,
+        fault_tolerant=True,
+        fences_count_per_name=False,
+    )
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = DRIVER_ERRORS
+    notifies = True
+    max_backoff = 0.5
+    """The longest single wait: each wait rewrites the waiter's node first."""
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncZooKeeperBackend:
+        return cls(parse(url, options))
+
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncZooKeeperAttempt:
+        return AsyncZooKeeperAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
+
+    async def acquire(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy:
+        outcome = await self.join(name, spec, token, ttl, holder)
+        return outcome if isinstance(outcome, Grant) else Busy(None)
+
+    async def join(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Place:
+        """A first try: a new node, granted if nothing that counts is ahead of it; else the
+        waiter's place (a read-write lock's is that node, queued; a lock's or a permit's
+        node is deleted, and its place is made by its first wait)."""
+        kind, limit, mode = spec.kind, spec.limit, spec.mode
+        parent = self._parent(kind, name)
+        record = Record.new(holder, limit, ttl, value=spec.value)
+        epoch = self.session.epoch
+        # One wait for two or three requests: the create, then the list of the queue, which
+        # the server answers after the create, showing our node, and the name's node (for
+        # the fence write) unless our last fence write of it says its version.
+        created, children, *named = await self.session.call_together([
+            ("create", (f"{parent}/{node_prefix(token, mode)}", record.encode()),
+             {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
+            ("get_children", (parent,), {}),
+            *([] if self.session.recorded(parent) else [("get", (parent,), {})]),
+        ])
+        if isinstance(created, Exception):
+            raise created
+        path, stat = created
+        if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
+            # The name's node was new: kazoo made it after the list was answered.
+            children, named = await self.session.call("get_children", parent), []
+        ranked = await rank(
+            self.session, parent, path, stat.mtime, limit=limit, mode=mode, children=children
+        )
+        if ranked.conflict is None and ranked.granted(limit, mode):
+            self._granted_in(epoch, path)
+            self._held[(kind, name, token)] = Held(
+                path, stat.version, stat.mtime, record, epoch,
+                unrecorded=self._unrecorded(parent, stat.czxid, *named),
+            )
+            return Grant(stat.czxid)
+        if mode is not None:
+            # A read-write lock's refused node stays, as this waiter's place in the queue.
+            queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True)
+            place = Place(
+                kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
+                mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
+            )
+            if await rewrite(self.session, place) is not None:
+                place.ahead = ranked.standing  # the wait that follows watches from this
+            return place
+        await self.session.delete(path)
+        if ranked.conflict is not None:
+            raise limit_mismatch(name, ranked.conflict, limit)
+        queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
+        return Place(kind, name, token, limit, parent, queued, spec.value)
+
+    async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
+        parent = self._parent(kind, name)
+        try:
+            data, _ = await self.session.call("get", parent)
+        except NoNodeError:
+            return None
+        fence = int(data or b"0")
+        now = await self.session.server_now()
+        nodes = await self.session.children(parent)
+        answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
+        return lock_info(kind, name, fence=fence, now=now, nodes=nodes, answers=answers)
+
+    async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
+        try:
+            nodes: list[str] = await self.session.call(
+                "get_children", f"/{self.settings.namespace}/{kind}"
+            )
+        except NoNodeError:
+            nodes = []
+        names = [decode_name(node) for node in nodes]
+        found = []
+        for name in sorted(n for n in names if n.startswith(prefix)):
+            info = await self.inspect(kind, name)
+            if info is not None:
+                found.append(info)
+        return found
+
+    async def break_leases(self, kind: Kind, name: str) -> bool:
+        info = await self.inspect(kind, name)
+        if info is None or not info.held:
+            return False
+        parent = self._parent(kind, name)
+        fences = {lease.fence for lease in info.holders}
+        # The holders' fences are kept on the name's node first: a first try's may not be
+        # there yet (module docstring, "Requests"), and its node goes now.
+        await self.session.settled(self.session.record_soon(parent, info.fence, None))
+        nodes = await self.session.children(parent)
+        answers = await self.session.call_many("exists", [(f"{parent}/{n}",) for n in nodes])
+        broken = False
+        for node, stat in zip(nodes, answers, strict=True):
+            if not isinstance(stat, Exception) and stat is not None and stat.czxid in fences:
+                broken = await self.session.delete(f"{parent}/{node}") or broken
+        return broken

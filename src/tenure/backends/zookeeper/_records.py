@@ -1,0 +1,83 @@
+"""The one converter from a name's nodes, as read, to ``LockInfo`` (both flavours)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from tenure._types import Kind, LeaseInfo, LockInfo
+from tenure.backends.zookeeper._nodes import Record, mode_of
+
+__all__ = ["lock_info"]
+
+
+def lock_info(
+    kind: str, name: str, *, fence: int, now: int, nodes: list[str], answers: list[Any]
+) -> LockInfo:
+    """``name``'s record from its nodes (oldest first) and each one's ``get`` answer (or the
+    node error it got: gone meanwhile), judged at ``now``, the server's milliseconds;
+    ``fence``: the name's node's data, the last fence written there."""
+    if kind == Kind.RWLOCK:
+        return _in_turn(name, fence, now, nodes, answers)
+    live = []
+    values = []
+    for answer in answers:
+        if isinstance(answer, Exception):
+            continue
+        record = Record.decode(answer[0])
+        stat = answer[1]
+        left = (stat.mtime + record.ttl_ms - now) / 1000
+        if record.queued:
+            # A live waiter ahead of the rest: nothing behind it holds, and it holds
+            # nothing itself until the set that grants it.
+            if left > 0:
+                break
+            continue
+        if left > 0:
+            live.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid))
+            values.append(record.value)
+    if kind == Kind.SEMAPHORE:
+        limit = None
+        if answers and not isinstance(answers[0], Exception):
+            limit = Record.decode(answers[0][0]).limit
+        holders = tuple(live[: limit or 0])
+        return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
+                        leases=holders)
+    if not live:
+        return LockInfo(name, fence, None, None, None)
+    first = live[0]
+    # Holder, term (the node's czxid) and value come from one getData of one node; the
+    # name's fence is written just after a grant, so it may still show the previous term.
+    return LockInfo(
+        name, max(fence, first.fence or 0), first.holder, first.acquired_at, first.ttl_left,
+        value=values[0],
+    )
+
+
+def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[Any]) -> LockInfo:
+    """A read-write lock: every live node not marked queued holds the name (only a grant
+    writes one), oldest first, with the mode its name says; the live queued ones wait."""
+    leases = []
+    queued = 0
+    for node, answer in zip(nodes, answers, strict=True):
+        if isinstance(answer, Exception):
+            continue  # gone meanwhile
+        data, stat = answer
+        record = Record.decode(data)
+        left = (stat.mtime + record.ttl_ms - now) / 1000
+        if left <= 0:
+            continue
+        if record.queued:
+            queued += 1
+            continue
+        leases.append(LeaseInfo(
+            record.holder, _utc(record.since), left, stat.czxid, mode=mode_of(node)
+        ))
+    # The name's fence is written just after a grant: the newest lease may be ahead of it.
+    fence = max([fence, *(lease.fence or 0 for lease in leases)])
+    return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
+                    queued=queued)
+
+
+def _utc(since: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(since, datetime.UTC)
