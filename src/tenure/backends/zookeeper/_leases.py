@@ -41,7 +41,7 @@ class Held:
     unrecorded: tuple[str, int, int | None] | None = None
     """A first try's fence, not written to the name's node yet: the node, the fence and
     the node's version to write it at (None: read it first). The release writes it in its
-    multi, or the first renewal in the background (module docstring, "Requests")."""
+    multi, or the first renewal in the background (``_async/store.py``, "Requests")."""
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""

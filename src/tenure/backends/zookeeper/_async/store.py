@@ -1,6 +1,6 @@
 """ZooKeeper for asyncio, the store: locks, semaphores, elections and read-write (and fair)
 locks as ordered ephemeral nodes, one mechanism for all (a lock is ``limit = 1``). Its rooms:
-``session`` (the connection: the only module calling kazoo), ``grants`` (the verbs about one
+``session`` (the connection: the only module that calls kazoo), ``grants`` (the verbs about one
 granted node: release, renewal, ownership, election values, the session's doubt),
 ``attempt`` (one acquire call's tries, waits and waiting place), ``ranking`` (which nodes
 ahead count), ``_records`` (nodes to ``LockInfo``), ``_nodes`` (the layout), ``_leases``
@@ -52,6 +52,7 @@ and the fence argument): the same nodes, with the mode in the node's name (``_no
   that gives up deletes its node. ``inspect`` reports every live node not marked queued as
   a lease with its mode, and counts the live queued ones.
 """
+
 from __future__ import annotations
 
 from typing import Any
