@@ -47,7 +47,7 @@ from kazoo.protocol.states import EventType
 from tenure._async.store import AsyncAttempt
 from tenure._concurrency import async_io as io
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Holder, LeaseSpec, Mode
+from tenure._types import Busy, Grant, Mode
 from tenure.backends.zookeeper._async.ranking import rank
 from tenure.backends.zookeeper._async.session import AsyncSession, entries
 from tenure.backends.zookeeper._leases import Held, Place
@@ -64,16 +64,10 @@ class AsyncZooKeeperAttempt(AsyncAttempt):
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: AsyncZooKeeperBackend
-
-    def __init__(
-        self, store: AsyncZooKeeperBackend, name: str, spec: LeaseSpec, *, token: str,
-        ttl: float, holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.place: Place | None = None
-        """The waiter's place since the last refusal (None: never refused)."""
-        self.waited = False
-        """A wait ran: it may have made a place, which giving up deletes."""
+    place: Place | None = None
+    """The waiter's place since the last refusal (None: never refused)."""
+    waited: bool = False
+    """A wait ran: it may have made a place, which giving up deletes."""
 
     async def try_once(self) -> Grant | Busy:
         place = self.place

@@ -49,7 +49,7 @@ from kazoo.protocol.states import EventType
 from tenure._sync.store import Attempt
 from tenure._concurrency import sync_io as io
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Holder, LeaseSpec, Mode
+from tenure._types import Busy, Grant, Mode
 from tenure.backends.zookeeper._sync.ranking import rank
 from tenure.backends.zookeeper._sync.session import Session, entries
 from tenure.backends.zookeeper._leases import Held, Place
@@ -66,16 +66,10 @@ class ZooKeeperAttempt(Attempt):
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: ZooKeeperBackend
-
-    def __init__(
-        self, store: ZooKeeperBackend, name: str, spec: LeaseSpec, *, token: str,
-        ttl: float, holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.place: Place | None = None
-        """The waiter's place since the last refusal (None: never refused)."""
-        self.waited = False
-        """A wait ran: it may have made a place, which giving up deletes."""
+    place: Place | None = None
+    """The waiter's place since the last refusal (None: never refused)."""
+    waited: bool = False
+    """A wait ran: it may have made a place, which giving up deletes."""
 
     def try_once(self) -> Grant | Busy:
         place = self.place
