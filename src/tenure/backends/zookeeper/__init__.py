@@ -4,7 +4,7 @@ kazoo. Every holder and waiter of a name is an ephemeral sequential node of its 
 creation zxid (``czxid``), and waiters watch the node ahead. A lease's ttl is judged by the
 server's clock: a node whose last write (``mtime``) is older than its ttl, measured against
 the server time of a contender's own write, has expired and is removed by that contender.
-See ``_nodes`` for the layout and ``_async/backend.py`` for each step.
+See ``_nodes`` for the layout and ``_async/store.py`` for each step (and its rooms).
 """
 
 # The registry entry (``tenure._registry``): read without importing any driver.
