@@ -11,6 +11,7 @@ from typing import Any
 from tenure._errors import BackendError
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._records import decode_info
 from tenure.backends.redis._scripts import (
     ACQUIRE,
     BREAK,
@@ -20,7 +21,6 @@ from tenure.backends.redis._scripts import (
     RELEASE,
     SET_VALUE,
     LockKeys,
-    decode_info,
     lock_keys,
     meta_pattern,
     milliseconds,

@@ -10,6 +10,7 @@ from typing import Any
 from tenure._errors import BackendError, InvalidArgument
 from tenure._types import Busy, Grant, Holder, LockInfo, Mode, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._records import decode_queue
 from tenure.backends.redis._rwlocks import (
     ACQUIRE_QUEUED,
     BREAK_QUEUE,
@@ -17,7 +18,6 @@ from tenure.backends.redis._rwlocks import (
     INSPECT_QUEUE,
     QUEUED_OWNED,
     RELEASE_QUEUED,
-    decode_queue,
     is_queue_meta,
     keys_of_meta,
     queue_keys,

@@ -9,6 +9,7 @@ from typing import Any
 from tenure._errors import BackendError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._records import decode_semaphore
 from tenure.backends.redis._scripts import milliseconds
 from tenure.backends.redis._semaphores import (
     ACQUIRE_PERMIT,
@@ -17,7 +18,6 @@ from tenure.backends.redis._semaphores import (
     INSPECT_SEMAPHORE,
     PERMIT_OWNED,
     RELEASE_PERMIT,
-    decode_semaphore,
     semaphore_keys,
     semaphore_pattern,
 )

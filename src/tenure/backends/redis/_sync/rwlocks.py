@@ -12,6 +12,7 @@ from typing import Any
 from tenure._errors import BackendError, InvalidArgument
 from tenure._types import Busy, Grant, Holder, LockInfo, Mode, Renewal
 from tenure.backends.redis._sync.base import RedisBase
+from tenure.backends.redis._records import decode_queue
 from tenure.backends.redis._rwlocks import (
     ACQUIRE_QUEUED,
     BREAK_QUEUE,
@@ -19,7 +20,6 @@ from tenure.backends.redis._rwlocks import (
     INSPECT_QUEUE,
     QUEUED_OWNED,
     RELEASE_QUEUED,
-    decode_queue,
     is_queue_meta,
     keys_of_meta,
     queue_keys,

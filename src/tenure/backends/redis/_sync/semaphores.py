@@ -11,6 +11,7 @@ from typing import Any
 from tenure._errors import BackendError, limit_mismatch
 from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
 from tenure.backends.redis._sync.base import RedisBase
+from tenure.backends.redis._records import decode_semaphore
 from tenure.backends.redis._scripts import milliseconds
 from tenure.backends.redis._semaphores import (
     ACQUIRE_PERMIT,
@@ -19,7 +20,6 @@ from tenure.backends.redis._semaphores import (
     INSPECT_SEMAPHORE,
     PERMIT_OWNED,
     RELEASE_PERMIT,
-    decode_semaphore,
     semaphore_keys,
     semaphore_pattern,
 )
