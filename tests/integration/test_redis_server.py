@@ -21,7 +21,7 @@ import redis.asyncio
 
 import tenure
 from tenure._errors import BackendError, InvalidArgument, LockLost
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
 from tenure.backends.redis._scripts import ACQUIRE, ALL_SCRIPTS, lock_keys
 from tenure.backends.redis._sync import RedisBackend
 from tests.integration.waking import (
@@ -367,6 +367,35 @@ def test_asyncio_waiters_are_woken_by_the_release(redis_url: str) -> None:
     )
     client.close()
     assert latency < WAKE_BOUND, latency
+
+
+def test_one_renewal_batch_mixes_kinds(redis_url: str) -> None:
+    """The store's extend_many takes leases of every kind in one batch (one script call per
+    kind, sent together) and answers in the order asked, each kind's leases apart."""
+    name = f"mixed:{secrets.token_hex(8)}"
+    backend = RedisBackend.from_url(redis_url)
+    semaphore = LeaseSpec(Kind.SEMAPHORE, limit=2)
+    rwlock = LeaseSpec(Kind.RWLOCK, mode=Mode.READ, queue_ttl=30.0)
+    lock_token, permit_token, read_token = (secrets.token_hex(16) for _ in range(3))
+    try:
+        assert isinstance(backend.acquire(name, LOCK, lock_token, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, semaphore, permit_token, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, rwlock, read_token, 30, HOLDER), Grant)
+        renewals = [
+            Renewal(name, read_token, 60, Kind.RWLOCK),
+            Renewal(name, lock_token, 60, Kind.LOCK),
+            Renewal(name, "nobody", 60, Kind.SEMAPHORE),
+            Renewal(name, permit_token, 60, Kind.SEMAPHORE),
+            Renewal(name, permit_token, 60, Kind.LOCK),  # a token of another kind's lease
+        ]
+        assert backend.extend_many(renewals) == [True, True, False, True, False]
+        for kind in (Kind.LOCK, Kind.SEMAPHORE, Kind.RWLOCK):
+            info = backend.inspect(kind, name)
+            assert info is not None and info.holders[0].ttl_left > 30, kind
+    finally:
+        for kind in (Kind.LOCK, Kind.SEMAPHORE, Kind.RWLOCK):
+            backend.break_leases(kind, name)
+        backend.close()
 
 
 def test_a_release_hands_the_lock_to_the_longest_blocked_waiter(redis_url: str) -> None:
