@@ -17,8 +17,8 @@ import redis
 from redis.crc import key_slot
 
 import tenure
-from tenure._sync.capabilities import QueueSupport
-from tenure._types import Busy, Grant, Holder
+from tenure._sync.store import Store
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
 from tenure.backends.redis._rwlocks import QueueKeys, queue_keys
 from tests.integration.waking import WAKE_BOUND, until
 from tests.servers.redis import RedisCluster
@@ -27,18 +27,17 @@ HOSTILE = ["{", "}", "{}", "{a}", "a{b}c", "}{", "sp ace", "new\nline", "ünï �
 HOLDER = Holder("test", os.getpid(), "main")
 
 
-def queue_support(locks: tenure.Locks) -> QueueSupport:
+def store(locks: tenure.Locks) -> Store:
     backend = locks.backend
-    assert isinstance(backend, QueueSupport)
+    assert isinstance(backend, Store)
     return backend
 
 
 def take(
     locks: tenure.Locks, name: str, token: str, mode: str, queue_ttl: float = 30.0
 ) -> Grant | Busy:
-    return queue_support(locks).acquire_queued(
-        name, token, 30.0, HOLDER, mode=mode, queue_ttl=queue_ttl
-    )
+    spec = LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=queue_ttl)
+    return store(locks).acquire(name, spec, token, 30.0, HOLDER)
 
 
 def woken(client: Any, keys: QueueKeys, tokens: list[str]) -> list[str]:
@@ -144,25 +143,25 @@ def test_a_release_wakes_exactly_the_waiters_whose_turn_came(
             assert isinstance(take(locks, name, token, mode), Busy)
         assert woken(client, keys, tokens) == []  # queueing wakes nobody
         # The writer goes: the two readers ahead of the next writer, and nobody else.
-        assert queue_support(locks).release_queued(name, writer)
+        assert store(locks).release(Kind.RWLOCK, name, writer)
         assert woken(client, keys, tokens) == [first, second]
         assert isinstance(take(locks, name, first, "read"), Grant)
         assert isinstance(take(locks, name, second, "read"), Grant)
         assert isinstance(take(locks, name, late, "read"), Busy)  # behind the next writer
         # One reader of two goes: the writer still waits for the other.
-        assert queue_support(locks).release_queued(name, first)
+        assert store(locks).release(Kind.RWLOCK, name, first)
         assert woken(client, keys, tokens) == []
-        assert queue_support(locks).release_queued(name, second)
+        assert store(locks).release(Kind.RWLOCK, name, second)
         assert woken(client, keys, tokens) == [next_writer]
         assert isinstance(take(locks, name, next_writer, "write"), Grant)
         # The writer's release: the reader behind it, up to the last writer.
-        assert queue_support(locks).release_queued(name, next_writer)
+        assert store(locks).release(Kind.RWLOCK, name, next_writer)
         assert woken(client, keys, tokens) == [late]
         # A waiter leaving from the head of the queue makes the next one's turn.
-        assert queue_support(locks).release_queued(name, late) is False
+        assert store(locks).release(Kind.RWLOCK, name, late) is False
         assert woken(client, keys, tokens) == [last_writer]
         assert isinstance(take(locks, name, last_writer, "write"), Grant)
-        assert queue_support(locks).release_queued(name, last_writer)
+        assert store(locks).release(Kind.RWLOCK, name, last_writer)
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and not info.held and info.queued == 0
     client.close()
@@ -176,14 +175,14 @@ def test_a_wake_list_keeps_one_item(redis_url: str, name: str) -> None:
     with tenure.connect(redis_url) as locks:
         assert isinstance(take(locks, name, reader, "read"), Grant)
         assert isinstance(take(locks, name, waiter, "write"), Busy)
-        assert queue_support(locks).release_queued(name, reader)
+        assert store(locks).release(Kind.RWLOCK, name, reader)
         # Two breaks more (each wakes whoever's turn it is) before the waiter looks: one
         # wake-up is left for it, not three.
-        assert queue_support(locks).break_queue(name) is False
-        assert queue_support(locks).break_queue(name) is False
+        assert store(locks).break_leases(Kind.RWLOCK, name) is False
+        assert store(locks).break_leases(Kind.RWLOCK, name) is False
         assert client.llen(keys.wake(waiter)) == 1
         assert 0 < client.pttl(keys.wake(waiter)) <= 5000
-        assert queue_support(locks).release_queued(name, waiter) is False
+        assert store(locks).release(Kind.RWLOCK, name, waiter) is False
     client.close()
 
 
@@ -212,7 +211,7 @@ def test_idle_records_are_collected_and_fences_never_go_back(redis_url: str, nam
         # A waiting writer's place: the queue keys a second after its place's end.
         assert isinstance(take(locks, name, "waiter", "write", queue_ttl=2.0), Busy)
         assert 2000 < client.pttl(keys.queue) <= 3000 and 2000 < client.pttl(keys.places) <= 3000
-        assert queue_support(locks).release_queued(name, "waiter") is False
+        assert store(locks).release(Kind.RWLOCK, name, "waiter") is False
         assert not client.exists(keys.queue, keys.writes, keys.places)
         reader.release()
         assert not client.exists(keys.leases, keys.expiries)

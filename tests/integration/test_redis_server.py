@@ -21,7 +21,7 @@ import redis.asyncio
 
 import tenure
 from tenure._errors import BackendError, InvalidArgument, LockLost
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
 from tenure.backends.redis._scripts import ACQUIRE, ALL_SCRIPTS, lock_keys
 from tenure.backends.redis._sync import RedisBackend
 from tests.integration.waking import (
@@ -37,6 +37,7 @@ from tests.servers.redis import RedisSentinel, RedisServer, _ping, _workdir, sta
 pytestmark = pytest.mark.redis
 
 HOLDER = Holder("test-host", os.getpid(), "test")
+LOCK = LeaseSpec()
 
 
 def blocked(client: redis.Redis) -> int:
@@ -368,6 +369,35 @@ def test_asyncio_waiters_are_woken_by_the_release(redis_url: str) -> None:
     assert latency < WAKE_BOUND, latency
 
 
+def test_one_renewal_batch_mixes_kinds(redis_url: str) -> None:
+    """The store's extend_many takes leases of every kind in one batch (one script call per
+    kind, sent together) and answers in the order asked, each kind's leases apart."""
+    name = f"mixed:{secrets.token_hex(8)}"
+    backend = RedisBackend.from_url(redis_url)
+    semaphore = LeaseSpec(Kind.SEMAPHORE, limit=2)
+    rwlock = LeaseSpec(Kind.RWLOCK, mode=Mode.READ, queue_ttl=30.0)
+    lock_token, permit_token, read_token = (secrets.token_hex(16) for _ in range(3))
+    try:
+        assert isinstance(backend.acquire(name, LOCK, lock_token, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, semaphore, permit_token, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, rwlock, read_token, 30, HOLDER), Grant)
+        renewals = [
+            Renewal(name, read_token, 60, Kind.RWLOCK),
+            Renewal(name, lock_token, 60, Kind.LOCK),
+            Renewal(name, "nobody", 60, Kind.SEMAPHORE),
+            Renewal(name, permit_token, 60, Kind.SEMAPHORE),
+            Renewal(name, permit_token, 60, Kind.LOCK),  # a token of another kind's lease
+        ]
+        assert backend.extend_many(renewals) == [True, True, False, True, False]
+        for kind in (Kind.LOCK, Kind.SEMAPHORE, Kind.RWLOCK):
+            info = backend.inspect(kind, name)
+            assert info is not None and info.holders[0].ttl_left > 30, kind
+    finally:
+        for kind in (Kind.LOCK, Kind.SEMAPHORE, Kind.RWLOCK):
+            backend.break_leases(kind, name)
+        backend.close()
+
+
 def test_a_release_hands_the_lock_to_the_longest_blocked_waiter(redis_url: str) -> None:
     # The wait's protocol, with blocking waits longer than the lock logic's (which re-block
     # every max_backoff at most): BLPOP the wake list with the acquire pipelined behind it.
@@ -388,25 +418,25 @@ def test_a_release_hands_the_lock_to_the_longest_blocked_waiter(redis_url: str) 
         waiter.close()
 
     try:
-        assert isinstance(backend.acquire(name, holder, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, LOCK, holder, 30, HOLDER), Grant)
         early, late = secrets.token_hex(16), secrets.token_hex(16)
         threads = []
         for count, token in enumerate((early, late), start=1):
             threads.append(threading.Thread(target=wait, args=(token,)))
             threads[-1].start()
             until(lambda count=count: blocked(client) >= count, "waiter blocked", timeout=10)
-        assert backend.release(name, holder)
+        assert backend.release(Kind.LOCK, name, holder)
         # The earliest waiter's acquire ran in the release's turn: the releaser, coming
         # straight back, finds the lock taken.
-        assert isinstance(backend.acquire(name, secrets.token_hex(16), 30, HOLDER), Busy)
+        assert isinstance(backend.acquire(name, LOCK, secrets.token_hex(16), 30, HOLDER), Busy)
         threads[0].join(10)
         assert replies[early][0] == 1 and late not in replies
-        assert backend.release(name, early)
+        assert backend.release(Kind.LOCK, name, early)
         threads[1].join(10)
         assert replies[late][0] == 1
         assert replies[late][1] > replies[early][1]
     finally:
-        backend.break_lock(name)
+        backend.break_leases(Kind.LOCK, name)
         backend.close()
         client.close()
 
@@ -432,17 +462,17 @@ def test_a_wait_still_in_flight_after_its_waiter_left_grants_nothing(redis_url: 
         waiter.close()
 
     try:
-        assert isinstance(backend.acquire(name, holder, 30, HOLDER), Grant)
+        assert isinstance(backend.acquire(name, LOCK, holder, 30, HOLDER), Grant)
         thread = threading.Thread(target=wait)
         thread.start()
         until(lambda: blocked(client) >= 1, "waiter blocked", timeout=10)
-        backend._leave(keys, gone, 10_000)
-        assert backend.release(name, holder)
+        backend._leave(name, gone)
+        assert backend.release(Kind.LOCK, name, holder)
         thread.join(10)
         assert replies and replies[0][0] == 0
         assert client.hget(keys.lease, "token") is None
     finally:
-        backend.break_lock(name)
+        backend.break_leases(Kind.LOCK, name)
         backend.close()
         client.close()
 
@@ -552,6 +582,37 @@ def test_a_try_expected_to_be_refused_waits_in_the_same_round_trip(
         assert holder.fence is not None and holder.fence > info.fence
         holder.release()
     client.close()
+
+
+def test_a_campaign_on_a_name_found_held_stores_its_value(redis_url: str) -> None:
+    """An election's blocking campaign on a name this client found held moments ago (within
+    CONTENDED_FOR): its first try may go with the wait in one round trip, and a grant from
+    it stores the campaign's value, free name (the first try) or held (the try after the
+    wait) alike."""
+    name = f"campaign:{secrets.token_hex(8)}"
+    with tenure.connect(redis_url) as locks:
+        election = locks.election(name, ttl=30)
+        first = election.campaign("first")
+        assert not election.candidate("late").acquire(blocking=False)  # now "contended"
+        first.resign()
+        # Free: the combined step's first try grants.
+        second = election.campaign("second", timeout=10)
+        leader = election.leader()
+        assert leader is not None and leader.value == "second" and leader.term == second.term
+        # Held: refused, it waits in the same round trip and the try after the wait grants.
+        assert not election.candidate("late").acquire(blocking=False)
+        won: list[tenure.Leadership] = []
+        campaigning = threading.Thread(
+            target=lambda: won.append(election.campaign("third", timeout=10))
+        )
+        campaigning.start()
+        time.sleep(0.2)
+        second.resign()
+        campaigning.join(10)
+        assert won
+        leader = election.leader()
+        assert leader is not None and leader.value == "third" and leader.term == won[0].term
+        won[0].resign()
 
 
 def test_cancelled_waiter_leaves_no_lock_and_passes_its_turn_on(redis_url: str) -> None:

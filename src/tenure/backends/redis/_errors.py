@@ -1,13 +1,12 @@
-"""redis-py's errors, translated in one place for both flavours and every topology.
+"""redis-py's errors, named in one place for both flavours and every topology.
 
-Every driver error raised inside a ``Translated`` block becomes ``BackendError`` naming the
-server (without its password), the action and the lock, with the driver's error as its
+``DRIVER_ERRORS`` is the store's ``driver_errors``: the store base (``tenure._async.store``)
+raises any of them from a verb or an attempt step as the one ``BackendError`` form, naming
+the server (without its password), the action and the lock, with the driver's error as its
 ``__cause__``. Redlock uses the same table for each of its nodes.
 """
 
 from __future__ import annotations
-
-from types import TracebackType
 
 from redis.exceptions import (
     AuthenticationError,
@@ -20,9 +19,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from tenure._errors import BackendError
-
-__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "Translated", "misconfigured"]
+__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "misconfigured"]
 
 DRIVER_ERRORS = (RedisError, RedisClusterException, ChildDeadlockedError, OSError)
 MISCONFIGURED = (
@@ -45,30 +42,3 @@ def misconfigured(error: BaseException) -> bool:
         isinstance(error, ResponseError) and "unauthenticated" in str(error)
     )
 
-
-class Translated:
-    """Turns driver errors raised in its ``with`` block into BackendError (a plain class: it
-    runs twice per lock cycle, and a generator-based context manager costs more)."""
-
-    __slots__ = ("action", "display", "name")
-
-    def __init__(self, display: str, action: str, name: str | None) -> None:
-        self.display = display
-        self.action = action
-        self.name = name
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if exc is not None and isinstance(exc, DRIVER_ERRORS):
-            about = f" of {self.name!r}" if self.name is not None else ""
-            detail = str(exc) or type(exc).__name__
-            raise BackendError(
-                f"Redis {self.display}: {self.action}{about} failed: {detail}"
-            ) from exc

@@ -50,13 +50,10 @@ as KEYS/ARGV.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import hashlib
-import json
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from tenure._types import Holder, LeaseInfo, LockInfo
 from tenure.backends.redis._scripts import Script
 
 __all__ = [
@@ -68,7 +65,6 @@ __all__ = [
     "QUEUED_OWNED",
     "RELEASE_QUEUED",
     "QueueKeys",
-    "decode_queue",
     "is_queue_meta",
     "keys_of_meta",
     "queue_keys",
@@ -364,32 +360,3 @@ ALL_QUEUE_SCRIPTS = (
     ACQUIRE_QUEUED, RELEASE_QUEUED, EXTEND_QUEUED, QUEUED_OWNED, INSPECT_QUEUE, BREAK_QUEUE,
 )
 
-
-# ---- replies --------------------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def decode_queue(reply: Any) -> LockInfo | None:
-    """INSPECT_QUEUE's reply as a LockInfo (``kind="rwlock"``), leases oldest first."""
-    if not reply:
-        return None
-    name, fence, now, queued, records = reply
-    leases = []
-    for index in range(0, len(records), 2):
-        mode, lease_fence, host, pid, thread, since = json.loads(_text(records[index]))
-        expiry = float(_text(records[index + 1]))
-        leases.append(LeaseInfo(
-            Holder(str(host), int(pid), str(thread)),
-            datetime.datetime.fromtimestamp(int(since) / 1000, datetime.UTC),
-            (expiry - int(_text(now))) / 1000,
-            int(lease_fence),
-            str(mode),
-        ))
-    leases.sort(key=lambda lease: lease.fence or 0)  # fences follow grant order
-    return LockInfo(
-        _text(name), int(_text(fence)), None, None, None, kind="rwlock",
-        leases=tuple(leases), queued=int(queued),
-    )

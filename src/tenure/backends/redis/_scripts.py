@@ -48,12 +48,11 @@ milliseconds. Scripts use no client clock.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import hashlib
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from tenure._types import Holder, LockInfo
+from tenure.backends.redis._records import decode_info  # Redlock imports it from here
 
 __all__ = [
     "ACQUIRE",
@@ -138,7 +137,7 @@ ACQUIRE = Script(
 -- ARGV[11] '1' to floor the fence at the server's clock in microseconds; '0' for a plain
 --   counter (Redlock, whose fence design floors the nodes' counters itself)
 -- ARGV[12] (optional) '1' to push an item to KEYS[5], this attempt's own wake list, when it
---   grants a new lease: the BLPOP pipelined behind it (see LockSteps.acquire_or_wait) then
+--   grants a new lease: the BLPOP pipelined behind it (see RedisAttempt.try_or_wait) then
 --   returns at once instead of waiting for a release
 -- Returns {1, fence}: granted (free, expired, or already ours: then the expiry is reset and
 --   the fence kept); {0, ms}: held by another token for about ms more (-1: unknown; also
@@ -327,27 +326,3 @@ return 1
 
 ALL_SCRIPTS = (ACQUIRE, RELEASE, EXTEND, INSPECT, BREAK, LEAVE, SET_VALUE)
 
-
-# ---- replies --------------------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
-def decode_info(reply: Any) -> LockInfo | None:
-    """INSPECT's reply as a LockInfo."""
-    if reply is None:
-        return None
-    name, fence, host, pid, thread, since, ttl_ms, value = reply
-    ttl_ms = int(ttl_ms)
-    if host is None or ttl_ms == -2:
-        return LockInfo(_text(name), int(fence), None, None, None)
-    return LockInfo(
-        _text(name),
-        int(fence),
-        Holder(_text(host), int(pid), _text(thread)),
-        datetime.datetime.fromtimestamp(int(since) / 1_000_000, datetime.UTC),
-        None if ttl_ms < 0 else ttl_ms / 1000,
-        value=None if value is None else _text(value),
-    )

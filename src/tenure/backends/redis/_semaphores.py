@@ -32,13 +32,10 @@ forgotten while permits hold it. Names reach Lua only as KEYS/ARGV.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import hashlib
-import json
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from tenure._types import Holder, LeaseInfo, LockInfo
 from tenure.backends.redis._scripts import Script
 
 __all__ = [
@@ -49,7 +46,6 @@ __all__ = [
     "PERMIT_OWNED",
     "RELEASE_PERMIT",
     "SemaphoreKeys",
-    "decode_semaphore",
     "semaphore_keys",
     "semaphore_pattern",
 ]
@@ -215,27 +211,3 @@ ALL_SEMAPHORE_SCRIPTS = (
     BREAK_SEMAPHORE,
 )
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def decode_semaphore(reply: Any) -> LockInfo | None:
-    if not reply:
-        return None
-    name, fence, limit, now, permits = reply
-    leases = []
-    for index in range(0, len(permits), 2):
-        permit_fence, host, pid, thread, since = json.loads(_text(permits[index]))
-        expiry = float(_text(permits[index + 1]))
-        leases.append(LeaseInfo(
-            Holder(str(host), int(pid), str(thread)),
-            datetime.datetime.fromtimestamp(int(since) / 1000, datetime.UTC),
-            (expiry - int(_text(now))) / 1000,
-            int(permit_fence),
-        ))
-    leases.sort(key=lambda lease: lease.fence or 0)
-    return LockInfo(
-        _text(name), int(fence or 0), None, None, None, kind="semaphore",
-        limit=int(limit) if limit is not None else None, leases=tuple(leases),
-    )

@@ -1,5 +1,5 @@
-"""How waiters wait: the blocking-wait budget shared by locks and semaphores, and a lock
-waiter's state between its attempts.
+"""How waiters wait: the blocking-wait budget every kind's waits share, and the names this
+client found held lately (an attempt's state between its tries is ``_async.attempt``'s).
 
 A wait blocks on a wake list (BLPOP) that a release pushes to, for at most ``max_backoff``
 and half the socket timeout (the read must not time out first). At most
@@ -10,16 +10,12 @@ therefore costs at most one bounded pause, never a hang.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from typing import Any
 
-from tenure._types import Busy, Holder
 from tenure.backends.redis._config import RedisSettings
 
-__all__ = ["BLOCKING_TIMER", "CONTENDED_FOR", "SHORTEST_WAIT", "Contention", "LockWaiter",
-           "WaitBudget", "waiter_of"]
+__all__ = ["BLOCKING_TIMER", "CONTENDED_FOR", "SHORTEST_WAIT", "Contention", "WaitBudget"]
 
 SHORTEST_WAIT = 0.0005
 """Shorter pauses just sleep: Redis's blocking timeouts count whole milliseconds (a pause is
@@ -56,7 +52,7 @@ refused too (``Contention``)."""
 
 class Contention:
     """The names this client found held lately: their next blocking acquire tries and waits
-    in one round trip (``LockSteps.acquire_or_wait``). A hint only: a wrong guess costs a
+    in one round trip (``RedisAttempt.try_or_wait``). A hint only: a wrong guess costs a
     few commands, never a wait (a grant ends the wait at once)."""
 
     LIMIT = 1024
@@ -75,39 +71,3 @@ class Contention:
         seen = self._seen.get(name)
         return seen is not None and time.monotonic() - seen < CONTENDED_FOR
 
-
-@dataclasses.dataclass(eq=False)
-class LockWaiter:
-    """The state of one acquire attempt that found ``name`` busy, carried in its Busy answers:
-    the lock logic hands that Busy to ``wait_for_release`` next, then to ``acquire`` again
-    with the same token.
-
-    The wait pipelines that next acquire behind its BLPOP and keeps the reply in ``outcome``
-    for the lock logic's call to pick up without another round trip. That acquire takes a
-    lease of exactly the ttl, from the moment the server grants it, which is after the wait
-    was sent (``outcome_sent_at``): the Grant handed over carries its age since that send, and
-    the lock logic counts the lease from then (early, never late).
-    """
-
-    backend: object
-    """The backend that answered Busy (a Busy handed to another one is not its state)."""
-    name: str
-    token: str
-    ttl: float
-    holder: Holder
-    value: str | None = None
-    """The value its grant stores with the lease (an election's campaign), if any."""
-    waited: bool = False
-    """Whether it has waited (its next acquire is the one pipelined behind a BLPOP)."""
-    outcome: Any = None
-    """ACQUIRE's reply from the end of the last wait, not yet handed to the lock logic."""
-    outcome_sent_at: float = 0.0
-    """When (``time.monotonic()``) the wait that brought ``outcome`` was sent."""
-
-
-def waiter_of(backend: object, busy: Busy | None, name: str) -> LockWaiter | None:
-    """The waiting state of this attempt, from the Busy this backend answered it last."""
-    waiter = None if busy is None else busy.waiting
-    if isinstance(waiter, LockWaiter) and waiter.backend is backend and waiter.name == name:
-        return waiter
-    return None

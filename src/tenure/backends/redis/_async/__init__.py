@@ -2,11 +2,13 @@
 and ``redis+sentinel://`` over redis-py (its hiredis parser when installed). Written once
 here; ``scripts/unasync.py`` generates ``_sync`` from it, module by module.
 
-``transport``: how commands reach one master or a Cluster; ``base``: the state every step
-shares; ``locks``: the mutex's steps and waits; ``semaphores``: the permit steps and waits;
-``backend``: the class that joins them. Flavour-free code sits beside this package: the key
-layouts and Lua scripts (``_scripts``, ``_semaphores``), the URL forms (``_config``), the
-error table (``_errors``) and the waiting budget and state (``_waiting``).
+The connection modules, the only code that touches the driver: ``direct`` (one master),
+``cluster`` (a Cluster) and ``transport`` (the one to use, from the settings). The store:
+``base`` (the state every step shares), ``locks``, ``semaphores`` and ``rwlocks`` (each
+kind's steps) and ``backend`` (the verbs, dispatching on the kind); ``attempt``: one acquire
+call's tries and waits. Flavour-free code sits beside this package: the key layouts and Lua
+scripts (``_scripts``, ``_semaphores``, ``_rwlocks``), the URL forms (``_config``), the
+driver-error table (``_errors``) and the waiting budget (``_waiting``).
 """
 
 from tenure.backends.redis._async.backend import AsyncRedisBackend

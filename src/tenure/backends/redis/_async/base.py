@@ -1,25 +1,27 @@
 """What every Redis step needs: the settings, the key namespace, the transport and the wait
-budget, built once per backend; and the translation of driver errors around each step."""
+budget, built once per store; renewals batched per slot and listings by SCAN, for every kind
+alike."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
-from tenure._async.backend import AsyncBackend
-from tenure._types import Capabilities, Renewal
+from tenure._async.store import AsyncStore
+from tenure._types import Capabilities, LockInfo, Renewal
 from tenure.backends.redis import SCHEMES
 from tenure.backends.redis._async.transport import AsyncTransport, ScriptCall, open_transport
 from tenure.backends.redis._config import RedisSettings
-from tenure.backends.redis._errors import Translated
+from tenure.backends.redis._errors import DRIVER_ERRORS
 from tenure.backends.redis._scripts import Script, milliseconds
 from tenure.backends.redis._waiting import Contention, WaitBudget
 
 __all__ = ["AsyncRedisBase"]
 
 
-class AsyncRedisBase(AsyncBackend):
-    """The state the lock steps (``locks``) and the permit steps (``semaphores``) share."""
+class AsyncRedisBase(AsyncStore):
+    """The state the lock steps (``locks``), the permit steps (``semaphores``) and the queued
+    steps (``rwlocks``) share."""
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -33,11 +35,12 @@ class AsyncRedisBase(AsyncBackend):
         multi_host=True,
         fault_tolerant=False,
     )
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
     """Releases wake waiters, so a waiter's timed pause only bounds how long an expiry without
     a release (a crashed holder) or a lost wake-up goes unnoticed."""
-    combines_try_and_wait = True  # LockSteps.acquire_or_wait
 
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
@@ -54,39 +57,52 @@ class AsyncRedisBase(AsyncBackend):
     def describe(self) -> str:
         return self.settings.display
 
-    def _translated(self, action: str, name: str | None = None) -> Translated:
-        return Translated(self.settings.display, action, name)
-
-    def renewal_backend(self) -> Self:
+    def renewal_store(self) -> Self:
         # redis-py's asyncio connections belong to the loop that opened them.
         return type(self)(self.settings)
 
     async def aclose(self) -> None:
-        with self._translated("close"):
-            await self._transport.aclose()
+        await self._transport.aclose()
 
     async def _renew_by_slot(
-        self, script: Script, renewals: Sequence[Renewal], keys: Sequence[Sequence[str]]
+        self, leases: Sequence[tuple[Script, Sequence[str], Renewal]]
     ) -> list[bool]:
-        """Renew many leases with ``script`` (any of the extend scripts: KEYS the keys of each
+        """Renew many leases, each given as its kind's extend script (KEYS the keys of each
         lease in turn, ARGV gc_after ms then each lease's token and ttl ms; one 1/0 reply per
-        lease), ``keys[i]`` being renewal i's keys. One script call per Cluster slot (on one
-        master: one call for all), every call in one round trip to its node."""
-        groups: dict[int, list[int]] = {}
-        for index, lease_keys in enumerate(keys):
-            groups.setdefault(self._transport.slot(lease_keys[0]), []).append(index)
+        lease), its keys and its renewal. One script call per script and Cluster slot (on one
+        master: one per script), all of them in one round trip per node."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for index, (script, keys, _) in enumerate(leases):
+            groups.setdefault((script.name, self._transport.slot(keys[0])), []).append(index)
         calls: list[ScriptCall] = []
         for indexes in groups.values():
             key_list: list[str] = []
             arguments: list[Any] = [self._gc_after_ms]
             for index in indexes:
-                key_list += keys[index]
-                arguments += [renewals[index].token, milliseconds(renewals[index].ttl)]
-            calls.append((script, key_list, arguments))
-        with self._translated("renew"):
-            replies = await self._transport.scripts(calls)
-        results = [False] * len(renewals)
+                _, keys, renewal = leases[index]
+                key_list += keys
+                arguments += [renewal.token, milliseconds(renewal.ttl)]
+            calls.append((leases[indexes[0]][0], key_list, arguments))
+        replies = await self._transport.scripts(calls)
+        results = [False] * len(leases)
         for indexes, reply in zip(groups.values(), replies, strict=True):
             for index, extended in zip(indexes, reply, strict=True):
                 results[index] = extended == 1
         return results
+
+    async def _listed(
+        self, pattern: str, inspect: Callable[[str], ScriptCall | None],
+        decode: Callable[[Any], LockInfo | None], prefix: str,
+    ) -> list[LockInfo]:
+        """Every record whose meta key matches ``pattern`` (SCAN, page by page, each page's
+        records read in one round trip by ``inspect(meta)``; None: not such a record) and
+        whose name starts with ``prefix``, by name."""
+        found: list[LockInfo] = []
+        for page in await self._transport.scan(pattern):
+            metas = [key.decode() if isinstance(key, bytes) else key for key in page]
+            calls = [call for call in map(inspect, metas) if call is not None]
+            for reply in await self._transport.scripts(calls):
+                info = decode(reply)
+                if info is not None and info.name.startswith(prefix):
+                    found.append(info)
+        return sorted(found, key=lambda info: info.name)

@@ -1,0 +1,90 @@
+"""Every INSPECT reply as a ``LockInfo``: the one place a Redis record becomes one, for every
+kind (each kind's INSPECT script, in ``_scripts``, ``_semaphores`` and ``_rwlocks``, says
+what its reply holds). Shared by both flavours, and by Redlock for each node's lock record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+
+__all__ = ["decode_info", "decode_queue", "decode_record", "decode_semaphore"]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _since(units: Any, per_second: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(int(units) / per_second, datetime.UTC)
+
+
+def decode_record(kind: Kind, reply: Any) -> LockInfo | None:
+    """The INSPECT reply of a record of ``kind`` as a LockInfo; None: never used."""
+    if kind is Kind.SEMAPHORE:
+        return decode_semaphore(reply)
+    if kind is Kind.RWLOCK:
+        return decode_queue(reply)
+    return decode_info(reply)
+
+
+def decode_info(reply: Any) -> LockInfo | None:
+    """INSPECT's reply (a lock's record: holder fields and value nil when free; since in
+    microseconds) as a LockInfo."""
+    if reply is None:
+        return None
+    name, fence, host, pid, thread, since, ttl_ms, value = reply
+    ttl_ms = int(ttl_ms)
+    if host is None or ttl_ms == -2:
+        return LockInfo(_text(name), int(fence), None, None, None)
+    return LockInfo(
+        _text(name),
+        int(fence),
+        Holder(_text(host), int(pid), _text(thread)),
+        _since(since, 1_000_000),
+        None if ttl_ms < 0 else ttl_ms / 1000,
+        value=None if value is None else _text(value),
+    )
+
+
+def _leases(now: Any, records: Any, mode: bool) -> tuple[LeaseInfo, ...]:
+    """The live leases of a semaphore's or read-write lock's reply (JSON record, expiry ms,
+    ...; a record ``[fence, host, pid, thread, since ms]``, after its mode where ``mode``),
+    oldest first (fences follow grant order)."""
+    leases = []
+    for index in range(0, len(records), 2):
+        fields = json.loads(_text(records[index]))
+        lease_mode = str(fields.pop(0)) if mode else None
+        fence, host, pid, thread, since = fields
+        expiry = float(_text(records[index + 1]))
+        leases.append(LeaseInfo(
+            Holder(str(host), int(pid), str(thread)), _since(since, 1000),
+            (expiry - int(_text(now))) / 1000, int(fence), lease_mode,
+        ))
+    leases.sort(key=lambda lease: lease.fence or 0)
+    return tuple(leases)
+
+
+def decode_semaphore(reply: Any) -> LockInfo | None:
+    """INSPECT_SEMAPHORE's reply as a LockInfo (``kind="semaphore"``)."""
+    if not reply:
+        return None
+    name, fence, limit, now, permits = reply
+    return LockInfo(
+        _text(name), int(fence or 0), None, None, None, kind="semaphore",
+        limit=int(limit) if limit is not None else None, leases=_leases(now, permits, False),
+    )
+
+
+def decode_queue(reply: Any) -> LockInfo | None:
+    """INSPECT_QUEUE's reply as a LockInfo (``kind="rwlock"``)."""
+    if not reply:
+        return None
+    name, fence, now, queued, records = reply
+    return LockInfo(
+        _text(name), int(_text(fence)), None, None, None, kind="rwlock",
+        leases=_leases(now, records, True), queued=int(queued),
+    )
