@@ -18,7 +18,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 import tenure
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
 from tenure.backends.mongodb import _documents
 from tenure.backends.mongodb._config import parse_settings
 from tenure.backends.mongodb._sync.store import MongoDBStore
@@ -375,6 +375,24 @@ def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
         wrong_token = Renewal(names[2], "not-the-token", 5.0)
         assert backend.extend_many([*renewals, wrong_token]) == [True, False, True, False]
         assert backend.extend_many([]) == []
+
+
+def test_one_batch_of_renewals_may_mix_kinds(mongodb_url: str) -> None:
+    """Each renewal names its kind: every kind's records are renewed in their own collection,
+    and the answers come back in the order asked."""
+    name = f"mixed:{uuid.uuid4().hex}"
+    semaphore = LeaseSpec(Kind.SEMAPHORE, limit=2)
+    reader = LeaseSpec(Kind.RWLOCK, mode=Mode.READ, queue_ttl=3.0)
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        for spec in (LOCK, semaphore, reader):
+            assert isinstance(backend.acquire(name, spec, "t", 5.0, HOLDER), Grant)
+        renewals = [Renewal(name, "t", 5.0, kind)
+                    for kind in (Kind.RWLOCK, Kind.LOCK, Kind.SEMAPHORE)]
+        assert backend.extend_many(renewals) == [True, True, True]
+        assert backend.release(Kind.SEMAPHORE, name, "t")
+        assert backend.extend_many([*renewals, Renewal(name, "u", 5.0, Kind.LOCK)]) == [
+            True, True, False, False]
 
 
 async def test_async_flavour(mongodb_url: str) -> None:
