@@ -56,7 +56,7 @@ from pymongo.errors import DuplicateKeyError  # noqa: E402
 import tenure  # noqa: E402
 from tenure._types import Holder  # noqa: E402
 from tenure.backends.mongodb import _documents  # noqa: E402
-from tenure.backends.mongodb._settings import DEFAULT_GC_AFTER  # noqa: E402
+from tenure.backends.mongodb._config import DEFAULT_GC_AFTER  # noqa: E402
 
 REPORT = ROOT / "docs" / "benchmarks-mongodb.md"
 RAW_POLL = 0.05

@@ -18,13 +18,14 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 import tenure
-from tenure._types import Busy, Grant, Holder, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
 from tenure.backends.mongodb import _documents
-from tenure.backends.mongodb._settings import parse_settings
-from tenure.backends.mongodb._sync import MongoDBBackend
+from tenure.backends.mongodb._config import parse_settings
+from tenure.backends.mongodb._sync.store import MongoDBStore
 
 pytestmark = pytest.mark.mongodb
 
+LOCK = LeaseSpec()
 HOLDER = Holder("host", 1, "thread")
 
 
@@ -156,12 +157,12 @@ def test_concerns_and_index_are_in_place_after_first_use(
 ) -> None:
     with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
         backend = locks.backend
-        assert isinstance(backend, MongoDBBackend)
+        assert isinstance(backend, MongoDBStore)
         assert "tenure_gc_at" not in raw["tenure"][collection_name].index_information()
         lock = locks.lock("a", ttl=5)
         assert lock.acquire()
         granted = lock.fence
-        collection = backend._locks()
+        collection = backend.connection.collection(Kind.LOCK)
         assert collection.write_concern.document == {"w": "majority"}
         assert collection.read_concern.level == "majority"
         index = raw["tenure"][collection_name].index_information()["tenure_gc_at"]
@@ -263,17 +264,17 @@ def test_a_lock_grants_fence_is_floored_by_the_same_writes_clock(
     collection = raw["tenure"][collection_name]
     with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
         backend = locks.backend
-        assert isinstance(backend, MongoDBBackend)
+        assert isinstance(backend, MongoDBStore)
         fences = []
         for index in range(20):
-            fence = backend.acquire("a", f"t{index}", 5.0, HOLDER)
+            fence = backend.acquire("a", LOCK, f"t{index}", 5.0, HOLDER)
             assert isinstance(fence, Grant)
             document = collection.find_one({"_id": "a"})
             assert document is not None
             acquired = document["acquired_at"].replace(tzinfo=datetime.UTC)
             assert fence.fence >= int(acquired.timestamp() * 1000) * 1000
             fences.append(fence.fence)
-            assert backend.release("a", f"t{index}")
+            assert backend.release(Kind.LOCK, "a", f"t{index}")
         assert all(later > earlier for earlier, later in itertools.pairwise(fences))
 
 
@@ -333,10 +334,10 @@ def test_a_racing_upserts_duplicate_key_error_means_busy(
 
     with tenure.connect(mongodb_url) as locks:
         backend = locks.backend
-        assert isinstance(backend, MongoDBBackend)
-        collection = backend._locks()
+        assert isinstance(backend, MongoDBStore)
+        collection = backend.connection.collection(Kind.LOCK)
         monkeypatch.setattr(type(collection), "find_one_and_update", racing_upsert)
-        assert backend.acquire(f"dup:{uuid.uuid4().hex}", "t", 5.0, HOLDER) == Busy(None)
+        assert backend.acquire(f"dup:{uuid.uuid4().hex}", LOCK, "t", 5.0, HOLDER) == Busy(None)
         lock = locks.lock(f"dup:{uuid.uuid4().hex}", ttl=5)
         assert lock.acquire(timeout=0.1) is False
 
@@ -345,19 +346,19 @@ def test_busy_reports_the_holders_time_left(mongodb_url: str) -> None:
     name = f"busy:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         backend = locks.backend
-        first = backend.acquire(name, "holder", 3.0, HOLDER)
+        first = backend.acquire(name, LOCK, "holder", 3.0, HOLDER)
         assert isinstance(first, Grant)
-        busy = backend.acquire(name, "waiter", 3.0, HOLDER)
+        busy = backend.acquire(name, LOCK, "waiter", 3.0, HOLDER)
         assert isinstance(busy, Busy) and busy.ttl_left is not None
         assert 2.0 < busy.ttl_left <= 3.0
         time.sleep(0.5)
-        later = backend.acquire(name, "waiter", 3.0, HOLDER)
+        later = backend.acquire(name, LOCK, "waiter", 3.0, HOLDER)
         assert isinstance(later, Busy) and later.ttl_left is not None
         assert 1.5 < later.ttl_left <= busy.ttl_left - 0.4
         # Same token again (a retried acquire): the same fence, a fresh lease.
-        assert backend.acquire(name, "holder", 3.0, HOLDER) == first
-        assert backend.release(name, "holder")
-        second = backend.acquire(name, "waiter", 3.0, HOLDER)
+        assert backend.acquire(name, LOCK, "holder", 3.0, HOLDER) == first
+        assert backend.release(Kind.LOCK, name, "holder")
+        second = backend.acquire(name, LOCK, "waiter", 3.0, HOLDER)
         assert isinstance(second, Grant) and second.fence > first.fence
 
 
@@ -367,37 +368,55 @@ def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
         backend = locks.backend
         names = [prefix + str(i) for i in range(3)]
         for name in names:
-            assert isinstance(backend.acquire(name, "token-" + name, 5.0, HOLDER), Grant)
+            assert isinstance(backend.acquire(name, LOCK, "token-" + name, 5.0, HOLDER), Grant)
         renewals = [Renewal(name, "token-" + name, 5.0) for name in names]
         assert backend.extend_many(renewals) == [True, True, True]
-        assert backend.break_lock(names[1])
+        assert backend.break_leases(Kind.LOCK, names[1])
         wrong_token = Renewal(names[2], "not-the-token", 5.0)
         assert backend.extend_many([*renewals, wrong_token]) == [True, False, True, False]
         assert backend.extend_many([]) == []
+
+
+def test_one_batch_of_renewals_may_mix_kinds(mongodb_url: str) -> None:
+    """Each renewal names its kind: every kind's records are renewed in their own collection,
+    and the answers come back in the order asked."""
+    name = f"mixed:{uuid.uuid4().hex}"
+    semaphore = LeaseSpec(Kind.SEMAPHORE, limit=2)
+    reader = LeaseSpec(Kind.RWLOCK, mode=Mode.READ, queue_ttl=3.0)
+    with tenure.connect(mongodb_url) as locks:
+        backend = locks.backend
+        for spec in (LOCK, semaphore, reader):
+            assert isinstance(backend.acquire(name, spec, "t", 5.0, HOLDER), Grant)
+        renewals = [Renewal(name, "t", 5.0, kind)
+                    for kind in (Kind.RWLOCK, Kind.LOCK, Kind.SEMAPHORE)]
+        assert backend.extend_many(renewals) == [True, True, True]
+        assert backend.release(Kind.SEMAPHORE, name, "t")
+        assert backend.extend_many([*renewals, Renewal(name, "u", 5.0, Kind.LOCK)]) == [
+            True, True, False, False]
 
 
 async def test_async_flavour(mongodb_url: str) -> None:
     prefix = f"async:{uuid.uuid4().hex}:"
     async with tenure.connect_async(mongodb_url) as locks:
         backend = locks.backend
-        first = await backend.acquire(prefix + "a", "t1", 5.0, HOLDER)
+        first = await backend.acquire(prefix + "a", LOCK, "t1", 5.0, HOLDER)
         assert isinstance(first, Grant)
-        busy = await backend.acquire(prefix + "a", "t2", 5.0, HOLDER)
+        busy = await backend.acquire(prefix + "a", LOCK, "t2", 5.0, HOLDER)
         assert isinstance(busy, Busy) and busy.ttl_left is not None and busy.ttl_left > 4
-        assert isinstance(await backend.acquire(prefix + "b", "t3", 5.0, HOLDER), Grant)
+        assert isinstance(await backend.acquire(prefix + "b", LOCK, "t3", 5.0, HOLDER), Grant)
         renewals = [Renewal(prefix + "a", "t1", 5.0), Renewal(prefix + "b", "t9", 5.0)]
         assert await backend.extend_many(renewals) == [True, False]
-        assert await backend.owned(prefix + "a", "t1")
-        assert not await backend.owned(prefix + "a", "t2")
-        listed = await backend.list_locks(prefix)
+        assert await backend.owned(Kind.LOCK, prefix + "a", "t1")
+        assert not await backend.owned(Kind.LOCK, prefix + "a", "t2")
+        listed = await backend.list_records(Kind.LOCK, prefix)
         assert [info.name for info in listed] == [prefix + "a", prefix + "b"]
         assert all(info.holder == HOLDER for info in listed)
-        assert await backend.break_lock(prefix + "b")
-        assert not await backend.release(prefix + "b", "t3")
-        assert await backend.release(prefix + "a", "t1")
-        info = await backend.inspect(prefix + "a")
+        assert await backend.break_leases(Kind.LOCK, prefix + "b")
+        assert not await backend.release(Kind.LOCK, prefix + "b", "t3")
+        assert await backend.release(Kind.LOCK, prefix + "a", "t1")
+        info = await backend.inspect(Kind.LOCK, prefix + "a")
         assert info is not None and info.fence == first.fence and not info.held
-        assert await backend.inspect(prefix + "never") is None
+        assert await backend.inspect(Kind.LOCK, prefix + "never") is None
 
 
 def test_prefix_listing_is_exact(mongodb_url: str) -> None:
@@ -407,7 +426,7 @@ def test_prefix_listing_is_exact(mongodb_url: str) -> None:
     with tenure.connect(mongodb_url) as locks:
         backend = locks.backend
         for name in names:
-            assert isinstance(backend.acquire(name, "t", 5.0, HOLDER), Grant)
+            assert isinstance(backend.acquire(name, LOCK, "t", 5.0, HOLDER), Grant)
         assert [i.name for i in locks.list_locks(base)] == sorted(names)
         assert [i.name for i in locks.list_locks(base + "a")] == sorted(
             n for n in names if n.startswith(base + "a"))
@@ -483,10 +502,9 @@ def test_an_old_client_never_makes_a_stale_value_look_current(
     collection = raw["tenure"][collection_name]
     with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
         backend = locks.backend
-        assert isinstance(backend, MongoDBBackend)
+        assert isinstance(backend, MongoDBStore)
         # The leader's document, released by an old client (say, `tenure` of before).
-        assert isinstance(backend.acquire_with_value("a", "leader", 5.0, HOLDER,
-                                                     value="A"), Grant)
+        assert isinstance(backend.acquire("a", LeaseSpec(value="A"), "leader", 5.0, HOLDER), Grant)
         _old_release(collection, "a", "leader")
         assert collection.find_one({"_id": "a"})["value"] == "A"  # type: ignore[index]
         assert locks.election("a", ttl=5).leader() is None
@@ -499,8 +517,7 @@ def test_an_old_client_never_makes_a_stale_value_look_current(
         assert backend.set_value("a", "leader", "stale") is False
         _old_release(collection, "a", "old")
         # The leader's lease lapses (no release at all); an old client's grant follows.
-        assert isinstance(backend.acquire_with_value("a", "next", 0.2, HOLDER,
-                                                     value="B"), Grant)
+        assert isinstance(backend.acquire("a", LeaseSpec(value="B"), "next", 0.2, HOLDER), Grant)
         time.sleep(0.5)
         _old_acquire(collection, "a", "old2", 5000)
         document = collection.find_one({"_id": "a"})
@@ -515,24 +532,24 @@ def test_a_retry_keeps_the_value_and_set_value_needs_the_live_lease(
 ) -> None:
     with tenure.connect(with_collection(mongodb_url, collection=collection_name)) as locks:
         backend = locks.backend
-        assert isinstance(backend, MongoDBBackend)
-        first = backend.acquire_with_value("a", "t", 5.0, HOLDER, value="first")
+        assert isinstance(backend, MongoDBStore)
+        first = backend.acquire("a", LeaseSpec(value="first"), "t", 5.0, HOLDER)
         assert isinstance(first, Grant)
         assert backend.set_value("a", "t", "proclaimed")
         # A retried campaign (its reply lost) keeps what was proclaimed since, and the fence.
-        assert backend.acquire_with_value("a", "t", 5.0, HOLDER, value="first") == first
-        assert backend.inspect("a").value == "proclaimed"  # type: ignore[union-attr]
+        assert backend.acquire("a", LeaseSpec(value="first"), "t", 5.0, HOLDER) == first
+        assert backend.inspect(Kind.LOCK, "a").value == "proclaimed"  # type: ignore[union-attr]
         # Busy: the other candidate's value is not written.
-        assert isinstance(backend.acquire_with_value("a", "u", 5.0, HOLDER, value="u"), Busy)
+        assert isinstance(backend.acquire("a", LeaseSpec(value="u"), "u", 5.0, HOLDER), Busy)
         assert backend.set_value("a", "u", "u") is False
-        assert backend.inspect("a").value == "proclaimed"  # type: ignore[union-attr]
+        assert backend.inspect(Kind.LOCK, "a").value == "proclaimed"  # type: ignore[union-attr]
         # A plain acquire's holder may set a value (tagged with its own token).
-        assert isinstance(backend.acquire("b", "p", 5.0, HOLDER), Grant)
-        assert backend.inspect("b").value is None  # type: ignore[union-attr]
+        assert isinstance(backend.acquire("b", LOCK, "p", 5.0, HOLDER), Grant)
+        assert backend.inspect(Kind.LOCK, "b").value is None  # type: ignore[union-attr]
         assert backend.set_value("b", "p", "set")
-        assert backend.inspect("b").value == "set"  # type: ignore[union-attr]
+        assert backend.inspect(Kind.LOCK, "b").value == "set"  # type: ignore[union-attr]
         # Lapsed: set_value changes nothing.
-        assert isinstance(backend.acquire_with_value("c", "t", 0.2, HOLDER, value="c"), Grant)
+        assert isinstance(backend.acquire("c", LeaseSpec(value="c"), "t", 0.2, HOLDER), Grant)
         time.sleep(0.5)
         assert backend.set_value("c", "t", "late") is False
         document = raw["tenure"][collection_name].find_one({"_id": "c"})

@@ -81,7 +81,10 @@ def test_an_unreachable_server_error_is_short_and_keeps_the_driver_error() -> No
     ) as caught:
         locks.lock("dead:short", ttl=5).acquire(timeout=30)
     message = str(caught.value)
-    # One readable line: the server and what went wrong, not PyMongo's topology dump...
+    # One readable line in the one form every backend's failures take (backend, action,
+    # lock): the server and what went wrong, not PyMongo's topology dump...
+    assert message.startswith("mongodb://127.0.0.1:"), message
+    assert ": acquire of 'dead:short' failed: " in message, message
     assert "Topology Description" not in message and len(message) < 300, message
     assert "127.0.0.1" in message and "refused" in message.lower(), message
     # ...which stays available, whole, on the driver's error.

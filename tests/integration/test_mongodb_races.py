@@ -12,7 +12,7 @@ import pymongo
 import pytest
 
 import tenure
-from tenure._types import Grant
+from tenure._types import Grant, Kind, LeaseSpec
 from tests.integration.processes import finish, worker
 
 pytestmark = pytest.mark.mongodb
@@ -146,9 +146,9 @@ def test_names_that_are_not_strings_are_rejected(mongodb_url: str, bad_name: obj
         # The backend checks too, for callers that reach it directly.
         holder = tenure.Holder("host", 1, "thread")
         with pytest.raises(tenure.InvalidArgumentType):
-            locks.backend.acquire(bad_name, "token", 1.0, holder)  # type: ignore[arg-type]
+            locks.backend.acquire(bad_name, LeaseSpec(), "token", 1.0, holder)  # type: ignore[arg-type]
         with pytest.raises(tenure.InvalidArgumentType):
-            locks.backend.inspect(bad_name)  # type: ignore[arg-type]
+            locks.backend.inspect(Kind.LOCK, bad_name)  # type: ignore[arg-type]
 
 
 def test_holder_text_is_stored_as_text(mongodb_url: str) -> None:
@@ -156,12 +156,12 @@ def test_holder_text_is_stored_as_text(mongodb_url: str) -> None:
     name = f"holder:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         holder = tenure.Holder("$host", 7, "$$NOW")
-        first = locks.backend.acquire(name, "$token", 5.0, holder)
+        first = locks.backend.acquire(name, LeaseSpec(), "$token", 5.0, holder)
         assert isinstance(first, Grant)
         info = locks.inspect(name)
         assert info is not None and info.holder == holder
-        assert locks.backend.owned(name, "$token")
-        assert locks.backend.acquire(name, "$token", 5.0, holder) == first  # a retry
-        assert locks.backend.release(name, "$token")
+        assert locks.backend.owned(Kind.LOCK, name, "$token")
+        assert locks.backend.acquire(name, LeaseSpec(), "$token", 5.0, holder) == first  # a retry
+        assert locks.backend.release(Kind.LOCK, name, "$token")
         info = locks.inspect(name)
         assert info is not None and info.fence == first.fence and not info.held

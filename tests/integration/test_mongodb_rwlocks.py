@@ -15,8 +15,8 @@ import pymongo.errors
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder, Renewal
-from tenure.backends.mongodb._sync import MongoDBBackend
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
+from tenure.backends.mongodb._sync.store import MongoDBStore
 
 pytestmark = pytest.mark.mongodb
 
@@ -38,9 +38,9 @@ def raw(mongodb_url: str) -> Iterator[pymongo.MongoClient[dict[str, Any]]]:
         client.close()
 
 
-def backend_of(locks: tenure.Locks) -> MongoDBBackend:
+def backend_of(locks: tenure.Locks) -> MongoDBStore:
     backend = locks.backend
-    assert isinstance(backend, MongoDBBackend)
+    assert isinstance(backend, MongoDBStore)
     return backend
 
 
@@ -50,9 +50,10 @@ def grant(outcome: Grant | Busy) -> int:
     return outcome.fence
 
 
-def acquire(backend: MongoDBBackend, name: str, token: str, mode: str,
+def acquire(backend: MongoDBStore, name: str, token: str, mode: str,
             ttl: float = 5.0, holder: Holder = HOLDER) -> Grant | Busy:
-    return backend.acquire_queued(name, token, ttl, holder, mode=mode, queue_ttl=QUEUE_TTL)
+    spec = LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=QUEUE_TTL)
+    return backend.acquire(name, spec, token, ttl, holder)
 
 
 def test_the_collection_is_made_on_first_use_with_its_index(
@@ -118,25 +119,25 @@ def test_a_refreshed_place_keeps_its_arrival_position(mongodb_url: str) -> None:
         assert isinstance(acquire(backend, name, "first", "write"), Busy)  # a refresh
         # A reader arriving now waits behind the writers' places, whatever the holders.
         assert isinstance(acquire(backend, name, "reader", "read"), Busy)
-        assert backend.release_queued(name, "holder")
+        assert backend.release(Kind.RWLOCK, name, "holder")
         assert isinstance(acquire(backend, name, "second", "write"), Busy)
         first = grant(acquire(backend, name, "first", "write"))
         assert first > holder
-        info = backend.inspect_queue(name)
+        info = backend.inspect(Kind.RWLOCK, name)
         assert info is not None and info.queued == 2 and info.fence == first
-        assert backend.release_queued(name, "first")
+        assert backend.release(Kind.RWLOCK, name, "first")
         assert isinstance(acquire(backend, name, "reader", "read"), Busy)
         second = grant(acquire(backend, name, "second", "write"))
         assert second > first
         # A retry of a granted token: the same fence, its lease restarted, no new place.
         assert acquire(backend, name, "second", "write") == Grant(second)
-        assert backend.release_queued(name, "second")
+        assert backend.release(Kind.RWLOCK, name, "second")
         reader = grant(acquire(backend, name, "reader", "read"))
         assert grant(acquire(backend, name, "late reader", "read")) > reader > second
         # A place that gives up leaves: release_queued says no lease was held.
         assert isinstance(acquire(backend, name, "writer", "write"), Busy)
-        assert backend.release_queued(name, "writer") is False
-        info = backend.inspect_queue(name)
+        assert backend.release(Kind.RWLOCK, name, "writer") is False
+        info = backend.inspect(Kind.RWLOCK, name)
         assert info is not None and info.queued == 0 and len(info.leases) == 2
 
 
@@ -153,7 +154,7 @@ def test_busy_reports_the_soonest_holders_time_left(mongodb_url: str) -> None:
         later = acquire(backend, name, "writer", "write")
         assert isinstance(later, Busy) and later.ttl_left is not None
         assert 1.5 < later.ttl_left <= busy.ttl_left - 0.4
-        assert backend.break_queue(name)
+        assert backend.break_leases(Kind.RWLOCK, name)
         # No holder: only the writer's place ahead holds a reader back.
         assert acquire(backend, name, "reader", "read") == Busy(None)
 
@@ -166,14 +167,14 @@ def test_text_is_stored_as_text(mongodb_url: str) -> None:
         backend = backend_of(locks)
         first = grant(acquire(backend, name, "$token", "read", holder=holder))
         assert isinstance(acquire(backend, name, "$$ROOT", "write", holder=holder), Busy)
-        info = backend.inspect_queue(name)
+        info = backend.inspect(Kind.RWLOCK, name)
         assert info is not None and info.name == name and info.queued == 1
         assert [lease.holder for lease in info.leases] == [holder]
-        assert backend.queued_owned(name, "$token")
-        assert not backend.queued_owned(name, "$$ROOT")
-        assert backend.release_queued(name, "$token")
+        assert backend.owned(Kind.RWLOCK, name, "$token")
+        assert not backend.owned(Kind.RWLOCK, name, "$$ROOT")
+        assert backend.release(Kind.RWLOCK, name, "$token")
         assert grant(acquire(backend, name, "$$ROOT", "write", holder=holder)) > first
-        assert [info.name for info in backend.list_queues(name)] == [name]
+        assert [info.name for info in backend.list_records(Kind.RWLOCK, name)] == [name]
 
 
 def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
@@ -183,12 +184,12 @@ def test_batched_renewals_say_which_were_refused(mongodb_url: str) -> None:
         names = [prefix + str(i) for i in range(3)]
         for name in names:
             grant(acquire(backend, name, "token-" + name, "read"))
-        renewals = [Renewal(name, "token-" + name, 5.0, "rwlock") for name in names]
-        assert backend.extend_queued(renewals) == [True, True, True]
-        assert backend.break_queue(names[1])
-        wrong_token = Renewal(names[2], "not-the-token", 5.0, "rwlock")
-        assert backend.extend_queued([*renewals, wrong_token]) == [True, False, True, False]
-        assert backend.extend_queued([]) == []
+        renewals = [Renewal(name, "token-" + name, 5.0, Kind.RWLOCK) for name in names]
+        assert backend.extend_many(renewals) == [True, True, True]
+        assert backend.break_leases(Kind.RWLOCK, names[1])
+        wrong_token = Renewal(names[2], "not-the-token", 5.0, Kind.RWLOCK)
+        assert backend.extend_many([*renewals, wrong_token]) == [True, False, True, False]
+        assert backend.extend_many([]) == []
 
 
 def test_a_racing_upserts_duplicate_key_error_is_tried_again(
@@ -199,7 +200,7 @@ def test_a_racing_upserts_duplicate_key_error_is_tried_again(
     name = f"dup:{uuid.uuid4().hex}"
     with tenure.connect(mongodb_url) as locks:
         backend = backend_of(locks)
-        collection = backend._rwlocks()
+        collection = backend.connection.collection(Kind.RWLOCK)
         real = type(collection).find_one_and_update
         calls: list[object] = []
 
@@ -212,5 +213,5 @@ def test_a_racing_upserts_duplicate_key_error_is_tried_again(
         monkeypatch.setattr(type(collection), "find_one_and_update", racing_once)
         fence = grant(acquire(backend, name, "token", "write"))
         assert len(calls) == 2
-        info = backend.inspect_queue(name)
+        info = backend.inspect(Kind.RWLOCK, name)
         assert info is not None and info.fence == fence  # granted once, by the second try

@@ -64,9 +64,12 @@ ACTIONS: Mapping[str, str] = {
 """How a BackendError names each verb's action."""
 
 
-def failure(where: str, action: str, subject: str, error: BaseException) -> BackendError:
-    """The one way a store's failure reads: backend (redacted URL), action, lock, cause."""
-    detail = str(error) or type(error).__name__
+def failure(
+    where: str, action: str, subject: str, error: BaseException, detail: str | None = None
+) -> BackendError:
+    """The one way a store's failure reads: backend (redacted URL), action, lock, cause
+    (``detail``: the cause as the store's ``error_detail`` reads it; else its text)."""
+    detail = detail or str(error) or type(error).__name__
     return BackendError(f"{where}: {action} of {subject} failed: {detail}")
 
 
@@ -100,7 +103,9 @@ def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
         except store.driver_errors as exc:
             subject = (repr(self.name) if isinstance(self, AsyncAttempt)
                        else _subject(verb, args))
-            raise failure(store.describe(), action, subject, exc) from exc
+            raise failure(
+                store.describe(), action, subject, exc, store.error_detail(exc)
+            ) from exc
 
     translated.__translated__ = True  # type: ignore[attr-defined]
     return translated
@@ -327,3 +332,8 @@ class AsyncStore(abc.ABC):
     def describe(self) -> str:
         """The backend's URL without credentials, for messages and ``tenure`` output."""
         return type(self).__name__
+
+    def error_detail(self, error: BaseException) -> str:
+        """How a driver's ``error`` reads as the cause in a BackendError: its text. A store
+        whose driver writes pages (a topology dump) shortens it; ``__cause__`` keeps it whole."""
+        return str(error) or type(error).__name__

@@ -37,10 +37,9 @@ Rules every document below follows:
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from tenure._types import Holder, LockInfo
+from tenure._types import Holder
 
 __all__ = [
     "GRANTED_FIELDS",
@@ -54,9 +53,7 @@ __all__ = [
     "info_pipeline",
     "milliseconds",
     "name_filter",
-    "owned_among",
     "prefix_filter",
-    "to_info",
 ]
 
 Document = dict[str, Any]
@@ -222,31 +219,24 @@ def break_filter(name: str) -> Document:
     return {"_id": name, "$expr": LIVE}
 
 
-# After a partial failure of a batched extend: which of NAMES are held live right now, and by
-# which token. Input: the names (plain strings, as $in elements). Output: {_id, token} each.
-def owned_among(names: list[str]) -> Document:
-    return {"_id": {"$in": names}, "$expr": LIVE}
-
-
 # ---- reading -----------------------------------------------------------------------------
 #
-# An aggregation projection, so that liveness and the time left are computed by $$NOW on the
-# server. Output per document: _id, fence, live (bool), ttl_left_ms (null when no lease),
-# acquired_at, host, pid, thread, value (null unless written by the token holding the lease).
+# An aggregation projection, so that liveness is judged by $$NOW on the server. Output per
+# document, in the shape ``_rows.to_info`` reads for every kind: _id, fence, leases (the live
+# lease as a one-element list: acquired_at, expires_at, host, pid, thread; empty when none),
+# now ($$NOW), value (null unless written by the token holding the lease).
 _INFO_PROJECTION: Document = {
     "_id": 1,
     "fence": 1,
-    "acquired_at": 1,
-    "host": 1,
-    "pid": 1,
-    "thread": 1,
-    "live": {
-        "$and": [
-            {"$ne": [{"$ifNull": ["$token", None]}, None]},
-            LIVE,
+    "leases": {
+        "$cond": [
+            {"$and": [{"$ne": [{"$ifNull": ["$token", None]}, None]}, LIVE]},
+            [{"acquired_at": "$acquired_at", "expires_at": "$expires_at", "host": "$host",
+              "pid": "$pid", "thread": "$thread"}],
+            [],
         ]
     },
-    "ttl_left_ms": {"$subtract": ["$expires_at", "$$NOW"]},
+    "now": "$$NOW",
     # The value counts only when the live token wrote it (see the module docstring).
     "value": {
         "$cond": [
@@ -262,7 +252,8 @@ _INFO_PROJECTION: Document = {
 
 
 def info_pipeline(match: Document) -> Pipeline:
-    """``aggregate`` input: the documents ``match`` selects, by name, as ``to_info`` reads."""
+    """``aggregate`` input: the documents ``match`` selects, by name, as ``_rows.to_info``
+    reads."""
     return [{"$match": match}, {"$sort": {"_id": 1}}, {"$project": _INFO_PROJECTION}]
 
 
@@ -291,24 +282,3 @@ def _successor(prefix: str) -> str | None:
     if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
         code = 0xE000
     return stripped[:-1] + chr(code)
-
-
-def to_info(document: Document) -> LockInfo:
-    """A ``LockInfo`` from one document of ``info_pipeline``."""
-    name = document["_id"]
-    fence = int(document.get("fence") or 0)
-    if not document.get("live"):
-        return LockInfo(name, fence, None, None, None)
-    acquired_at = document.get("acquired_at")
-    if isinstance(acquired_at, datetime.datetime) and acquired_at.tzinfo is None:
-        acquired_at = acquired_at.replace(tzinfo=datetime.UTC)
-    pid = document.get("pid")
-    return LockInfo(
-        name,
-        fence,
-        Holder(str(document.get("host", "")), int(pid) if pid is not None else 0,
-               str(document.get("thread", ""))),
-        acquired_at if isinstance(acquired_at, datetime.datetime) else None,
-        max(0.0, float(document["ttl_left_ms"]) / 1000.0),
-        value=value if isinstance(value := document.get("value"), str) else None,
-    )

@@ -1,4 +1,5 @@
-"""PyMongo's error messages, made fit for a one-line BackendError (both flavours).
+"""The MongoDB driver's errors: which mean the store failed (``DRIVER_ERRORS``, the store's
+``driver_errors``), and their messages made fit for a one-line BackendError (both flavours).
 
 A server selection that timed out reads, in PyMongo: each server's error, each with the
 configured timeouts, then ``Timeout: 4.99s, Topology Description: <...>`` repeating every
@@ -11,7 +12,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["driver_message"]
+from bson.errors import BSONError
+from pymongo.errors import PyMongoError
+
+__all__ = ["DRIVER_ERRORS", "driver_message"]
+
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (PyMongoError, BSONError)
+"""Every PyMongo error (connection, selection timeout, server error, write concern) and a
+document BSON cannot encode or decode."""
 
 _CONFIGURED = re.compile(r" \(configured timeouts: [^)]*\)")
 _TIMEOUT = re.compile(r", Timeout: ([0-9.]+)s")

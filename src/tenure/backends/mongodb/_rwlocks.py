@@ -36,15 +36,16 @@ well as MongoDB 4.2+: ``$filter``, ``$map``, ``$in``, ``$size``, ``$concatArrays
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from tenure._async.capabilities import WRITE
-from tenure._types import Holder, LeaseInfo, LockInfo
-from tenure.backends.mongodb._documents import next_fence
+from tenure._types import Holder, Mode
+from tenure.backends.mongodb._documents import name_filter, next_fence
+
+WRITE = Mode.WRITE.value
 
 __all__ = [
     "acquire_queued_update",
+    "break_queue_filter",
     "break_update",
     "extend_lease_update",
     "has_entry",
@@ -52,7 +53,6 @@ __all__ = [
     "live_entries",
     "queue_info_pipeline",
     "release_update",
-    "to_queue_info",
 ]
 
 Document = dict[str, Any]
@@ -254,7 +254,7 @@ def _with_gc(pipeline: Pipeline, gc_after_ms: int | None) -> Pipeline:
 
 def queue_info_pipeline(match: Document) -> Pipeline:
     """``aggregate`` input: each record ``match`` selects, with its live leases, the number
-    of live places and the server's time, as ``to_queue_info`` reads."""
+    of live places and the server's time, as ``_rows.to_info`` reads."""
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},
@@ -265,30 +265,6 @@ def queue_info_pipeline(match: Document) -> Pipeline:
     ]
 
 
-def _utc(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, datetime.datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
-
-
-def to_queue_info(document: Document) -> LockInfo:
-    """A ``LockInfo`` (kind "rwlock") from one document of ``queue_info_pipeline``."""
-    now = _utc(document.get("now"))
-    leases = []
-    for lease in document.get("leases") or []:
-        expires_at = _utc(lease.get("expires_at"))
-        left = 0.0 if expires_at is None or now is None else (
-            (expires_at - now).total_seconds()
-        )
-        pid = lease.get("pid")
-        leases.append(LeaseInfo(
-            Holder(str(lease.get("host", "")), int(pid) if pid is not None else 0,
-                   str(lease.get("thread", ""))),
-            _utc(lease.get("acquired_at")), max(0.0, left), int(lease.get("fence") or 0),
-            str(lease.get("mode", "")),
-        ))
-    leases.sort(key=lambda lease: lease.fence or 0)  # oldest first: fences follow grants
-    return LockInfo(
-        document["_id"], int(document.get("fence") or 0), None, None, None, kind="rwlock",
-        leases=tuple(leases), queued=int(document.get("queued") or 0),
-    )
+def break_queue_filter(name: str) -> Document:
+    """Matches the record ``name`` only while a lease of it is live (its places stay)."""
+    return {**name_filter(name), "$expr": {"$gt": [{"$size": live_entries("$leases")}, 0]}}

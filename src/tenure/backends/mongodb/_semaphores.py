@@ -23,20 +23,20 @@ holder's permit is free once its lease ends.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from tenure._types import Holder, LeaseInfo, LockInfo
-from tenure.backends.mongodb._documents import next_fence
+from tenure._types import Holder
+from tenure.backends.mongodb._documents import name_filter, next_fence
 
 __all__ = [
     "acquire_permit_update",
+    "break_permits_filter",
+    "break_permits_update",
     "extend_permit_update",
     "holds_permit",
     "live_permits",
     "release_permit_update",
     "semaphore_info_pipeline",
-    "to_semaphore_info",
 ]
 
 Document = dict[str, Any]
@@ -153,37 +153,19 @@ def extend_permit_update(token: str, ttl_ms: int, gc_after_ms: int | None) -> Pi
 
 def semaphore_info_pipeline(match: Document) -> Pipeline:
     """``aggregate`` input: each semaphore ``match`` selects, with its live permits and the
-    server's time, as ``to_semaphore_info`` reads."""
+    server's time, as ``_rows.to_info`` reads (the permits as ``leases``)."""
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},
-        {"$project": {"fence": 1, "limit": 1, "permits": live_permits(), "now": "$$NOW"}},
+        {"$project": {"fence": 1, "limit": 1, "leases": live_permits(), "now": "$$NOW"}},
     ]
 
 
-def _utc(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, datetime.datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+def break_permits_filter(name: str) -> Document:
+    """Matches the semaphore ``name`` only while a permit of it is live."""
+    return {**name_filter(name), "$expr": {"$gt": [{"$size": live_permits()}, 0]}}
 
 
-def to_semaphore_info(document: Document) -> LockInfo:
-    now = _utc(document.get("now"))
-    leases = []
-    for permit in document.get("permits") or []:
-        expires_at = _utc(permit.get("expires_at"))
-        left = 0.0 if expires_at is None or now is None else (
-            (expires_at - now).total_seconds()
-        )
-        pid = permit.get("pid")
-        leases.append(LeaseInfo(
-            Holder(str(permit.get("host", "")), int(pid) if pid is not None else 0,
-                   str(permit.get("thread", ""))),
-            _utc(permit.get("acquired_at")), max(0.0, left), int(permit.get("fence") or 0),
-        ))
-    leases.sort(key=lambda lease: lease.fence or 0)
-    limit = document.get("limit")
-    return LockInfo(
-        document["_id"], int(document.get("fence") or 0), None, None, None, kind="semaphore",
-        limit=None if limit is None else int(limit), leases=tuple(leases),
-    )
+def break_permits_update() -> Pipeline:
+    """With ``break_permits_filter`` in ONE update_one: every permit goes, the fence stays."""
+    return [{"$set": {"permits": []}}]

@@ -1,0 +1,58 @@
+"""The one reading of a MongoDB row as a ``LockInfo``, for every kind (both flavours).
+
+Each kind's info pipeline (``_documents``, ``_semaphores``, ``_rwlocks``) projects the same
+shape: ``_id``, ``fence``, ``leases`` (the live ones: holder fields, ``acquired_at``,
+``expires_at``, and a permit's or queued lease's own ``fence`` and ``mode``), ``now`` (the
+server's ``$$NOW`` of that read), and where the kind has them ``limit``, ``queued`` and
+``value``. Time left is each expiry less that ``now``: the server's clock, never ours.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+
+__all__ = ["to_info", "utc"]
+
+
+def utc(value: Any) -> datetime.datetime | None:
+    """A date read back as an aware UTC datetime (None if it is not a date)."""
+    if not isinstance(value, datetime.datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+
+
+def _lease(entry: dict[str, Any], now: datetime.datetime | None) -> LeaseInfo:
+    expires_at = utc(entry.get("expires_at"))
+    left = 0.0 if expires_at is None or now is None else (expires_at - now).total_seconds()
+    pid, fence, mode = entry.get("pid"), entry.get("fence"), entry.get("mode")
+    return LeaseInfo(
+        Holder(str(entry.get("host", "")), int(pid) if pid is not None else 0,
+               str(entry.get("thread", ""))),
+        utc(entry.get("acquired_at")), max(0.0, left),
+        int(fence) if fence is not None else None,
+        mode if isinstance(mode, str) else None,
+    )
+
+
+def to_info(kind: Kind, row: dict[str, Any]) -> LockInfo:
+    """A ``LockInfo`` of ``kind`` from one row of that kind's info pipeline."""
+    now = utc(row.get("now"))
+    leases = [_lease(entry, now) for entry in row.get("leases") or []]
+    leases.sort(key=lambda lease: lease.fence or 0)  # oldest first: fences follow grants
+    name, fence = row["_id"], int(row.get("fence") or 0)
+    if kind is Kind.LOCK:  # at most one lease, described by the record itself
+        if not leases:
+            return LockInfo(name, fence, None, None, None)
+        value = row.get("value")
+        only = leases[0]
+        return LockInfo(name, fence, only.holder, only.acquired_at, only.ttl_left,
+                        value=value if isinstance(value, str) else None)
+    limit = row.get("limit")
+    return LockInfo(
+        name, fence, None, None, None, kind=kind.value,
+        limit=None if limit is None else int(limit), leases=tuple(leases),
+        queued=int(row.get("queued") or 0),
+    )
