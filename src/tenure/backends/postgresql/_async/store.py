@@ -41,9 +41,9 @@ CHANNEL_PREFIXES = {Kind.LOCK: "", Kind.SEMAPHORE: SEMAPHORE_WAKE_PREFIX,
 
 
 @dataclasses.dataclass(frozen=True)
-class _Leases:
-    """A kind whose leases live apart from the locks (semaphores, read-write and fair
-    locks): its statements, and the table its clean-up sweeps."""
+class _Statements:
+    """One kind's statements for the verbs after acquire (each kind's records live in
+    tables of their own), and the table its clean-up sweeps."""
 
     release: str
     extend_many: str
@@ -93,13 +93,18 @@ class AsyncPostgreSQLStore(AsyncStore):
                                forget=self._schema.forget)
         self._cleanup = AsyncCleanup(self._pool, settings.gc_after)
         self._listener: AsyncListener | None = None
-        self._leases = {
-            Kind.SEMAPHORE: _Leases(
+        sql = self._sql
+        self._statements = {
+            Kind.LOCK: _Statements(
+                sql.release, sql.extend_many, sql.owned, sql.inspect, sql.list_locks,
+                sql.break_lock, sql.table, sql.sweep,
+            ),
+            Kind.SEMAPHORE: _Statements(
                 semaphores.release, semaphores.extend_many, semaphores.owned,
                 semaphores.inspect, semaphores.list_semaphores, semaphores.break_semaphore,
                 semaphores.permits, semaphores.sweep,
             ),
-            Kind.RWLOCK: _Leases(
+            Kind.RWLOCK: _Statements(
                 rwlocks.release, rwlocks.extend_many, rwlocks.owned, rwlocks.inspect,
                 rwlocks.list_queues, rwlocks.break_queue, rwlocks.records, rwlocks.sweep,
             ),
@@ -188,88 +193,72 @@ class AsyncPostgreSQLStore(AsyncStore):
         return _busy(soonest)
 
     async def release(self, kind: Kind, name: str, token: str) -> bool:
-        params = {"name": name, "token": token, "channel": self._sql.table}
-        if kind is Kind.LOCK:
-            released = len(await self._pool.execute(self._sql.release, params)) == 1
-            self._cleanup.collect(self._sql.table, self._sql.sweep)
-            return released
-        if not await self._schema.ready(self._pool, kind, write=True):
+        statements = await self._kind(kind, write=True)
+        if statements is None:
             return False
-        leases = self._leases[kind]
-        rows = await self._pool.execute(leases.release, params)
-        self._cleanup.collect(leases.records, leases.sweep)
-        return bool(rows and rows[0][0])
+        params = {"name": name, "token": token, "channel": self._sql.table}
+        rows = await self._pool.execute(statements.release, params)
+        self._cleanup.collect(statements.records, statements.sweep)
+        if kind is Kind.LOCK:
+            return len(rows) == 1
+        return bool(rows and rows[0][0])  # False: a waiting place left, no lease ended
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) > 1:  # one statement per kind, answers in the order asked
-            answers: dict[int, bool] = {}
-            for kind in kinds:
-                indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-                batch = await self.extend_many([renewals[i] for i in indexes])
-                answers.update(zip(indexes, batch, strict=True))
-            return [answers[i] for i in range(len(renewals))]
-        if not renewals:
-            return []
-        kind = Kind(renewals[0].kind)
-        if kind is Kind.LOCK:
-            statement = self._sql.extend_many
-        elif await self._schema.ready(self._pool, kind, write=True):
-            statement = self._leases[kind].extend_many
-        else:
-            return [False] * len(renewals)
-        # The statement returns the (name, token) of every lease it extended.
-        params = {
-            "names": [r.name for r in renewals],
-            "tokens": [r.token for r in renewals],
-            "ttls": [r.ttl for r in renewals],
-        }
-        extended = {tuple(row) for row in await self._pool.execute(statement, params)}
-        return [(r.name, r.token) in extended for r in renewals]
+        extended: set[tuple[Kind, str, str]] = set()
+        for kind in {Kind(renewal.kind) for renewal in renewals}:  # one statement per kind
+            statements = await self._kind(kind, write=True)
+            if statements is None:
+                continue
+            batch = [r for r in renewals if r.kind == kind]
+            # The statement returns the (name, token) of every lease it extended.
+            rows = await self._pool.execute(statements.extend_many, {
+                "names": [r.name for r in batch],
+                "tokens": [r.token for r in batch],
+                "ttls": [r.ttl for r in batch],
+            })
+            extended.update((kind, name, token) for name, token in rows)
+        return [(Kind(r.kind), r.name, r.token) in extended for r in renewals]
 
     async def owned(self, kind: Kind, name: str, token: str) -> bool:
-        if kind is Kind.LOCK:
-            statement = self._sql.owned
-        elif await self._schema.ready(self._pool, kind, write=True):
-            statement = self._leases[kind].owned
-        else:
+        statements = await self._kind(kind, write=True)
+        if statements is None:
             return False
-        rows = await self._pool.execute(statement, {"name": name, "token": token})
+        rows = await self._pool.execute(statements.owned, {"name": name, "token": token})
         return len(rows) == 1
 
     async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
-        if kind is Kind.LOCK:
-            statement = self._sql.inspect
-        elif await self._schema.ready(self._pool, kind, write=False):
-            statement = self._leases[kind].inspect
-        else:
+        statements = await self._kind(kind, write=False)
+        if statements is None:
             return None
-        rows = await self._pool.execute(statement, {"name": name})
+        rows = await self._pool.execute(statements.inspect, {"name": name})
         return record(kind, rows[0]) if rows else None
 
     async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
         if not _storable(prefix):
             return []  # no accepted name contains NUL or unencodable text
-        if kind is Kind.LOCK:
-            statement = self._sql.list_locks
-        elif await self._schema.ready(self._pool, kind, write=False):
-            statement = self._leases[kind].listing
-        else:
+        statements = await self._kind(kind, write=False)
+        if statements is None:
             return []
-        rows = await self._pool.execute(statement, {"prefix": prefix})
+        rows = await self._pool.execute(statements.listing, {"prefix": prefix})
         return [record(kind, row) for row in rows]
 
     async def break_leases(self, kind: Kind, name: str) -> bool:
-        params = {"name": name, "channel": self._sql.table}
-        if kind is Kind.LOCK:
-            return len(await self._pool.execute(self._sql.break_lock, params)) == 1
-        if not await self._schema.ready(self._pool, kind, write=False):
+        statements = await self._kind(kind, write=False)
+        if statements is None:
             return False
-        return len(await self._pool.execute(self._leases[kind].breaking, params)) > 0
+        params = {"name": name, "channel": self._sql.table}
+        return len(await self._pool.execute(statements.breaking, params)) > 0
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         params = {"name": name, "token": token, "value": value}
         return len(await self._pool.execute(self._sql.set_value, params)) == 1
+
+    async def _kind(self, kind: Kind, *, write: bool) -> _Statements | None:
+        """``kind``'s statements; None if its tables were never made (so it holds nothing).
+        The lock table is made by the first statement of all (``schema``)."""
+        if kind is Kind.LOCK or await self._schema.ready(self._pool, kind, write=write):
+            return self._statements[kind]
+        return None
 
     # ---- waiting (for ``AsyncPostgreSQLAttempt``) ------------------------------------------
 
