@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import AsyncAttempt, AsyncStore
+from tenure._async.store import AsyncAttempt, AsyncStore, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -204,20 +204,20 @@ class AsyncPostgreSQLStore(AsyncStore):
         return bool(rows and rows[0][0])  # False: a waiting place left, no lease ended
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        extended: set[tuple[Kind, str, str]] = set()
-        for kind in {Kind(renewal.kind) for renewal in renewals}:  # one statement per kind
-            statements = await self._kind(kind, write=True)
-            if statements is None:
-                continue
-            batch = [r for r in renewals if r.kind == kind]
-            # The statement returns the (name, token) of every lease it extended.
-            rows = await self._pool.execute(statements.extend_many, {
-                "names": [r.name for r in batch],
-                "tokens": [r.token for r in batch],
-                "ttls": [r.ttl for r in batch],
-            })
-            extended.update((kind, name, token) for name, token in rows)
-        return [(Kind(r.kind), r.name, r.token) in extended for r in renewals]
+        return await extend_by_kind(renewals, self._extend)
+
+    async def _extend(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
+        statements = await self._kind(kind, write=True)
+        if statements is None or not renewals:
+            return [False] * len(renewals)
+        # The statement returns the (name, token) of every lease it extended.
+        rows = await self._pool.execute(statements.extend_many, {
+            "names": [r.name for r in renewals],
+            "tokens": [r.token for r in renewals],
+            "ttls": [r.ttl for r in renewals],
+        })
+        extended = {tuple(row) for row in rows}
+        return [(r.name, r.token) in extended for r in renewals]
 
     async def owned(self, kind: Kind, name: str, token: str) -> bool:
         statements = await self._kind(kind, write=True)
