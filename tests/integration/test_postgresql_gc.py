@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Busy, Holder
+from tenure._types import Busy, Holder, Kind, LeaseSpec, Mode
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._semaphore_sql import SemaphoreStatements
-from tenure.backends.postgresql._sync import PostgreSQLBackend
+from tenure.backends.postgresql._sync.store import PostgreSQLStore
 from tests.integration.sql_support import raw
 
 pytestmark = pytest.mark.postgresql
@@ -142,9 +142,9 @@ def test_live_leases_permits_and_places_are_never_removed(
         ahead = locks.rwlock(other, ttl=30).write()
         assert ahead.acquire(blocking=False)
         queued = locks.backend
-        assert isinstance(queued, PostgreSQLBackend)
-        place = queued.acquire_queued(other, "a-place", 30, Holder("h", 1, "t"), mode="write",
-                                      queue_ttl=30)
+        assert isinstance(queued, PostgreSQLStore)
+        spec = LeaseSpec(Kind.RWLOCK, mode=Mode.WRITE, queue_ttl=30)
+        place = queued.acquire(other, spec, "a-place", 30, Holder("h", 1, "t"))
         assert isinstance(place, Busy)
         ahead.release()
         churn(locks, 1.5)  # many clean-ups

@@ -19,11 +19,10 @@ import psycopg
 import pytest
 
 import tenure
-from tenure._sync.capabilities import QueueSupport
-from tenure._types import Busy, Grant, Holder, Renewal
-from tenure.backends.postgresql import _sync as postgresql_sync
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
 from tenure.backends.postgresql._rwlock_sql import RwlockStatements
-from tenure.backends.postgresql._sync import PostgreSQLBackend
+from tenure.backends.postgresql._sync import connection as postgresql_connection
+from tenure.backends.postgresql._sync.store import PostgreSQLStore
 from tests.integration.processes import ROOT
 from tests.integration.sql_support import raw
 
@@ -39,9 +38,8 @@ def table() -> str:
 
 
 @pytest.fixture
-def backend(postgresql_url: str, table: str) -> Iterator[PostgreSQLBackend]:
-    backend = PostgreSQLBackend.from_url(postgresql_url, table=table)
-    assert isinstance(backend, QueueSupport)
+def backend(postgresql_url: str, table: str) -> Iterator[PostgreSQLStore]:
+    backend = PostgreSQLStore.from_url(postgresql_url, table=table)
     try:
         yield backend
     finally:
@@ -82,9 +80,10 @@ def record(url: str, table: str, name: str) -> tuple[Any, ...]:
     return fence, arrivals
 
 
-def acquire(backend: PostgreSQLBackend, name: str, token: str, mode: str, *, ttl: float = 10,
+def acquire(backend: PostgreSQLStore, name: str, token: str, mode: str, *, ttl: float = 10,
             queue_ttl: float = 3) -> Grant | Busy:
-    return backend.acquire_queued(name, token, ttl, HOLDER, mode=mode, queue_ttl=queue_ttl)
+    spec = LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=queue_ttl)
+    return backend.acquire(name, spec, token, ttl, HOLDER)
 
 
 def test_tables_are_made_by_the_first_read_write_acquire_only(
@@ -111,7 +110,7 @@ def test_tables_are_made_by_the_first_read_write_acquire_only(
 
 
 def test_places_keep_their_arrival_order_and_become_leases(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str
 ) -> None:
     first = granted(acquire(backend, name, "w1", "write"))
     waiting = acquire(backend, name, "r1", "read")
@@ -124,7 +123,7 @@ def test_places_keep_their_arrival_order_and_become_leases(
         ("w2", "place", "write", 2),
     ]
     assert record(postgresql_url, table, name) == (first, 2)
-    assert backend.release_queued(name, "w1") is True
+    assert backend.release(Kind.RWLOCK, name, "w1") is True
     late = acquire(backend, name, "w2", "write")
     assert isinstance(late, Busy) and late.ttl_left is None  # only a place ahead blocks it
     second = granted(acquire(backend, name, "r1", "read"))
@@ -136,25 +135,25 @@ def test_places_keep_their_arrival_order_and_become_leases(
     ]
     assert ended(postgresql_url, table, name) == []  # w1's, dropped by the grant
     assert acquire(backend, name, "r1", "read") == Grant(second)  # a retry keeps its fence
-    assert backend.release_queued(name, "r1") is True
+    assert backend.release(Kind.RWLOCK, name, "r1") is True
     third = granted(acquire(backend, name, "w2", "write"))
     assert third > second
-    assert backend.release_queued(name, "r2") is False  # a place leaves, no lease released
+    assert backend.release(Kind.RWLOCK, name, "r2") is False  # a place leaves, no lease released
     assert entries(postgresql_url, table, name) == [("w2", "lease", "write", third)]
     assert ended(postgresql_url, table, name) == ["r2"]
-    info = backend.inspect_queue(name)
+    info = backend.inspect(Kind.RWLOCK, name)
     assert info is not None and info.kind == "rwlock" and info.fence == third
     assert info.queued == 0
     (lease,) = info.leases
     assert (lease.mode, lease.fence, lease.holder) == ("write", third, HOLDER)
-    assert backend.break_queue(name) is True
-    assert backend.break_queue(name) is False
+    assert backend.break_leases(Kind.RWLOCK, name) is True
+    assert backend.break_leases(Kind.RWLOCK, name) is False
     assert record(postgresql_url, table, name) == (third, 3)
     assert ended(postgresql_url, table, name) == ["r2", "w2"]
 
 
 def test_a_renewal_committed_while_a_grant_waits_is_not_taken_for_an_expired_lease(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str
 ) -> None:
     """The grant reads the name's entries FOR UPDATE: it waits for the renewal's row lock and
     then judges the lease at the version the renewal committed."""
@@ -178,11 +177,11 @@ def test_a_renewal_committed_while_a_grant_waits_is_not_taken_for_an_expired_lea
         grant.join(10)
     (answer,) = outcome
     assert isinstance(answer, Busy) and answer.ttl_left is not None and answer.ttl_left > 25
-    assert backend.queued_owned(name, "holder") is True
+    assert backend.owned(Kind.RWLOCK, name, "holder") is True
 
 
 def test_lapsed_places_are_dropped_and_waiters_told(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend,
+    postgresql_url: str, table: str, backend: PostgreSQLStore,
     name: str,
 ) -> None:
     fence = granted(acquire(backend, name, "holder", "write"))
@@ -197,7 +196,7 @@ def test_lapsed_places_are_dropped_and_waiters_told(
     assert entries(postgresql_url, table, name) == [
         ("holder", "lease", "write", fence), ("next", "place", "write", 2),
     ]
-    info = backend.inspect_queue(name)
+    info = backend.inspect(Kind.RWLOCK, name)
     assert info is not None and info.queued == 1
 
 
@@ -225,15 +224,15 @@ def test_a_user_granted_rights_on_dba_made_tables(postgresql_url: str, table: st
 
 
 def test_without_pipeline_mode_the_same_transaction_runs_message_by_message(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str,
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """libpq before 14 has no pipeline mode: the acquire sends its transaction's messages one
     by one, with the same outcome."""
-    monkeypatch.setattr(postgresql_sync, "PIPELINES", False)
+    monkeypatch.setattr(postgresql_connection, "PIPELINES", False)
     first = granted(acquire(backend, name, "writer", "write"))
     assert isinstance(acquire(backend, name, "reader", "read"), Busy)
-    assert backend.release_queued(name, "writer") is True
+    assert backend.release(Kind.RWLOCK, name, "writer") is True
     second = granted(acquire(backend, name, "reader", "read"))
     assert second > first
     assert entries(postgresql_url, table, name) == [("reader", "lease", "read", second)]
@@ -273,12 +272,13 @@ def test_ls_show_break_from_another_process(postgresql_url: str, name: str) -> N
 def acquire_place(locks: tenure.Locks, name: str) -> Grant | Busy:
     """A writer's place in the queue of ``name``, with nobody refreshing it."""
     backend = locks.backend
-    assert isinstance(backend, QueueSupport)
-    return backend.acquire_queued(name, "a-writer", 60, HOLDER, mode="write", queue_ttl=30)
+    assert isinstance(backend, PostgreSQLStore)
+    spec = LeaseSpec(Kind.RWLOCK, mode=Mode.WRITE, queue_ttl=30)
+    return backend.acquire(name, spec, "a-writer", 60, HOLDER)
 
 
 def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str
 ) -> None:
     """A renewal reads the clock, then waits for its lease's row while a release (here a raw
     one, as the release writes it) ends it: the end it then sees is later than its clock,
@@ -292,7 +292,7 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(
                           "WHERE name = %s AND token = 'holder' FOR UPDATE", (name,))
             outcome: list[list[bool]] = []
             renewal = threading.Thread(target=lambda: outcome.append(
-                backend.extend_queued([Renewal(name, "holder", 30)])
+                backend.extend_many([Renewal(name, "holder", 30, kind=Kind.RWLOCK)])
             ))
             renewal.start()
             renewal.join(0.5)

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tenure._sync.capabilities import SemaphoreSupport
-from tenure._types import Grant, Holder, Renewal
+from tenure._types import Grant, Holder, Kind, LeaseSpec, Renewal
 from tenure.backends.postgresql._semaphore_sql import HOLDER_TOKEN, SemaphoreStatements
-from tenure.backends.postgresql._sync import PostgreSQLBackend
+from tenure.backends.postgresql._sync.store import PostgreSQLStore
 
 pytestmark = pytest.mark.postgresql
 
 HOLDER = Holder("test-host", os.getpid(), "main")
+PERMIT = LeaseSpec(Kind.SEMAPHORE, limit=1)
 
 
 @pytest.fixture
@@ -27,9 +27,8 @@ def table() -> str:
 
 
 @pytest.fixture
-def backend(postgresql_url: str, table: str) -> Iterator[PostgreSQLBackend]:
-    backend = PostgreSQLBackend.from_url(postgresql_url, table=table)
-    assert isinstance(backend, SemaphoreSupport)
+def backend(postgresql_url: str, table: str) -> Iterator[PostgreSQLStore]:
+    backend = PostgreSQLStore.from_url(postgresql_url, table=table)
     try:
         yield backend
     finally:
@@ -37,13 +36,13 @@ def backend(postgresql_url: str, table: str) -> Iterator[PostgreSQLBackend]:
 
 
 def test_a_renewal_that_waited_while_its_permit_ended_does_not_revive_it(
-    postgresql_url: str, table: str, backend: PostgreSQLBackend, name: str
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str
 ) -> None:
     """The renewal reads the clock, then waits for its permit's row while a release (here a
     raw one, as the release writes it) ends it: the end it then sees is later than its
     clock, and it must not take the permit for live and revive it (the limit would then
     count a permit nobody holds, for its whole new ttl)."""
-    assert isinstance(backend.acquire_permit(name, "holder", 30, HOLDER, 1), Grant)
+    assert isinstance(backend.acquire(name, PERMIT, "holder", 30, HOLDER), Grant)
     permits = SemaphoreStatements(table).quoted
     mine = f"name = %s AND {HOLDER_TOKEN} = 'holder'"
     conninfo = postgresql_url.partition("?")[0]
@@ -52,7 +51,7 @@ def test_a_renewal_that_waited_while_its_permit_ended_does_not_revive_it(
             ender.execute(f"SELECT 1 FROM {permits} WHERE {mine} FOR UPDATE", (name,))
             outcome: list[list[bool]] = []
             renewal = threading.Thread(target=lambda: outcome.append(
-                backend.extend_permits([Renewal(name, "holder", 30, kind="semaphore")])
+                backend.extend_many([Renewal(name, "holder", 30, kind=Kind.SEMAPHORE)])
             ))
             renewal.start()
             renewal.join(0.5)
@@ -63,5 +62,5 @@ def test_a_renewal_that_waited_while_its_permit_ended_does_not_revive_it(
             )
         renewal.join(10)
     assert outcome == [[False]]
-    assert isinstance(backend.acquire_permit(name, "next", 30, HOLDER, 1), Grant)
-    assert backend.release_permit(name, "next")
+    assert isinstance(backend.acquire(name, PERMIT, "next", 30, HOLDER), Grant)
+    assert backend.release(Kind.SEMAPHORE, name, "next")

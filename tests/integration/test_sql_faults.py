@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure._types import Busy, LeaseSpec
 from tests.integration.sql_support import SQL_BACKENDS, url_fixture
 from tests.integration.waking import until_async
 
@@ -140,19 +141,25 @@ def test_cancelled_acquires_leave_no_lock_behind(sql_url: str) -> None:
     asyncio.run(main())
 
 
+def lock_attempt(locks: tenure.Locks | tenure.AsyncLocks, name: str) -> Any:
+    """A store's attempt at a plain lock on ``name`` (its waits are the store's own)."""
+    holder = tenure.Holder("host", 1, "thread")
+    return locks.store.attempt(name, LeaseSpec(), "a" * 32, 10.0, holder)
+
+
 @pytest.mark.postgresql
 def test_notify_wakes_a_waiter_at_once(postgresql_url: str, name: str) -> None:
-    """wait_for_release returns on the NOTIFY of a release by another client, long before
+    """An attempt's wait returns on the NOTIFY of a release by another client, long before
     its timeout."""
     with tenure.connect(postgresql_url) as holder_client, tenure.connect(postgresql_url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        backend = waiting.backend
-        backend.wait_for_release(name, 0.05)  # starts the listener
+        attempt = lock_attempt(waiting, name)
+        attempt.wait(0.05, Busy(None))  # starts the listener
         returned = threading.Event()
 
         def wait() -> None:
-            backend.wait_for_release(name, 60)
+            attempt.wait(60, Busy(None))
             returned.set()
 
         time.sleep(0.5)  # the listener is connected and LISTENing by now
@@ -172,16 +179,15 @@ def test_release_between_refusal_and_wait_is_not_missed(postgresql_url: str, nam
     with tenure.connect(postgresql_url) as holder_client, tenure.connect(postgresql_url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        backend = waiting.backend
-        backend.wait_for_release(name, 0.05)  # starts the listener
+        attempt = lock_attempt(waiting, name)
+        attempt.wait(0.05, Busy(None))  # starts the listener
         time.sleep(0.5)
-        holder = tenure.Holder("host", 1, "thread")
-        busy = backend.acquire(name, "a" * 32, 10.0, holder)
-        assert isinstance(busy, tenure._types.Busy)
+        busy = attempt.try_once()
+        assert isinstance(busy, Busy)
         held.release()
         time.sleep(0.3)  # the NOTIFY has arrived; nobody was waiting yet
         started = time.monotonic()
-        backend.wait_for_release(name, 30, busy)
+        attempt.wait(30, busy)
         assert time.monotonic() - started < 5
 
 
@@ -190,7 +196,7 @@ def test_release_between_refusal_and_wait_is_not_missed_under_asyncio(
     postgresql_url: str, name: str
 ) -> None:
     """The same under asyncio, where the lock logic runs each acquire in a task of its own
-    (shielded from cancellation): what the acquire noted must reach the caller's wait."""
+    (shielded from cancellation): what the try noted must reach the caller's wait."""
 
     async def main() -> float:
         async with (
@@ -199,16 +205,15 @@ def test_release_between_refusal_and_wait_is_not_missed_under_asyncio(
         ):
             held = holder_client.lock(name, ttl=60)
             assert await held.acquire()
-            backend = waiting.backend
-            await backend.wait_for_release(name, 0.05)  # starts the listener
+            attempt = lock_attempt(waiting, name)
+            await attempt.wait(0.05, Busy(None))  # starts the listener
             await asyncio.sleep(0.5)
-            holder = tenure.Holder("host", 1, "thread")
-            busy = await asyncio.create_task(backend.acquire(name, "a" * 32, 10.0, holder))
-            assert isinstance(busy, tenure._types.Busy)
+            busy = await asyncio.create_task(attempt.try_once())
+            assert isinstance(busy, Busy)
             await held.release()
             await asyncio.sleep(0.3)  # the NOTIFY has arrived; nobody was waiting yet
             started = time.monotonic()
-            await backend.wait_for_release(name, 30, busy)
+            await attempt.wait(30, busy)
             return time.monotonic() - started
 
     assert asyncio.run(main()) < 5
@@ -227,7 +232,7 @@ def test_listener_reconnects_after_a_restart(restartable_postgresql: Any, name: 
         returned = threading.Event()
 
         def wait() -> None:
-            waiting.backend.wait_for_release(name, 60)
+            lock_attempt(waiting, name).wait(60, Busy(None))
             returned.set()
 
         thread = threading.Thread(target=wait)

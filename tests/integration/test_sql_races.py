@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Grant
+from tenure._types import Grant, Kind, LeaseSpec
 from tests.integration.sql_support import SQL_BACKENDS, url_fixture
 
 pytestmark = pytest.mark.slow
@@ -163,18 +163,18 @@ def test_a_retried_permit_acquire_finds_its_own_permit(sql_url: str) -> None:
     name = f"retry:{uuid.uuid4().hex}"
     holder = tenure.Holder("host", 1, "thread")
     with tenure.connect(sql_url) as locks:
-        backend: Any = locks.backend
-        first = backend.acquire_permit(name, "a" * 32, 30.0, holder, 3)
-        second = backend.acquire_permit(name, "b" * 32, 30.0, holder, 3)
+        store = locks.store
+        first = store.acquire(name, LeaseSpec(Kind.SEMAPHORE, limit=3), "a" * 32, 30.0, holder)
+        second = store.acquire(name, LeaseSpec(Kind.SEMAPHORE, limit=3), "b" * 32, 30.0, holder)
         assert isinstance(first, Grant) and isinstance(second, Grant)
-        assert backend.release_permit(name, "a" * 32)
-        again = backend.acquire_permit(name, "b" * 32, 30.0, holder, 3)
+        assert store.release(Kind.SEMAPHORE, name, "a" * 32)
+        again = store.acquire(name, LeaseSpec(Kind.SEMAPHORE, limit=3), "b" * 32, 30.0, holder)
         assert again == second
         info = locks.inspect(name, kind="semaphore")
         assert info is not None and [lease.fence for lease in info.leases] == [second.fence]
-        assert backend.release_permit(name, "b" * 32)
-        lowered = backend.acquire_permit(name, "c" * 32, 30.0, holder, 1)
+        assert store.release(Kind.SEMAPHORE, name, "b" * 32)
+        lowered = store.acquire(name, LeaseSpec(Kind.SEMAPHORE, limit=1), "c" * 32, 30.0, holder)
         assert isinstance(lowered, Grant) and lowered.fence > second.fence
-        assert backend.release_permit(name, "c" * 32)
-        restored = backend.acquire_permit(name, "d" * 32, 30.0, holder, 3)
+        assert store.release(Kind.SEMAPHORE, name, "c" * 32)
+        restored = store.acquire(name, LeaseSpec(Kind.SEMAPHORE, limit=3), "d" * 32, 30.0, holder)
         assert isinstance(restored, Grant) and restored.fence > lowered.fence

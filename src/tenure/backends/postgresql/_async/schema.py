@@ -1,0 +1,143 @@
+"""The tables, made on first use and upgraded in place: the lock table with the first
+statement of a store, the permits table with the first semaphore acquire, the read-write
+tables with the first read-write or fair acquire (a user of locks alone needs no privilege
+on the others). Each is made or upgraded once, even with many processes racing, under the
+lock table's creation lock; a table that is not ours, or from a newer tenure, is refused.
+"""
+
+from __future__ import annotations
+
+from tenure._errors import ConfigurationError
+from tenure._types import Kind
+from tenure.backends._sql_common import SCHEMA_VERSION, parse_schema_mark, schema_mark
+from tenure.backends.postgresql._async.connection import AsyncPool, Connection, fetch_row
+from tenure.backends.postgresql._errors import UPGRADE_REFUSED
+from tenure.backends.postgresql._rwlock_sql import RwlockStatements
+from tenure.backends.postgresql._semaphore_sql import SemaphoreStatements
+from tenure.backends.postgresql._sql import Statements
+
+__all__ = ["AsyncSchema"]
+
+
+class AsyncSchema:
+    """Which of a store's tables are known to be ready (``forget``: none of the optional
+    ones any more)."""
+
+    def __init__(
+        self, sql: Statements, semaphores: SemaphoreStatements, rwlocks: RwlockStatements
+    ) -> None:
+        self._sql = sql
+        self._semaphores = semaphores
+        self._rwlocks = rwlocks
+        self._permits_ready = False
+        self._rwlocks_ready = False
+
+    def forget(self) -> None:
+        self._permits_ready = False
+        self._rwlocks_ready = False
+
+    async def ready(self, pool: AsyncPool, kind: Kind, *, write: bool) -> bool:
+        """Whether ``kind``'s tables exist (a permit is written only to a permits table with
+        the slot rows' column: see ``permits``); nothing is created or altered."""
+        if kind is Kind.SEMAPHORE:
+            return await self.permits(pool, create=False, slots=write)
+        return await self.rwlock_tables(pool, create=False)
+
+    async def prepare(self, connection: Connection) -> None:
+        """Create the lock table on first use, or add the election value's columns to one
+        made before them, and check its schema version."""
+        sql = self._sql
+        params = {"table": sql.quoted}
+        exists, comment, values = await fetch_row(connection, sql.schema, params)
+        if exists:
+            _check_schema(sql.table, comment)  # never alter a table that is not ours
+        if not exists or not values:
+            async with connection.transaction():
+                await connection.execute(sql.create_lock, params)
+                exists, comment, values = await fetch_row(connection, sql.schema, params)
+                if not exists:
+                    await connection.execute(sql.create)
+                    await connection.execute(sql.comment)
+                    comment = schema_mark()
+                elif not values:
+                    _check_schema(sql.table, comment)
+                    try:
+                        await connection.execute(sql.add_values)
+                    except UPGRADE_REFUSED as exc:
+                        raise ConfigurationError(
+                            f"table {sql.table!r} was created by an older tenure and "
+                            f"this user may not add the columns elections need; have the "
+                            f"table's owner run: {sql.add_values.strip()}"
+                        ) from exc
+        _check_schema(sql.table, comment)
+
+    async def permits(self, pool: AsyncPool, *, create: bool, slots: bool = True) -> bool:
+        """Whether the permits table exists (and, with ``slots``, has the slot rows' column;
+        see ``_semaphore_sql``); with ``create``, make it, or add the column to one made
+        before it, first. Without ``create`` nothing is written: a permit of ours can only be
+        in a table with the column (our acquire added it), and reading or breaking permits
+        needs none."""
+        if self._permits_ready:
+            return True
+        sql, params = self._semaphores, {"permits": self._semaphores.quoted}
+
+        async def ensure(connection: Connection) -> tuple[bool, bool]:
+            exists, upgraded = await fetch_row(connection, sql.exists, params)
+            if (exists and upgraded) or not create:
+                return exists, upgraded
+            async with connection.transaction():
+                await connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                # Again under the lock: another process may have made or upgraded it since.
+                exists, upgraded = await fetch_row(connection, sql.exists, params)
+                if not exists:
+                    await connection.execute(sql.create)
+                elif not upgraded:
+                    try:
+                        await connection.execute(sql.add_holder_token)
+                    except UPGRADE_REFUSED as exc:
+                        raise ConfigurationError(
+                            f"table {sql.permits!r} was created by an older tenure and this "
+                            f"user may not add the column its semaphores now need; have the "
+                            f"table's owner run: {sql.add_holder_token}"
+                        ) from exc
+            return True, True
+
+        exists, upgraded = await pool.run(ensure)
+        self._permits_ready = exists and upgraded
+        return exists and (upgraded or not slots)
+
+    async def rwlock_tables(self, pool: AsyncPool, *, create: bool) -> bool:
+        """Whether the read-write lock tables exist; with ``create``, make them first."""
+        if self._rwlocks_ready:
+            return True
+        sql, params = self._rwlocks, {"entries": self._rwlocks.quoted_entries}
+
+        async def ensure(connection: Connection) -> bool:
+            cursor = await connection.execute(sql.exists, params)
+            row = await cursor.fetchone()
+            if row is not None and row[0]:
+                return True
+            if not create:
+                return False
+            async with connection.transaction():
+                await connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                for statement in sql.create:
+                    await connection.execute(statement)
+            return True
+
+        self._rwlocks_ready = await pool.run(ensure)
+        return self._rwlocks_ready
+
+
+def _check_schema(table: str, comment: str | None) -> None:
+    version = parse_schema_mark(comment)
+    if version is None:
+        raise ConfigurationError(
+            f"table {table!r} exists but is not a tenure lock table (its comment carries no "
+            f"schema mark); choose another table name with the 'table' option"
+        )
+    if version > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"table {table!r} has tenure schema {version}, newer than this tenure's "
+            f"{SCHEMA_VERSION}: upgrade tenure"
+        )

@@ -1,0 +1,50 @@
+"""The one reader of inspection rows (for both flavours): a row of the lock, permit or
+read-write statements' ``inspect`` and ``list`` answers -> ``LockInfo``."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+
+__all__ = ["record"]
+
+
+def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
+    """``row`` as ``LockInfo``: each kind's statements return its own columns (``_sql``,
+    ``_semaphore_sql``, ``_rwlock_sql``); its leases are read here, oldest first."""
+    if kind is Kind.SEMAPHORE:
+        name, fence, limit, hosts, pids, threads, since, left, fences = row
+        leases = tuple(
+            _lease(host, pid, thread, acquired_at=acquired.astimezone(datetime.UTC),
+                   ttl_left=ttl_left, fence=permit)
+            for host, pid, thread, acquired, ttl_left, permit
+            in zip(hosts, pids, threads, since, left, fences, strict=True)
+        )
+        return LockInfo(name, int(fence), None, None, None, kind=str(kind),
+                        limit=None if limit is None else int(limit), leases=leases)
+    if kind is Kind.RWLOCK:
+        name, fence, queued, entries = row
+        leases = tuple(
+            _lease(host, pid, thread,
+                   acquired_at=datetime.datetime.fromtimestamp(float(acquired_at), datetime.UTC),
+                   ttl_left=ttl_left, fence=lease_fence, mode=mode)
+            for mode, host, pid, thread, acquired_at, ttl_left, lease_fence in entries or ()
+        )
+        return LockInfo(name, int(fence), None, None, None, kind=str(kind),
+                        queued=int(queued), leases=leases)
+    name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
+    if not live:
+        return LockInfo(name, int(fence), None, None, None)
+    lease = _lease(host, pid, thread, acquired_at=acquired_at.astimezone(datetime.UTC),
+                   ttl_left=ttl_left, fence=fence)
+    # A lock's one lease is told by holder, acquired_at and ttl_left (LockInfo.holders).
+    return LockInfo(name, int(fence), lease.holder, lease.acquired_at, lease.ttl_left,
+                    value=value)
+
+
+def _lease(host: str, pid: Any, thread: str, *, acquired_at: datetime.datetime,
+           ttl_left: Any, fence: Any, mode: str | None = None) -> LeaseInfo:
+    return LeaseInfo(Holder(host, int(pid), thread), acquired_at, max(0.0, float(ttl_left)),
+                     int(fence), mode)
