@@ -17,6 +17,8 @@ from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode
 
 __all__ = ["Lease", "Place", "Record", "info"]
 
+_WRITE = Mode.WRITE  # (an enum member read from its class is slow on Python 3.11)
+
 
 @dataclasses.dataclass(slots=True)
 class Lease:
@@ -59,8 +61,11 @@ class Record:
 
     def drop_expired(self, now: float) -> bool:
         """Drop lapsed leases and places; True if any was dropped."""
-        leases = [t for t, lease in self.leases.items() if lease.expires_at <= now]
-        places = [t for t, place in self.places.items() if place.expires_at <= now]
+        # (Skipping empty tables: this runs in every acquire.)
+        leases = [t for t, lease in self.leases.items() if lease.expires_at <= now
+                  ] if self.leases else ()
+        places = [t for t, place in self.places.items() if place.expires_at <= now
+                  ] if self.places else ()
         for token in leases:
             del self.leases[token]
         for token in places:
@@ -83,14 +88,14 @@ class Record:
         """The kind's rule, over live leases only: a limit, or (queued kinds) a writer
         excludes everybody and waits for every place ahead of it, a reader waits only for
         writers, held or ahead of it."""
-        if not spec.queues:
+        if spec.mode is None:  # not a queued kind (a test of the enum costs more, per try)
             return len(self.leases) < spec.limit
         mine = self.places.get(token)
         ahead = [p for p in self.places.values() if mine is None or p.arrival < mine.arrival]
-        if spec.mode is Mode.WRITE:
+        if spec.mode is _WRITE:
             return not self.leases and not ahead
-        return all(lease.mode is not Mode.WRITE for lease in self.leases.values()) and all(
-            place.mode is not Mode.WRITE for place in ahead
+        return all(lease.mode is not _WRITE for lease in self.leases.values()) and all(
+            place.mode is not _WRITE for place in ahead
         )
 
 
