@@ -218,3 +218,14 @@ def test_gc_after_from_the_url_or_a_keyword() -> None:
         assert locks.backend.gc_after is None  # the keyword wins
     with pytest.raises(tenure.ConfigurationError, match="colour"):
         tenure.connect("memory://?gc_after=1&colour=blue")
+
+
+def test_a_retry_keeps_its_fence_only_while_its_lease_is_live() -> None:
+    """The store contract: a token that holds a live lease gets it back with its fence; one
+    whose lease lapsed is granted anew, above (a lock behaves here as a semaphore does)."""
+    memory, clock = backend()
+    for spec in (LOCK, permits(2)):
+        fence = granted(memory.acquire("r", spec, "t", 1.0, HOLDER))
+        assert granted(memory.acquire("r", spec, "t", 1.0, HOLDER)) == fence
+        clock.now += 1.0
+        assert granted(memory.acquire("r", spec, "t", 1.0, HOLDER)) > fence
