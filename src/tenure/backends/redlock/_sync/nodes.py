@@ -23,7 +23,8 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError
 from tenure._types import LockInfo
 from tenure.backends.redis._sync import Transport, open_transport
-from tenure.backends.redis._scripts import INSPECT, RELEASE, LockKeys, decode_info
+from tenure.backends.redis._records import decode_info
+from tenure.backends.redis._scripts import INSPECT, RELEASE, LockKeys
 from tenure.backends.redlock._config import RedlockSettings
 from tenure.backends.redlock._errors import DRIVER_ERRORS, misconfigured
 

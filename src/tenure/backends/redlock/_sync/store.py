@@ -33,13 +33,13 @@ from typing import Any, ClassVar, NoReturn
 from tenure._sync.store import Store, failure
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
+from tenure.backends.redis._records import decode_info
 from tenure.backends.redis._scripts import (
     ACQUIRE,
     BREAK,
     EXTEND,
     INSPECT,
     LockKeys,
-    decode_info,
     lock_keys,
     meta_pattern,
     milliseconds,
