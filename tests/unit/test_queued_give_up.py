@@ -10,10 +10,11 @@ import time
 import pytest
 
 import tenure
-from tenure._types import Busy
+from tenure._sync.store import Attempt
+from tenure._types import Busy, Holder, LeaseSpec
 from tenure.backends.memory._async import AsyncMemoryBackend
-from tenure.backends.memory._store import MemoryStore
-from tenure.backends.memory._sync import MemoryBackend
+from tenure.backends.memory._server import MemoryServer
+from tenure.backends.memory._sync import MemoryAttempt, MemoryBackend
 
 
 async def _queued(locks: tenure.AsyncLocks, name: str) -> int:
@@ -22,7 +23,7 @@ async def _queued(locks: tenure.AsyncLocks, name: str) -> int:
 
 
 async def test_a_cancelled_waiter_leaves_the_queue() -> None:
-    async with tenure.AsyncLocks(AsyncMemoryBackend(MemoryStore())) as locks:
+    async with tenure.AsyncLocks(AsyncMemoryBackend(MemoryServer())) as locks:
         holder = locks.lock("k", ttl=30, fair=True)
         assert await holder.acquire()
         waiter = asyncio.create_task(locks.lock("k", ttl=30, fair=True).acquire(timeout=30))
@@ -38,13 +39,20 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
         await holder.release()
 
 
-class FailingWait(MemoryBackend):
-    def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
+class FailingWaitAttempt(MemoryAttempt):
+    def wait(self, timeout: float, busy: Busy) -> None:
         raise tenure.BackendError("the connection broke while waiting")
 
 
+class FailingWait(MemoryBackend):
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Attempt:
+        return FailingWaitAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
+
+
 def test_a_waiter_whose_wait_fails_leaves_the_queue() -> None:
-    with tenure.Locks(FailingWait(MemoryStore())) as locks:
+    with tenure.Locks(FailingWait(MemoryServer())) as locks:
         rw = locks.rwlock("k", ttl=30)
         reader = rw.read()
         assert reader.acquire()

@@ -13,13 +13,13 @@ from typing import Any
 import tenure
 from tenure._sync.renewer import COALESCE_FRACTION, RENEW_FRACTION, _batch
 from tenure._types import Renewal
-from tenure.backends.memory._store import MemoryStore
+from tenure.backends.memory._server import MemoryServer
 from tenure.backends.memory._sync import MemoryBackend
 from tests.timing import scaled
 
 
 class Counting(MemoryBackend):
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryServer) -> None:
         super().__init__(store)
         self.batches: list[int] = []
 
@@ -33,7 +33,7 @@ def test_leases_taken_a_few_milliseconds_apart_renew_in_one_round_trip() -> None
     # the window (ttl / 12) that lets their renewals share a round trip.
     ttl = scaled(0.6)
     gap = ttl * COALESCE_FRACTION / 8  # all four fall inside one window
-    backend = Counting(MemoryStore())
+    backend = Counting(MemoryServer())
     with tenure.Locks(backend) as locks:
         held = [locks.lock(f"batch:{index}", ttl=ttl, renew=True) for index in range(4)]
         for lock in held:
@@ -49,7 +49,7 @@ def test_leases_taken_a_few_milliseconds_apart_renew_in_one_round_trip() -> None
 
 
 def test_a_lease_that_is_not_renewed_is_not_lost_early_by_a_batch() -> None:
-    backend = Counting(MemoryStore())
+    backend = Counting(MemoryServer())
     ttl = 1.2
     with tenure.Locks(backend) as locks:
         renewed = locks.lock("window:renewed", ttl=ttl, renew=True)

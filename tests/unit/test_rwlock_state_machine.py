@@ -20,8 +20,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import tenure
 from tenure._sync.client import Locks
-from tenure._types import Busy, Grant, Holder, Renewal
-from tenure.backends.memory._store import MemoryStore
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
+from tenure.backends.memory._server import MemoryServer
 from tenure.backends.memory._sync import MemoryBackend
 from tests.unit.test_state_machine import FakeClock
 
@@ -109,7 +109,7 @@ class QueuedMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         # Fences floored by the fake clock in microseconds, as the store floors them by the
         # wall clock: the model then follows every fence exactly, floor and counter alike.
-        self.backend = MemoryBackend(MemoryStore(self.clock, self._floor))
+        self.backend = MemoryBackend(MemoryServer(self.clock, self._floor))
         self.locks = Locks(self.backend, clock=self.clock)
         self.model = QueueModel(self._floor)
         self.granted_fences: list[int] = []
@@ -142,9 +142,8 @@ class QueuedMachine(RuleBasedStateMachine):
             mode = known.mode  # one waiter keeps its mode
         retry = waiter in self.model.leases and self.model.leases[waiter].expires > self.now
         expected = self.model.attempt(waiter, mode, self.now, enqueue=True)
-        outcome = self.backend.acquire_queued(
-            NAME, waiter, TTL, HOLDER, mode=mode, queue_ttl=QUEUE_TTL
-        )
+        spec = LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=QUEUE_TTL)
+        outcome = self.backend.acquire(NAME, spec, waiter, TTL, HOLDER)
         if expected is None:
             assert isinstance(outcome, Busy), (waiter, mode, outcome)
         else:
@@ -155,7 +154,7 @@ class QueuedMachine(RuleBasedStateMachine):
     def waiter_leaves(self, waiter: str) -> None:
         """A holder releases, or a waiter gives up (its place goes at once)."""
         expected = self.model.release(waiter, self.now)
-        assert self.backend.release_queued(NAME, waiter) == expected
+        assert self.backend.release(Kind.RWLOCK, NAME, waiter) == expected
 
     @rule(waiter=st.sampled_from(TOKENS))
     def holder_renews(self, waiter: str) -> None:
@@ -164,7 +163,7 @@ class QueuedMachine(RuleBasedStateMachine):
         if live:
             assert lease is not None
             lease.expires = self.now + TTL
-        renewed = self.backend.extend_queued([Renewal(NAME, waiter, TTL, "rwlock")])
+        renewed = self.backend.extend_many([Renewal(NAME, waiter, TTL, Kind.RWLOCK)])
         assert renewed == [live]
 
     @rule(seconds=st.sampled_from([0.5, 1.0, 2.99, 3.0, 9.99, 10.0, 25.0]))

@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import tenure
 from tenure._sync.client import Locks
-from tenure.backends.memory._store import MemoryStore
+from tenure.backends.memory._server import MemoryServer
 from tenure.backends.memory._sync import MemoryBackend
 from tests.unit.test_state_machine import FakeClock
 
@@ -24,7 +24,7 @@ class SemaphoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.locks = Locks(MemoryBackend(MemoryStore(self.clock)), clock=self.clock)
+        self.locks = Locks(MemoryBackend(MemoryServer(self.clock)), clock=self.clock)
         self.handles = [self.locks.semaphore("s", limit=LIMIT, ttl=TTL) for _ in range(HANDLES)]
         # The model: each handle's permit expiry on the server (absent: none), and which
         # handles believe they hold one.

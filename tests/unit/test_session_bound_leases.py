@@ -15,7 +15,7 @@ import pytest
 
 import tenure
 from tenure._types import Renewal
-from tenure.backends.memory._store import MemoryStore
+from tenure.backends.memory._server import MemoryServer
 from tenure.backends.memory._sync import MemoryBackend
 
 
@@ -27,7 +27,7 @@ class SessionBound(MemoryBackend):
     local = False  # as a networked store: renewals go through the bounded path
 
     def __init__(self, horizon: float | None) -> None:
-        super().__init__(MemoryStore(time.monotonic))
+        super().__init__(MemoryServer(time.monotonic))
         self.horizon = horizon
         self.interrupted = ""
         self.listeners: list[Callable[[], object]] = []

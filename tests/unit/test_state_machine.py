@@ -10,7 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import tenure
 from tenure._sync.client import Locks
-from tenure.backends.memory._store import MemoryStore
+from tenure.backends.memory._server import MemoryServer
 from tenure.backends.memory._sync import MemoryBackend
 
 HANDLES = 3
@@ -29,7 +29,7 @@ class LockMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.locks = Locks(MemoryBackend(MemoryStore(self.clock)), clock=self.clock)
+        self.locks = Locks(MemoryBackend(MemoryServer(self.clock)), clock=self.clock)
         self.handles = [self.locks.lock("k", ttl=TTL) for _ in range(HANDLES)]
         # The model: who holds a live lease, until when; which handles think they hold one.
         self.holder: int | None = None

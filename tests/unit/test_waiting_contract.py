@@ -1,7 +1,7 @@
-"""The lock logic's side of the waiting contract: the Busy a backend answered travels, as
-that same object, to the wait that follows and to the next acquire of the same attempt; a
-new attempt starts afresh. Checked in both flavours, and under asyncio across the task the
-lock logic runs each acquire in."""
+"""The lease logic's side of the attempt contract: one acquire call makes one attempt and
+drives only it (tries, and between two refused tries a wait handed the refusal just
+received) until the grant; a new acquire call makes a new attempt. Checked in both flavours,
+and under asyncio across the task the lease logic runs each try in."""
 
 from __future__ import annotations
 
@@ -10,78 +10,87 @@ import threading
 from typing import Any
 
 import tenure
-from tenure._types import Busy, Grant, Holder
-from tenure.backends.memory._async import AsyncMemoryBackend
-from tenure.backends.memory._store import MemoryStore
-from tenure.backends.memory._sync import MemoryBackend
+from tenure._async.store import AsyncAttempt
+from tenure._sync.store import Attempt
+from tenure._types import Busy, Grant, Holder, LeaseSpec
+from tenure.backends.memory._async import AsyncMemoryAttempt, AsyncMemoryBackend
+from tenure.backends.memory._server import MemoryServer
+from tenure.backends.memory._sync import MemoryAttempt, MemoryBackend
 
 
 class _Recorder:
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str, Any]] = []  # (step, token, the Busy handed over)
+        self.calls: list[tuple[str, object, Any]] = []  # (step, attempt, outcome or Busy)
         self.answers: list[Busy] = []
 
-    def answered(self, token: str, outcome: Grant | Busy) -> Grant | Busy:
+    def answered(self, attempt: object, outcome: Grant | Busy) -> Grant | Busy:
         if isinstance(outcome, Busy):
-            outcome = Busy(outcome.ttl_left, waiting=object())  # state private to the attempt
             self.answers.append(outcome)
-        self.calls.append(("answer", token, outcome))
+        self.calls.append(("answer", attempt, outcome))
         return outcome
+
+
+class AsyncRecordingAttempt(AsyncMemoryAttempt):
+    async def try_once(self) -> Grant | Busy:
+        return AsyncRecording.recorder.answered(self, await super().try_once())
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        AsyncRecording.recorder.calls.append(("wait", self, busy))
+        await super().wait(min(timeout, 0.01), busy)
 
 
 class AsyncRecording(AsyncMemoryBackend):
     recorder = _Recorder()
 
-    async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        self.recorder.calls.append(("acquire", token, waited))
-        return self.recorder.answered(token, await super().acquire(name, token, ttl, holder))
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncAttempt:
+        return AsyncRecordingAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
-    async def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self.recorder.calls.append(("wait", "", busy))
-        await super().wait_for_release(name, min(timeout, 0.01), busy)
+
+class RecordingAttempt(MemoryAttempt):
+    def try_once(self) -> Grant | Busy:
+        return Recording.recorder.answered(self, super().try_once())
+
+    def wait(self, timeout: float, busy: Busy) -> None:
+        Recording.recorder.calls.append(("wait", self, busy))
+        super().wait(min(timeout, 0.01), busy)
 
 
 class Recording(MemoryBackend):
     recorder = _Recorder()
 
-    def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
-    ) -> Grant | Busy:
-        self.recorder.calls.append(("acquire", token, waited))
-        return self.recorder.answered(token, super().acquire(name, token, ttl, holder))
-
-    def wait_for_release(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        self.recorder.calls.append(("wait", "", busy))
-        super().wait_for_release(name, min(timeout, 0.01), busy)
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Attempt:
+        return RecordingAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
 
 def _check(recorder: _Recorder) -> None:
     calls = recorder.calls
-    waiter_token = next(token for step, token, _ in calls if step == "acquire"
-                        and any(s == "answer" and t == token and isinstance(o, Busy)
-                                for s, t, o in calls))
-    steps = [(step, handed) for step, token, handed in calls if token in (waiter_token, "")]
-    # acquire(None) -> Busy b1 -> wait(b1) -> acquire(b1) -> Busy b2 -> wait(b2) -> ... -> Grant
-    assert steps[0] == ("acquire", None)
+    waiter = next(attempt for step, attempt, outcome in calls
+                  if step == "answer" and isinstance(outcome, Busy))
+    steps = [(step, handed) for step, attempt, handed in calls if attempt is waiter]
+    # try -> Busy b1 -> wait(b1) -> try -> Busy b2 -> wait(b2) -> ... -> try -> Grant
+    assert steps[0][0] == "answer"
     last_busy = None
-    for step, handed in steps[1:]:
+    for step, handed in steps:
         if step == "answer":
+            assert last_busy is None, "two tries without a wait between them"
             last_busy = handed if isinstance(handed, Busy) else None
         else:
             assert handed is last_busy, (step, handed, last_busy)
+            last_busy = None
     assert len(recorder.answers) >= 2  # it waited more than once
     assert isinstance(steps[-1][1], Grant)
-    # The next attempt of the same handle starts without any earlier attempt's state.
-    later = [handed for step, token, handed in calls if step == "acquire"
-             and token not in (waiter_token,)]
-    assert later[-1] is None
+    # The next acquire of the same handle makes an attempt of its own.
+    last = max(index for index, (_, attempt, _) in enumerate(calls) if attempt is waiter)
+    assert any(step == "answer" for step, _, _ in calls[last + 1:])
 
 
-def test_sync_attempt_hands_each_busy_to_its_wait_and_next_acquire() -> None:
+def test_sync_acquire_drives_one_attempt_handing_each_refusal_to_its_wait() -> None:
     recorder = Recording.recorder = _Recorder()
-    with tenure.Locks(Recording(MemoryStore())) as locks:
+    with tenure.Locks(Recording(MemoryServer())) as locks:
         holder = locks.lock("contract", ttl=30)
         assert holder.acquire()
         got: list[bool] = []
@@ -99,11 +108,11 @@ def test_sync_attempt_hands_each_busy_to_its_wait_and_next_acquire() -> None:
     _check(recorder)
 
 
-def test_asyncio_attempt_hands_each_busy_to_its_wait_and_next_acquire() -> None:
+def test_asyncio_acquire_drives_one_attempt_handing_each_refusal_to_its_wait() -> None:
     recorder = AsyncRecording.recorder = _Recorder()
 
     async def main() -> None:
-        async with tenure.AsyncLocks(AsyncRecording(MemoryStore())) as locks:
+        async with tenure.AsyncLocks(AsyncRecording(MemoryServer())) as locks:
             holder = locks.lock("contract", ttl=30)
             assert await holder.acquire()
             waiter = locks.lock("contract", ttl=30)

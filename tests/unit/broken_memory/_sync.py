@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, LeaseSpec
 from tenure.backends.memory._sync import MemoryBackend
 
 __all__ = ["BACKEND", "BrokenMemoryBackend"]
@@ -17,13 +17,13 @@ class BrokenMemoryBackend(MemoryBackend):
     schemes = ("broken+memory",)
 
     def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
-        outcome = super().acquire(name, token, ttl, holder, waited)
+        outcome = super().acquire(name, spec, token, ttl, holder)
         if isinstance(outcome, Busy) and next(_refusals) % 3 == 0:
             # The bug under test: grant while held.
-            self.store.break_lock(name, gc_after=self.gc_after)
-            return super().acquire(name, token, ttl, holder, waited)
+            self.break_leases(spec.kind, name)
+            return super().acquire(name, spec, token, ttl, holder)
         return outcome
 
     def describe(self) -> str:
@@ -32,7 +32,7 @@ class BrokenMemoryBackend(MemoryBackend):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> BrokenMemoryBackend:
         backend = MemoryBackend.from_url(url.replace("broken+memory", "memory", 1), **options)
-        return cls(backend.store, "", backend.gc_after)
+        return cls(backend.server, "", backend.gc_after)
 
 
 BACKEND = BrokenMemoryBackend

@@ -1,0 +1,122 @@
+"""What ``memory://`` keeps per (kind, name): one record of leases, whatever the kind, and the
+one converter from a record to the ``LockInfo`` the operator's views return.
+
+A lock is a record whose limit is one (its lease may carry a value: an election's leader
+value); a semaphore's limit is the caller's (the stored one rules while permits live); a
+read-write (or fair) lock grants by mode and arrival from its waiting places instead of by a
+limit. Every kind keeps one fence counter per record. Plain data: the server holds the mutex.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+
+from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode
+
+__all__ = ["Lease", "Place", "Record", "info"]
+
+_WRITE = Mode.WRITE  # (an enum member read from its class is slow on Python 3.11)
+
+
+@dataclasses.dataclass(slots=True)
+class Lease:
+    expires_at: float
+    holder: Holder
+    acquired_at: datetime.datetime
+    fence: int
+    mode: Mode | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class Place:
+    """A refused queued attempt's waiting place: it keeps its spot when refreshed."""
+
+    mode: Mode
+    arrival: int
+    expires_at: float
+
+
+@dataclasses.dataclass(slots=True)
+class Record:
+    """A name's leases of one kind, its waiting places and fence counter, and what clean-up
+    needs: when it was last written (the expiry clock), the ``gc_after`` of the connection
+    that wrote it, and its current heap item (due time and ticket; older items are stale)."""
+
+    used_at: float = 0.0
+    gc_after: float | None = None
+    due: float = math.inf
+    ticket: int = -1
+    fence: int = 0
+    limit: int = 0
+    """The limit stored with the live leases (a semaphore's; a lock's is one)."""
+    value: str | None = None
+    """The value stored with a lock's lease at its grant (``set_value`` replaces it)."""
+    arrivals: int = 0
+    leases: dict[str, Lease] = dataclasses.field(default_factory=dict)
+    """Token -> lease, in grant order (dicts keep insertion order)."""
+    places: dict[str, Place] = dataclasses.field(default_factory=dict)
+    """Token -> waiting place, in arrival order."""
+
+    def drop_expired(self, now: float) -> bool:
+        """Drop lapsed leases and places; True if any was dropped."""
+        # (Skipping empty tables: this runs in every acquire.)
+        leases = [t for t, lease in self.leases.items() if lease.expires_at <= now
+                  ] if self.leases else ()
+        places = [t for t, place in self.places.items() if place.expires_at <= now
+                  ] if self.places else ()
+        for token in leases:
+            del self.leases[token]
+        for token in places:
+            del self.places[token]
+        return bool(leases or places)
+
+    def ends_at(self) -> float:
+        """The latest moment anything in the record is or was live (the expiry clock)."""
+        return max([
+            self.used_at,
+            *(lease.expires_at for lease in self.leases.values()),
+            *(place.expires_at for place in self.places.values()),
+        ])
+
+    def live(self, token: str, now: float) -> Lease | None:
+        lease = self.leases.get(token)
+        return lease if lease is not None and lease.expires_at > now else None
+
+    def grantable(self, token: str, spec: LeaseSpec) -> bool:
+        """The kind's rule, over live leases only: a limit, or (queued kinds) a writer
+        excludes everybody and waits for every place ahead of it, a reader waits only for
+        writers, held or ahead of it."""
+        if spec.mode is None:  # not a queued kind (a test of the enum costs more, per try)
+            return len(self.leases) < spec.limit
+        mine = self.places.get(token)
+        ahead = [p for p in self.places.values() if mine is None or p.arrival < mine.arrival]
+        if spec.mode is _WRITE:
+            return not self.leases and not ahead
+        return all(lease.mode is not _WRITE for lease in self.leases.values()) and all(
+            place.mode is not _WRITE for place in ahead
+        )
+
+
+def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
+    """The operator's view of ``record``: its live leases (a lock's as its holder), the
+    stored limit of a semaphore, the live places of a queued kind."""
+    live = [lease for lease in record.leases.values() if lease.expires_at > now]
+    if kind is Kind.LOCK:
+        if not live:
+            return LockInfo(name, record.fence, None, None, None)
+        lease = live[0]
+        return LockInfo(name, record.fence, lease.holder, lease.acquired_at,
+                         lease.expires_at - now, value=record.value)
+    leases = tuple(
+        LeaseInfo(lease.holder, lease.acquired_at, lease.expires_at - now, lease.fence,
+                  None if lease.mode is None else str(lease.mode))
+        for lease in live
+    )
+    if kind is Kind.SEMAPHORE:
+        return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
+                        leases=leases)
+    queued = sum(1 for place in record.places.values() if place.expires_at > now)
+    return LockInfo(name, record.fence, None, None, None, kind=str(kind), leases=leases,
+                    queued=queued)
