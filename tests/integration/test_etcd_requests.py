@@ -1,5 +1,6 @@
 """etcd: what a lock's steps send, counted by the gateway (``Gateway.requests``), and the
-rules that keep them that few safe (``tenure.backends.etcd._async.backend``'s docstring):
+rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._async``'s
+``backend``, ``first_try``, ``attempt`` and ``pool``):
 
 - an uncontended acquire + release on a warm backend is two requests (the grant's
   transaction, which also records the fence, and the release's delete), as etcd's own lock
@@ -22,13 +23,14 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder
-from tenure.backends.etcd._async.backend import lease_seconds
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.etcd._sync.backend import EtcdBackend
+from tenure.backends.etcd._sync.pool import lease_seconds
 
 pytestmark = pytest.mark.etcd
 
 HOLDER = Holder("host", 1, "thread")
+LOCK = LeaseSpec()
 
 
 @pytest.fixture
@@ -61,16 +63,17 @@ def test_a_waiter_whose_turn_came_takes_the_lock_in_one_request(
     backend: EtcdBackend, name: str
 ) -> None:
     holder, waiter = token(), token()
-    assert isinstance(backend.acquire(name, holder, 10, HOLDER), Grant)
-    busy = backend.acquire(name, waiter, 10, HOLDER)
+    assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    busy = attempt.try_once()
     assert isinstance(busy, Busy)
-    backend.wait_for_release(name, 0.01, busy)  # joins the queue, watches the holder's key
-    assert backend.release(name, holder)
-    backend.wait_for_release(name, 30, busy)  # wakes at the deletion
+    attempt.wait(0.01, busy)  # joins the queue, watches the holder's key
+    assert backend.release(Kind.LOCK, name, holder)
+    attempt.wait(30, busy)  # wakes at the deletion
     before = backend.gateway.requests
-    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
+    assert isinstance(attempt.try_once(), Grant)
     assert backend.gateway.requests - before == 1
-    info = backend.inspect(name)
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.holder == HOLDER
 
 
@@ -78,10 +81,11 @@ def test_a_quiet_wait_is_followed_by_a_read_not_by_a_refused_write(
     backend: EtcdBackend, name: str
 ) -> None:
     holder, waiter = token(), token()
-    assert isinstance(backend.acquire(name, holder, 10, HOLDER), Grant)
-    busy = backend.acquire(name, waiter, 10, HOLDER)
+    assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    busy = attempt.try_once()
     assert isinstance(busy, Busy)
-    backend.wait_for_release(name, 0.05, busy)  # nothing happens ahead: a quiet timeout
+    attempt.wait(0.05, busy)  # nothing happens ahead: a quiet timeout
     sent: list[Any] = []
     post = backend.gateway.post
 
@@ -90,14 +94,14 @@ def test_a_quiet_wait_is_followed_by_a_read_not_by_a_refused_write(
         return post(path, body, **options)
 
     backend.gateway.post = recording  # type: ignore[method-assign]
-    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Busy)
+    assert isinstance(attempt.try_once(), Busy)
     backend.gateway.post = post  # type: ignore[method-assign]
     # A transaction with writes is a Raft entry even when its compare fails; reads are not.
     (body,) = sent
     assert all(set(op) == {"request_range"} for op in body["success"]), body
-    assert backend.release(name, holder)
-    backend.wait_for_release(name, 30, busy)
-    assert isinstance(backend.acquire(name, waiter, 10, HOLDER, busy), Grant)
+    assert backend.release(Kind.LOCK, name, holder)
+    attempt.wait(30, busy)
+    assert isinstance(attempt.try_once(), Grant)
 
 
 def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_on(
@@ -105,16 +109,16 @@ def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_
 ) -> None:
     ttl = 2.0
     margin = lease_seconds(ttl) - ttl  # how long a spare still lasts the whole ttl
-    assert isinstance(backend.acquire(name, token(), ttl, HOLDER), Grant)
+    assert isinstance(backend.acquire(name, LOCK, token(), ttl, HOLDER), Grant)
     first = next(iter(backend._held.values())).lease.id
-    backend.release(name, next(iter(backend._held))[2])
+    backend.release(Kind.LOCK, name, next(iter(backend._held))[2])
     time.sleep(margin + 0.1)  # the spare now lasts less than ttl
     second = token()
     started = time.monotonic()
-    assert isinstance(backend.acquire(name, second, ttl, HOLDER), Grant)
+    assert isinstance(backend.acquire(name, LOCK, second, ttl, HOLDER), Grant)
     held = backend._held["lock", name, second]
     assert held.lease.id == first  # the spare, reused
-    left = backend._time_to_live(held.lease.id)  # whole seconds, rounded down
+    left = backend.pool.time_to_live(held.lease.id)  # whole seconds, rounded down
     # The server must give the holder at least ttl from the start of its acquire; an
     # unrefreshed spare would have a second less than that.
     assert left >= ttl - (time.monotonic() - started)
@@ -124,27 +128,29 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend: EtcdBackend, name: str
 ) -> None:
     first, second, third = token(), token(), token()
-    granted = backend.acquire(name, first, 10, HOLDER)  # into an empty range: mod revision
+    # Into an empty range: the fence key's mod revision.
+    granted = backend.acquire(name, LOCK, first, 10, HOLDER)
     assert isinstance(granted, Grant)
-    busy = backend.acquire(name, second, 10, HOLDER)
+    attempt = backend.attempt(name, LOCK, second, 10, HOLDER)
+    busy = attempt.try_once()
     assert isinstance(busy, Busy)
-    backend.wait_for_release(name, 0.01, busy)
-    backend.release(name, first)
-    info = backend.inspect(name)
+    attempt.wait(0.01, busy)
+    backend.release(Kind.LOCK, name, first)
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
-    backend._record_fence("lock", name, granted.fence - 1)  # a late, lower one: refused
-    info = backend.inspect(name)
+    backend.record_fence("lock", name, granted.fence - 1)  # a late, lower one: refused
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
-    taken = backend.acquire(name, second, 10, HOLDER, busy)  # from the queue: a value
+    taken = attempt.try_once()  # from the queue: a value
     assert isinstance(taken, Grant) and taken.fence > granted.fence
-    backend.release(name, second)
-    info = backend.inspect(name)
+    backend.release(Kind.LOCK, name, second)
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    backend._record_fence("lock", name, taken.fence - 1)  # below the value: refused
-    info = backend.inspect(name)
+    backend.record_fence("lock", name, taken.fence - 1)  # below the value: refused
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    again = backend.acquire(name, third, 10, HOLDER)  # into an empty range again
+    again = backend.acquire(name, LOCK, third, 10, HOLDER)  # into an empty range again
     assert isinstance(again, Grant) and again.fence > taken.fence
-    backend.release(name, third)
-    info = backend.inspect(name)
+    backend.release(Kind.LOCK, name, third)
+    info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == again.fence

@@ -37,8 +37,9 @@ from typing import Any
 import httpx
 
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError, ConfigurationError
+from tenure._errors import ConfigurationError
 from tenure.backends.etcd._config import EtcdSettings
+from tenure.backends.etcd._errors import EtcdError, NotFound
 
 __all__ = ["AsyncGateway", "NotFound"]
 
@@ -66,10 +67,6 @@ UNAVAILABLE_PAUSE = 0.05
 
 class _Unavailable(Exception):
     """A member answered UNAVAILABLE: try again until the request's deadline."""
-
-
-class NotFound(Exception):
-    """etcd answered "not found" (gRPC code 5), e.g. a lease that expired or was revoked."""
 
 
 class _TokenRejected(Exception):
@@ -147,7 +144,8 @@ class AsyncGateway:
 
     async def post(self, path: str, body: JSON | str, *, timeout: float | None = None) -> JSON:
         """POST ``body`` to ``path``; the JSON answer. Raises NotFound for gRPC code 5 and
-        BackendError when no member answers within the deadline or one answers an error."""
+        EtcdError when no member answers within the deadline or one answers an error (the
+        store's base makes it a BackendError naming the verb and the lock)."""
         (answer,) = await self._exchange(path, body, timeout)
         return answer
 
@@ -203,13 +201,13 @@ class AsyncGateway:
         if tls is not None:
             # Not a slow cluster: a certificate refused (ours or theirs). Say which options
             # decide it, not "no member answered".
-            raise BackendError(
-                f"etcd {self.settings.display}: TLS with the members failed on {path}: "
+            raise EtcdError(
+                f"TLS with the members failed on {path}: "
                 f"{tls} (check ssl_ca, or the system CA store without it, and "
                 f"ssl_cert/ssl_key when the members require client certificates)"
             ) from last
-        raise BackendError(
-            f"etcd {self.settings.display}: no member answered {path} within "
+        raise EtcdError(
+            f"no member answered {path} within "
             f"{timeout or self.settings.timeout} s: {last}"
         ) from last
 
@@ -229,8 +227,8 @@ class AsyncGateway:
             return self._decode(path, response)
         except _TokenRejected:
             if self.settings.username is None:
-                raise BackendError(
-                    f"etcd {self.settings.display}: the members have authentication enabled: "
+                raise EtcdError(
+                    f"the members have authentication enabled: "
                     f"give user:password in the URL ({path}: {_code_and_message(response)[1]})"
                 ) from None
         # The token expired (or auth was enabled since we learnt it was off): log in and
@@ -247,8 +245,8 @@ class AsyncGateway:
             return self._decode(path, response)
         except _TokenRejected:
             code, message = _code_and_message(response)
-            raise BackendError(
-                f"etcd {self.settings.display}: {path}: {message} (code {code}), right after "
+            raise EtcdError(
+                f"{path}: {message} (code {code}), right after "
                 f"logging in as {self.settings.username!r}"
             ) from None
 
@@ -259,8 +257,8 @@ class AsyncGateway:
                     json.loads(line) for line in response.text.splitlines() if line.strip()
                 ]
             except ValueError as exc:
-                raise BackendError(
-                    f"etcd {self.settings.display}: {path} answered 200 with no JSON"
+                raise EtcdError(
+                    f"{path} answered 200 with no JSON"
                 ) from exc
             if answers:
                 return answers
@@ -279,8 +277,8 @@ class AsyncGateway:
                 f"; user {self.settings.username!r} needs read and write permission on the "
                 f"keys with prefix {self.settings.namespace + '/'!r}"
             )
-        raise BackendError(
-            f"etcd {self.settings.display}: {path}: {message} "
+        raise EtcdError(
+            f"{path}: {message} "
             f"(code {code}, HTTP {response.status_code}){hint}"
         )
 
@@ -316,8 +314,8 @@ class AsyncGateway:
             # client does; a later "user name is empty" (auth enabled since) logs in then.
             self._token = NO_TOKEN
             return NO_TOKEN
-        raise BackendError(
-            f"etcd {self.settings.display}: authentication failed for user "
+        raise EtcdError(
+            f"authentication failed for user "
             f"{self.settings.username!r}: {message} (code {code}, HTTP {response.status_code})"
         )
 
@@ -381,7 +379,7 @@ class AsyncGateway:
                         return False
         except httpx.ReadTimeout:
             return False  # no line within the wait: a quiet timeout
-        except (httpx.HTTPError, OSError, ValueError, BackendError):
+        except (httpx.HTTPError, OSError, ValueError, EtcdError):
             return True
         return True  # the stream ended
 

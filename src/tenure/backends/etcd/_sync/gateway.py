@@ -39,8 +39,9 @@ from typing import Any
 import httpx
 
 from tenure._concurrency import sync_io as io
-from tenure._errors import BackendError, ConfigurationError
+from tenure._errors import ConfigurationError
 from tenure.backends.etcd._config import EtcdSettings
+from tenure.backends.etcd._errors import EtcdError, NotFound
 
 __all__ = ["Gateway", "NotFound"]
 
@@ -68,10 +69,6 @@ UNAVAILABLE_PAUSE = 0.05
 
 class _Unavailable(Exception):
     """A member answered UNAVAILABLE: try again until the request's deadline."""
-
-
-class NotFound(Exception):
-    """etcd answered "not found" (gRPC code 5), e.g. a lease that expired or was revoked."""
 
 
 class _TokenRejected(Exception):
@@ -149,7 +146,8 @@ class Gateway:
 
     def post(self, path: str, body: JSON | str, *, timeout: float | None = None) -> JSON:
         """POST ``body`` to ``path``; the JSON answer. Raises NotFound for gRPC code 5 and
-        BackendError when no member answers within the deadline or one answers an error."""
+        EtcdError when no member answers within the deadline or one answers an error (the
+        store's base makes it a BackendError naming the verb and the lock)."""
         (answer,) = self._exchange(path, body, timeout)
         return answer
 
@@ -205,13 +203,13 @@ class Gateway:
         if tls is not None:
             # Not a slow cluster: a certificate refused (ours or theirs). Say which options
             # decide it, not "no member answered".
-            raise BackendError(
-                f"etcd {self.settings.display}: TLS with the members failed on {path}: "
+            raise EtcdError(
+                f"TLS with the members failed on {path}: "
                 f"{tls} (check ssl_ca, or the system CA store without it, and "
                 f"ssl_cert/ssl_key when the members require client certificates)"
             ) from last
-        raise BackendError(
-            f"etcd {self.settings.display}: no member answered {path} within "
+        raise EtcdError(
+            f"no member answered {path} within "
             f"{timeout or self.settings.timeout} s: {last}"
         ) from last
 
@@ -231,8 +229,8 @@ class Gateway:
             return self._decode(path, response)
         except _TokenRejected:
             if self.settings.username is None:
-                raise BackendError(
-                    f"etcd {self.settings.display}: the members have authentication enabled: "
+                raise EtcdError(
+                    f"the members have authentication enabled: "
                     f"give user:password in the URL ({path}: {_code_and_message(response)[1]})"
                 ) from None
         # The token expired (or auth was enabled since we learnt it was off): log in and
@@ -249,8 +247,8 @@ class Gateway:
             return self._decode(path, response)
         except _TokenRejected:
             code, message = _code_and_message(response)
-            raise BackendError(
-                f"etcd {self.settings.display}: {path}: {message} (code {code}), right after "
+            raise EtcdError(
+                f"{path}: {message} (code {code}), right after "
                 f"logging in as {self.settings.username!r}"
             ) from None
 
@@ -261,8 +259,8 @@ class Gateway:
                     json.loads(line) for line in response.text.splitlines() if line.strip()
                 ]
             except ValueError as exc:
-                raise BackendError(
-                    f"etcd {self.settings.display}: {path} answered 200 with no JSON"
+                raise EtcdError(
+                    f"{path} answered 200 with no JSON"
                 ) from exc
             if answers:
                 return answers
@@ -281,8 +279,8 @@ class Gateway:
                 f"; user {self.settings.username!r} needs read and write permission on the "
                 f"keys with prefix {self.settings.namespace + '/'!r}"
             )
-        raise BackendError(
-            f"etcd {self.settings.display}: {path}: {message} "
+        raise EtcdError(
+            f"{path}: {message} "
             f"(code {code}, HTTP {response.status_code}){hint}"
         )
 
@@ -318,8 +316,8 @@ class Gateway:
             # client does; a later "user name is empty" (auth enabled since) logs in then.
             self._token = NO_TOKEN
             return NO_TOKEN
-        raise BackendError(
-            f"etcd {self.settings.display}: authentication failed for user "
+        raise EtcdError(
+            f"authentication failed for user "
             f"{self.settings.username!r}: {message} (code {code}, HTTP {response.status_code})"
         )
 
@@ -383,7 +381,7 @@ class Gateway:
                         return False
         except httpx.ReadTimeout:
             return False  # no line within the wait: a quiet timeout
-        except (httpx.HTTPError, OSError, ValueError, BackendError):
+        except (httpx.HTTPError, OSError, ValueError, EtcdError):
             return True
         return True  # the stream ended
 

@@ -1,0 +1,312 @@
+"""An etcd acquire call's tries: its place in the name's queue, kept between them.
+
+- **Waiting**: the waiter writes its key on a short queue lease (``QUEUE_TTL``), in a
+  transaction that also reads the key just ahead, and watches that key (a lock), or the
+  name's range (a semaphore), for a deletion. Each later wait first keeps alive, in one
+  request, the queue lease and the lease the waiter will hold the name on (granted by its
+  first try, so that the grant needs no lease request). A waiter that dies or gives up
+  leaves the queue within ``QUEUE_TTL`` seconds: its place is on the queue lease, not on a
+  lease of its ttl, so a dead waiter at the head holds the name back for seconds, not for a
+  whole ttl. Every wait is bounded and followed by a fresh step (watch streams can miss or
+  repeat events: etcd issues #20655, #18879). A read-write lock's waiter (its place written
+  by its first try) watches the newest key ahead that blocks it: any key for a writer, the
+  newest write key for a reader. A place whose lease lapsed (a waiter stalled past
+  ``queue_ttl``) is gone for good: its waiter writes its key again, at the back, with a new
+  creation revision.
+- **Granted from the queue**: a lock's waiter (and a writer of a read-write lock) sends ONE
+  transaction: if its key is still the one it queued (same creation revision) and no key
+  in the name's range is older, it moves the key onto its holder lease (its value now the
+  holder record) and records the fence; else it reads its key and the key just ahead, for
+  the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
+  error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
+  look), as a transaction with writes is a Raft entry even when its compare refuses it, and
+  a read is not. A semaphore's waiter (and a reader) reads its rank first (a reader: counts
+  the write keys created before its own), then sends the same move, guarded by the key's
+  creation revision alone. The queue lease, now without a key, becomes a spare.
+
+Why a grant from the queue may read, then write, where the first try may not: the keys that
+block a waiter are all older than its own, and no key older than it can appear any more (a
+new key gets a higher revision), so once none is left, none comes back; the move only has to
+find our own key still there, created at the same revision. A reader cannot put the rule in
+its compare, as a writer does: a compare on an empty range compares a missing key, whose
+creation revision 0 is below every revision.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenure._async.store import AsyncAttempt
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Grant, Holder, LeaseSpec, Mode
+from tenure.backends.etcd._async.first_try import Held, QueuePlace, first_try
+from tenure.backends.etcd._async.pool import Lease, lease_seconds
+from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
+from tenure.backends.etcd._statements import (
+    JSON,
+    blocking,
+    created_at,
+    fence_at,
+    kvs,
+    newest_before,
+    none_before,
+    oldest,
+    put,
+    revision,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd._async.backend import AsyncEtcdBackend
+
+__all__ = ["AsyncEtcdAttempt"]
+
+
+class AsyncEtcdAttempt(AsyncAttempt):
+    """One acquire call's tries: the first writes (or refuses, leaving a place ready), the
+    waits queue and watch, the later ones settle the place (module docstring)."""
+
+    store: AsyncEtcdBackend
+
+    def __init__(
+        self, store: AsyncEtcdBackend, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        holder: Holder,
+    ) -> None:
+        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
+        self.place: QueuePlace | None = None
+        """The place the last refused try left (None: no try refused yet)."""
+        self.waited = False
+
+    async def try_once(self) -> Grant | Busy:
+        place = self.place
+        if place is not None and place.revision:
+            outcome = await self._settle(place)
+        else:
+            kept = None
+            if place is not None:  # a place that lapsed: its holder lease is still ready
+                kept, place.holder_lease = place.holder_lease, None
+            outcome = await first_try(
+                self.store, self.name, self.spec, token=self.token, ttl=self.ttl,
+                holder=self.holder, kept=kept,
+            )
+        if isinstance(outcome, QueuePlace):
+            self.place = outcome
+            return Busy(None)
+        return outcome
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        self.waited = True
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            # The next try refreshes this waiter's place: it must come before the place
+            # lapses, whatever the back-off wanted.
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        if self.place is None:
+            # Not queued (an election's observer): wake at the next deletion under the name
+            # (a release, expiry or break), else after ``timeout``.
+            await self.store.watch_name(self.spec.kind, self.name, timeout)
+            return
+        await self._wait_in_place(self.place, timeout)
+
+    @property
+    def holds_place(self) -> bool:
+        return self.spec.queues or self.waited
+
+    async def leave(self) -> None:
+        if self.spec.queues:
+            await self.store.release(self.spec.kind, self.name, self.token)
+        elif self.place is not None:
+            await self._leave(self.place)
+
+    # ---- the steps of a queued waiter ------------------------------------------------------
+
+    def _prefix(self, place: QueuePlace) -> str:
+        return name_prefix(self.store.settings.namespace, place.kind, place.name)
+
+    async def _settle(self, place: QueuePlace) -> Grant | QueuePlace:
+        """A queued waiter's try: granted once its key is among the ``limit`` oldest."""
+        prefix = self._prefix(place)
+        if place.mode is not None:
+            return await self._settle_in_turn(place, place.mode)
+        if place.limit == 1:
+            return await self._take_in_turn(place, prefix)
+        answer = await self.store.gateway.post(
+            "/v3/kv/range", oldest(prefix, place.limit)["request_range"]
+        )
+        ranked = kvs(answer)
+        # Deletions up to this read are reflected in it: the next watch starts after it.
+        place.watch_from = revision(answer) + 1
+        mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == place.key), None)
+        if mine is None:
+            return place
+        if int(mine["create_revision"]) != place.revision:
+            place.revision = 0  # our place lapsed and the key was written again: rejoin
+            return place
+        conflict = next(
+            (record.limit for kv in ranked if kv is not mine
+             and (record := Record.decode(kv.get("value", ""))).limit != place.limit),
+            None,
+        )
+        if conflict is not None:
+            await self._leave(place)
+            raise limit_mismatch(place.name, conflict, place.limit)
+        return await self._take(place, None)
+
+    async def _settle_in_turn(self, place: QueuePlace, mode: str) -> Grant | QueuePlace:
+        """A read-write lock's waiter: granted once no key that blocks it is older."""
+        ahead_in = blocking(self._prefix(place), mode)
+        if mode == Mode.WRITE:
+            # Its own key is in the range, as a lock's waiter's.
+            return await self._take_in_turn(place, ahead_in)
+        answer = await self.store.gateway.post("/v3/kv/txn", {"success": [
+            {"request_range": {"key": b64(place.key)}},
+            # Not count_only: etcd counts the whole range, before the revision filter.
+            newest_before(ahead_in, place.revision),
+        ]})
+        mine, ahead = (kvs(response) for response in answer["responses"])
+        place.watch_from = revision(answer) + 1
+        if not mine or int(mine[0]["create_revision"]) != place.revision:
+            place.revision = 0  # our place lapsed: join again at the back
+            return place
+        if ahead:
+            place.predecessor, place.predecessor_known = ahead[0]["key"], True
+            return place
+        return await self._take(place, None)
+
+    async def _take_in_turn(self, place: QueuePlace, ahead_in: str) -> Grant | QueuePlace:
+        """A lock's waiter (or a writer's): the grant's transaction at once after a wait
+        that may have seen the key ahead go; after a quiet timeout, a read first (every wait
+        is followed by a fresh look, as watches can miss events, but a read is not a Raft
+        write, as even a refused transaction with writes is)."""
+        if not place.woken:
+            answer = await self.store.gateway.post("/v3/kv/txn", {"success": [
+                {"request_range": {"key": b64(place.key), "keys_only": True}},
+                newest_before(ahead_in, place.revision),
+            ]})
+            mine, ahead = (kvs(response) for response in answer["responses"])
+            place.watch_from = revision(answer) + 1
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our place lapsed: join again at the back
+                return place
+            if ahead:
+                place.predecessor, place.predecessor_known = ahead[0]["key"], True
+                return place
+        return await self._take(place, ahead_in)
+
+    async def _take(self, place: QueuePlace, ahead_in: str | None) -> Grant | QueuePlace:
+        """Move our key onto our holder lease, if it is still the key we queued and, with
+        ``ahead_in`` (a range holding our key), no key of that range is older: then it is
+        our turn, judged in the step that grants it. Refused: our key and the key just
+        ahead, read in the same step, for the next wait."""
+        assert place.lease is not None
+        store = self.store
+        lease = await store.pool.lasting(lease_seconds(self.ttl), self.ttl, place.holder_lease)
+        place.holder_lease = None
+        record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl)
+        compare = [created_at(place.key, place.revision)]
+        failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
+        if ahead_in is not None:
+            compare.append(none_before(ahead_in, place.revision))
+            failure.append(newest_before(ahead_in, place.revision))
+        fence_key = store.fence_key(place.kind, place.name)
+
+        def move(lease: Lease) -> JSON:
+            return {
+                "compare": compare,
+                "success": [
+                    put(place.key, record.encode(), lease.id),
+                    fence_at(fence_key, place.revision),
+                ],
+                "failure": failure,
+            }
+
+        answer, lease = await store.pool.on_lease(move, lease)
+        if not answer.get("succeeded"):
+            place.holder_lease = lease
+            mine = kvs(answer["responses"][0])
+            if not mine or int(mine[0]["create_revision"]) != place.revision:
+                place.revision = 0  # our queue lease lapsed (a stalled waiter): rejoin
+                return place
+            place.watch_from = revision(answer) + 1
+            if ahead_in is not None:
+                ahead = kvs(answer["responses"][1])
+                place.predecessor = ahead[0]["key"] if ahead else None
+                place.predecessor_known = True
+            return place
+        await store.pool.keep_spare(place.lease)  # the key left it; nothing else is on it
+        place.lease = None
+        store.remember(place.kind, place.name, self.token,
+                       Held(place.key, lease, place.revision, record))
+        return Grant(place.revision)
+
+    async def _wait_in_place(self, place: QueuePlace, timeout: float) -> None:
+        store = self.store
+        prefix = self._prefix(place)
+        # One request keeps our place and the lease we will hold the name on alive: the
+        # grant that may follow this wait then needs no lease request.
+        leases = [lease for lease in (place.lease if place.revision else None,
+                                      place.holder_lease) if lease is not None]
+        alive = dict(zip((lease.id for lease in leases), await store.pool.refresh(leases),
+                         strict=True)) if leases else {}
+        if place.holder_lease is not None and not alive[place.holder_lease.id]:
+            place.holder_lease = None  # ended (a break of a spare?): the grant gets another
+        if place.revision and place.lease is not None and not alive[place.lease.id]:
+            place.revision = 0  # lapsed while we were away: join again
+        if not place.revision:
+            await self._join(place)
+        if place.limit > 1:
+            place.woken = await store.gateway.watch_deletes(
+                b64(prefix), b64(prefix_end(prefix)), place.watch_from, timeout
+            )
+            return
+        if place.mode is not None:
+            prefix = blocking(prefix, place.mode)  # a reader watches the newest write ahead
+        if not place.predecessor_known:
+            ahead = await store.gateway.post(
+                "/v3/kv/range", newest_before(prefix, place.revision)["request_range"]
+            )
+            predecessor = kvs(ahead)
+            place.predecessor = predecessor[0]["key"] if predecessor else None
+            place.watch_from = revision(ahead) + 1
+        place.predecessor_known = False  # the next wait reads again, unless a step did
+        place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
+        if place.predecessor is not None:
+            place.woken = await store.gateway.watch_deletes(
+                place.predecessor, None, place.watch_from, timeout
+            )
+
+    async def _leave(self, place: QueuePlace) -> None:
+        """Give up a place: the queue key goes with its lease; the holder lease stays ours."""
+        lease, place.holder_lease = place.holder_lease, None
+        if place.revision and place.lease is not None:
+            place.revision = 0
+            await self.store.pool.revoke(place.lease.id)
+        if lease is not None:
+            await self.store.pool.keep_spare(lease)
+
+    async def _join(self, place: QueuePlace) -> None:
+        """Write the waiter's key at the back of the queue, on a short queue lease, and read
+        the key just ahead of it in the same step."""
+        pool = self.store.pool
+        place.lease = await pool.lasting(place.queue_seconds, place.queue_seconds / 2)
+        prefix = self._prefix(place)
+        if place.mode is not None:
+            prefix = blocking(prefix, place.mode)
+        newest = oldest(prefix, 2)
+        newest["request_range"] |= {"sort_order": "DESCEND", "keys_only": True}
+
+        def join(lease: Lease) -> JSON:
+            return {"success": [
+                put(place.key, place.record, lease.id),
+                {"request_range": {"key": b64(place.key)}},
+                newest,
+            ]}
+
+        answer, place.lease = await pool.on_lease(join, place.lease)
+        (mine,) = kvs(answer["responses"][1])
+        place.revision = int(mine["create_revision"])
+        place.watch_from = revision(answer) + 1
+        # The newest key other than ours is the one just ahead when ours is the newest, as
+        # a new key is; a key of ours that outlived its lapsed place keeps its old creation
+        # revision, and then the wait reads the key ahead itself.
+        others = [kv for kv in kvs(answer["responses"][2]) if kv["key"] != mine["key"]]
+        place.predecessor_known = not others or int(others[0]["create_revision"]) < place.revision
+        place.predecessor = others[0]["key"] if others and place.predecessor_known else None

@@ -1,0 +1,192 @@
+"""An etcd acquire's first try, for every kind, and the place a refused one leaves.
+
+- A lock or a semaphore: ONE transaction, which writes the key on a spare (or new) lease. A
+  lock writes only if the name has no key at all (a compare on the whole range), so it never
+  barges past waiters, and the same transaction puts the name's fence key; a semaphore
+  writes, and its key is granted if it is among the ``limit`` oldest, else deleted (and its
+  fence key written by a second request). Refused: the lease it wrote on stays ready in the
+  place, for the grant (``attempt``).
+- A read-write lock: two leases (spares or new: the holder's, and the place's ``queue_ttl``
+  rounded up to whole seconds) and ONE transaction: if no key at all (a writer) or no write
+  key (a reader) exists under the name, it writes the key on the holder lease and puts the
+  fence key: granted, fence = its creation revision; otherwise it writes the key marked
+  ``queued`` on the queue lease: a place at the back of the queue, in the same step. The
+  lease the transaction did not use stays a spare (the queue lease) or is kept for the grant
+  (the holder lease).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from tenure._errors import limit_mismatch
+from tenure._types import Grant, Holder, Kind, LeaseSpec
+from tenure.backends.etcd._async.pool import Lease, lease_seconds, whole_seconds
+from tenure.backends.etcd._convert import lease_of
+from tenure.backends.etcd._errors import NotFound
+from tenure.backends.etcd._keys import Record, b64, entry_name, name_prefix, unb64
+from tenure.backends.etcd._statements import (
+    JSON,
+    blocking,
+    empty,
+    fence_here,
+    kvs,
+    oldest,
+    put,
+    revision,
+)
+
+if TYPE_CHECKING:
+    from tenure.backends.etcd._async.backend import AsyncEtcdBackend
+
+__all__ = ["QUEUE_TTL", "Held", "QueuePlace", "first_try"]
+
+QUEUE_TTL = 2
+"""Seconds a waiter's place in the queue outlives its last wait (etcd's smallest useful
+lease: below the server's minimum TTL it is raised anyway)."""
+
+
+@dataclasses.dataclass
+class Held:
+    """What this process knows of one of its granted keys."""
+
+    key: str
+    lease: Lease
+    revision: int
+    record: Record
+    """What the key holds, rewritten whole when an election's value changes."""
+
+
+@dataclasses.dataclass
+class QueuePlace:
+    """A waiter's place: what its first try left ready, and its key once queued."""
+
+    kind: str
+    name: str
+    key: str
+    limit: int
+    record: str
+    value: str | None = None
+    """The election value the key gets when it is granted (None: a lock or a permit)."""
+    revision: int = 0
+    """The key's creation revision once queued (0: not queued, or lapsed)."""
+    lease: Lease | None = None
+    """The short queue lease the key is on."""
+    watch_from: int = 0
+    mode: str | None = None
+    """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
+    queue_seconds: int = QUEUE_TTL
+    """The queue lease's length."""
+    holder_lease: Lease | None = None
+    """The lease the key moves onto when granted, kept alive with the queue lease."""
+    predecessor: str | None = None
+    """The key just ahead that the next wait watches (base64), as the last step read it."""
+    predecessor_known: bool = False
+    """Whether ``predecessor`` is fresh (None then: nothing ahead); a wait uses it once."""
+    woken: bool = True
+    """Whether the last wait may have seen the key ahead go (a deletion, an error: anything
+    but a quiet timeout). After a quiet one the next step reads before it tries to write."""
+
+
+
+async def first_try(
+    store: AsyncEtcdBackend, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+    holder: Holder, kept: Lease | None,
+) -> Grant | QueuePlace:
+    """Granted, or refused with the place a wait starts from (``kept``: the holder lease
+    a refused try of the same attempt left ready)."""
+    kind, limit = str(spec.kind), spec.limit
+    prefix = name_prefix(store.settings.namespace, kind, name)
+    if spec.mode is not None:
+        queue_seconds = QUEUE_TTL if spec.queue_ttl is None else whole_seconds(spec.queue_ttl)
+        return await _first_in_turn(
+            store, kind, name, token=token, ttl=ttl, holder=holder, mode=spec.mode,
+            queue_seconds=queue_seconds, kept=kept,
+        )
+    key = prefix + token
+    record = Record.new(holder, limit, value=spec.value, ttl=ttl)
+    lease = await store.pool.lasting(lease_seconds(ttl), ttl, kept)
+
+    def first(lease: Lease) -> JSON:
+        written = put(key, record.encode(), lease.id)
+        if limit > 1:
+            return {"success": [written, oldest(prefix, limit)]}
+        # A lock is written only into an empty range: never past a queued waiter; the
+        # same step records the fence.
+        return {
+            "compare": [empty(prefix)],
+            "success": [written, fence_here(store.fence_key(kind, name)), oldest(prefix, 1)],
+            "failure": [oldest(prefix, 1)],
+        }
+
+    answer, lease = await store.pool.on_lease(first, lease)
+    ranked = kvs(answer["responses"][-1])
+    mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
+    stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
+    conflict = next((s for s in stored if s != limit), None)
+    if mine is not None and conflict is None:
+        created = int(mine["create_revision"])
+        if mine.get("lease") != lease.id:  # a retry found the key its lost reply wrote
+            await store.pool.keep_spare(lease)
+            # That lease's clock restarts now: the holder gets its whole ttl from here.
+            lease = Lease(lease_of(mine), lease.seconds, 0.0)
+            await store.pool.refresh([lease])
+            record = Record.decode(mine.get("value", ""))  # and keeps what it stored
+        store.remember(kind, name, token, Held(key, lease, created, record))
+        if limit > 1:
+            await store.record_fence(kind, name, created)
+        return Grant(created)
+    if limit > 1:
+        # Our key is written, not among the limit oldest: it goes, its lease stays ours.
+        await store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+    if conflict is not None and kind == Kind.SEMAPHORE:
+        await store.pool.keep_spare(lease)
+        raise limit_mismatch(name, conflict, limit)
+    queued = Record.new(holder, limit, queued=True).encode()
+    return QueuePlace(kind, name, key, limit, queued, spec.value, holder_lease=lease)
+
+
+async def _first_in_turn(
+    store: AsyncEtcdBackend, kind: str, name: str, *, token: str, ttl: float, holder: Holder,
+    mode: str, queue_seconds: int, kept: Lease | None,
+) -> Grant | QueuePlace:
+    """A read-write lock's first try: granted, or queued, in one transaction."""
+    held = store.granted(kind, name, token)
+    if held is not None and await store.pool.keep_alive(held.lease):
+        return Grant(held.revision)  # a retry of a grant whose answer was lost
+    prefix = name_prefix(store.settings.namespace, kind, name)
+    key = prefix + entry_name(mode, token)
+    lease = await store.pool.lasting(lease_seconds(ttl), ttl, kept)
+    queue_lease = await store.pool.lasting(queue_seconds, queue_seconds / 2)
+    record = Record.new(holder, 1, ttl=ttl)
+    queued = Record.new(holder, 1, queued=True).encode()
+    read_back = {"request_range": {"key": b64(key)}}
+
+    def first(lease: Lease) -> JSON:
+        return {
+            "compare": [empty(blocking(prefix, mode))],
+            "success": [
+                put(key, record.encode(), lease.id), fence_here(store.fence_key(kind, name)),
+                read_back,
+            ],
+            "failure": [put(key, queued, queue_lease.id), read_back],
+        }
+
+    try:
+        answer, lease = await store.pool.on_lease(first, lease)
+    except NotFound:
+        # The queue lease ended before use (a spare that a break or expiry took): once
+        # more on a new one.
+        queue_lease = await store.pool.new(queue_seconds)
+        answer, lease = await store.pool.on_lease(first, lease)
+    (mine,) = kvs(answer["responses"][-1])
+    created = int(mine["create_revision"])
+    if answer.get("succeeded"):
+        store.remember(kind, name, token, Held(key, lease, created, record))
+        await store.pool.keep_spare(queue_lease)
+        return Grant(created)
+    return QueuePlace(
+        kind, name, key, 1, queued, None, created, queue_lease,
+        revision(answer) + 1, mode, queue_seconds, holder_lease=lease,
+    )

@@ -1,0 +1,89 @@
+"""The one reading of a name's keys as tenure's records: which keys hold the name (for
+``inspect``, ``list_records`` and ``break_leases`` alike) and the ``LockInfo`` they make.
+Flavour-free: the store reads the keys and their leases' time left, this module judges."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+
+from tenure._types import Kind, LeaseInfo, LockInfo
+from tenure.backends.etcd._keys import Record, mode_of, unb64
+from tenure.backends.etcd._statements import JSON
+
+__all__ = ["fence_of", "holding", "lease_of", "lock_info"]
+
+
+def lease_of(kv: JSON) -> str:
+    """The id of the etcd lease a key is on ("0": none)."""
+    return str(kv.get("lease", "0"))
+
+
+def holding(kind: str, keys: list[JSON]) -> list[tuple[JSON, Record]]:
+    """The keys (oldest first) that hold the name, if their leases are alive: a read-write
+    lock's every key not marked queued (only a grant writes one); else the ``limit`` oldest
+    (1 for a lock), but a queued key among them holds nothing yet: its waiter is about to
+    move it onto its own lease (or to give up), and showing it would report a leader that
+    may never be."""
+    records = [(kv, Record.decode(kv.get("value", ""))) for kv in keys]
+    if kind != Kind.RWLOCK:
+        count = (records[0][1].limit or 1) if records and kind == Kind.SEMAPHORE else 1
+        records = records[:count]
+    return [(kv, record) for kv, record in records if not record.queued]
+
+
+def lock_info(
+    kind: str, name: str, keys: list[JSON], fence: int, left: Mapping[str, float]
+) -> LockInfo:
+    """The record of a name: its ``keys`` oldest first, the last ``fence`` recorded, and
+    the seconds ``left`` of each holding key's lease (by lease id; below 0: ended)."""
+    leases = []
+    values = []
+    for kv, record in holding(kind, keys):
+        seconds = left.get(lease_of(kv), -1.0)
+        if seconds < 0:  # etcd counts whole seconds: 0 is a lease in its last second
+            continue
+        mode = mode_of(unb64(kv["key"]).decode().rpartition("/")[2]) if (
+            kind == Kind.RWLOCK) else None
+        leases.append(LeaseInfo(
+            record.holder, _utc(record.since), _ttl_left(seconds, record),
+            int(kv["create_revision"]), mode=mode,
+        ))
+        values.append(record.value)
+    if kind == Kind.RWLOCK:
+        queued = sum(Record.decode(kv.get("value", "")).queued for kv in keys)
+        # The fence key is written just after a grant: the newest lease may be ahead of it.
+        fence = max([fence, *(lease.fence or 0 for lease in leases)])
+        return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
+                        queued=queued)
+    if kind == Kind.SEMAPHORE:
+        limit = Record.decode(keys[0].get("value", "")).limit if keys else None
+        return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
+                        leases=tuple(leases))
+    if not leases:
+        return LockInfo(name, fence, None, None, None)
+    (lease,) = leases
+    # The holder key's own creation revision, read with its holder and value: the name's
+    # fence key is written just after a grant, so it may still show the previous term.
+    return LockInfo(
+        name, max(fence, lease.fence or 0), lease.holder, lease.acquired_at, lease.ttl_left,
+        value=values[0],
+    )
+
+
+def fence_of(kv: JSON) -> int:
+    """The last fence a fence key records: its value, else (empty) its mod revision."""
+    value = kv.get("value", "")
+    return int(unb64(value)) if value else int(kv["mod_revision"])
+
+
+def _ttl_left(left: float, record: Record) -> float:
+    """The seconds left that ``inspect`` reports: the lease's (etcd counts whole seconds: 0
+    is a lease in its last second), at most the ttl its holder asked for (its lease is up to
+    a second longer, ``lease_seconds``, which ``lease_overrun`` accounts for)."""
+    left = max(left, 0.5)
+    return left if record.ttl is None else min(left, record.ttl)
+
+
+def _utc(since: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(since, datetime.UTC)
