@@ -35,7 +35,7 @@ state as the table in ``tenure.verify.history`` says, or is impossible in it:
 A step answers the states that can follow (none: the call is impossible here) and, when
 there are none, why. Read-write locks (modes) and elections (a lock whose fence is the term)
 fit the same state: a lease gains a mode, ``_room`` a mode rule, like
-``tenure._async.ordered_queue``.
+``tenure.backends._ordered_queue``.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
 Fence: the holder key's creation revision; the name's last one is kept for ``inspect`` after
 release (``_statements``).
 
-**Read-write and fair locks** (kind ``rwlock``, ``tenure._sync.ordered_queue`` for the rule
+**Read-write and fair locks** (kind ``rwlock``, ``tenure.backends._ordered_queue`` for the rule
 and the fence argument): the same keys, with the mode in the key's name (``_keys``), so that
 a name's write keys are one key range. The first try takes two leases (spares or new: the
 holder's, and the place's ``queue_ttl`` rounded up to whole seconds) and sends ONE
@@ -51,7 +51,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.ordered_queue import OrderedQueueStore
+from tenure._sync.store import Store, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -99,7 +99,7 @@ from tenure.backends.etcd._statements import (
 __all__ = ["QUEUE_TTL", "SPARE_LEASES", "EtcdBackend", "lease_seconds"]
 
 
-class EtcdBackend(OrderedQueueStore):
+class EtcdBackend(Store):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
@@ -118,9 +118,8 @@ class EtcdBackend(OrderedQueueStore):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    # The ordered queue's ``()`` (its steps translated their own errors) reads as an empty
-    # tuple's type to mypy; the store's field is any tuple of exception classes.
-    driver_errors = DRIVER_ERRORS  # type: ignore[assignment]
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5
     """The longest single wait: each wait keeps the waiter's queue lease alive first."""
@@ -179,17 +178,6 @@ class EtcdBackend(OrderedQueueStore):
         )
         return Busy(None) if isinstance(outcome, QueuePlace) else outcome
 
-    def _acquire(
-        self, kind: str, name: str, token: str, ttl: float, holder: Holder, *, limit: int,
-        waited: Busy | None, value: str | None = None, mode: str | None = None,
-        queue_ttl: float | None = None,
-    ) -> Grant | Busy:
-        # The ordered queue's step, for its callers: this store's attempts keep their places
-        # themselves (``attempt``), so a plain acquire is always a first try.
-        spec = LeaseSpec(Kind(kind), limit, None if mode is None else Mode(mode), value,
-                         queue_ttl)
-        return self.acquire(name, spec, token, ttl, holder)
-
     def record_fence(self, kind: str, name: str, fence: int) -> None:
         """Remember the name's last fence for ``inspect``, never letting it go back."""
         self.gateway.post(
@@ -201,9 +189,6 @@ class EtcdBackend(OrderedQueueStore):
         ``timeout`` seconds: a wait without a place in the queue."""
         prefix = name_prefix(self.settings.namespace, kind, name)
         self.gateway.watch_deletes(b64(prefix), b64(prefix_end(prefix)), 0, timeout)
-
-    def _wait(self, kind: str, name: str, busy: Busy | None, timeout: float) -> None:
-        self.watch_name(kind, name, timeout)  # the ordered queue's step: no place here
 
     # ---- the other verbs -------------------------------------------------------------------
 
@@ -223,7 +208,10 @@ class EtcdBackend(OrderedQueueStore):
         revoked = self.pool.revoke(lease_of(kv))
         return revoked and not Record.decode(kv.get("value", "")).queued
 
-    def _extend_many(self, kind: str, renewals: Sequence[Renewal]) -> list[bool]:
+    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return extend_by_kind(renewals, self._extend_kind)
+
+    def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
         results: dict[int, bool] = {}
         batch: list[tuple[int, Lease]] = []
         for index, renewal in enumerate(renewals):

@@ -40,7 +40,7 @@ queued waiter: before, a rewrite and a list on waking, a rewrite and a list agai
 the watch, and a read of every node ahead; now a rewrite, a list, a read of the nearest
 node ahead (a lock) and the watch, and nothing when the node ahead is merely rewritten.
 
-**Read-write and fair locks** (kind ``rwlock``, ``tenure._async.ordered_queue`` for the rule
+**Read-write and fair locks** (kind ``rwlock``, ``tenure.backends._ordered_queue`` for the rule
 and the fence argument): the same nodes, with the mode in the node's name (``_nodes``).
 
 - **Acquire, first try**: create the node with the holder's record, then rank: a writer is

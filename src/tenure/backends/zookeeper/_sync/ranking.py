@@ -2,7 +2,7 @@
 # src/tenure/backends/zookeeper/_async/ranking.py: edit that file, not this one.
 """Ranking a node among its name's queue: which live nodes are ahead of it, judged by the
 server's clock (``store.py``'s docstring, "Acquire, first try"), and whether they let it hold
-(the rules of ``tenure._sync.ordered_queue``: the ``limit`` oldest, or by mode)."""
+(the rules of ``tenure.backends._ordered_queue``: the ``limit`` oldest, or by mode)."""
 
 from __future__ import annotations
 
