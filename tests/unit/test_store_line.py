@@ -85,6 +85,9 @@ class Failing(AsyncStore):
     async def break_leases(self, kind: Kind, name: str) -> bool:
         raise self.failure
 
+    async def aclose(self) -> None:
+        raise self.failure
+
 
 class Waiting(AsyncAttempt):
     store: Failing
@@ -113,6 +116,7 @@ def run(coroutine: Any) -> Any:
     (lambda s: s.inspect(Kind.RWLOCK, "job"), "inspect", "'job'"),
     (lambda s: s.list_records(Kind.LOCK, "jo"), "list", "the names under 'jo'"),
     (lambda s: s.break_leases(Kind.LOCK, "job"), "break", "'job'"),
+    (lambda s: s.aclose(), "close", "the connections"),
 ])
 def test_a_driver_error_leaves_every_verb_in_one_form(call: Any, action: str, subject: str) -> None:
     for store in (Failing(), Subclassed()):

@@ -56,6 +56,7 @@ ACTIONS: Mapping[str, str] = {
     "list_records": "list",
     "break_leases": "break",
     "set_value": "set value",
+    "aclose": "close",
     "try_once": "acquire",
     "try_or_wait": "acquire",
     "wait": "wait",
@@ -81,6 +82,8 @@ def _subject(verb: str, args: tuple[Any, ...]) -> str:
             return "no lease"
         more = f" and {len(renewals) - 1} more" if len(renewals) > 1 else ""
         return f"{renewals[0].name!r}{more}"
+    if verb == "aclose":
+        return "the connections"
     if verb == "list_records":
         return f"the names under {args[1]!r}" if len(args) > 1 else "the names"
     if verb in ("release", "owned", "inspect", "break_leases"):
@@ -225,7 +228,8 @@ class AsyncStore(abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _wrap_verbs(cls, ("acquire", "release", "extend_many", "owned", "inspect",
-                          "list_records", "break_leases", "set_value"), _translating)
+                          "list_records", "break_leases", "set_value", "aclose"),
+                    _translating)
 
     @classmethod
     @abc.abstractmethod
