@@ -17,7 +17,7 @@ import random
 import urllib.parse
 from typing import Any
 
-from tenure._async.blocking_store import AsyncBlockingQueueBackend
+from tenure._async.legacy_blocking_store import AsyncBlockingQueueBackend
 from tenure._async.capabilities import AsyncLeaseValueSupport
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io

@@ -19,7 +19,7 @@ import random
 import urllib.parse
 from typing import Any
 
-from tenure._sync.blocking_store import BlockingQueueBackend
+from tenure._sync.legacy_blocking_store import BlockingQueueBackend
 from tenure._sync.capabilities import LeaseValueSupport
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
