@@ -14,8 +14,8 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
-from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._config import Settings
+from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._lock_sql import SCHEMA_VERSION
 from tenure.backends.sqlite._store import SQLiteFile
 

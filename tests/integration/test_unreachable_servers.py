@@ -69,7 +69,7 @@ def test_asyncio_too(backend: str) -> None:
 
 # Backend wings still translating their driver's errors their own way (issue 21): each
 # leaves this set when its store's verbs go through the one translation helper.
-OWN_ERROR_STYLE = {"mysql", "etcd"}
+OWN_ERROR_STYLE = {"etcd"}
 URLS_WITH_CLUSTER = {**URLS, "redis_cluster": lambda port: f"redis+cluster://127.0.0.1:{port}"}
 
 
