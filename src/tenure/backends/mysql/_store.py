@@ -27,13 +27,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from tenure._errors import BackendError
 from tenure._options import DEFAULT_GC_AFTER
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
 from tenure._waiters import Waiters
+from tenure.backends._by_kind import ByKind
 from tenure.backends._sql_common import SqlOptions
 from tenure.backends.mysql._connection import (
     Cursor,
@@ -63,9 +63,13 @@ _waiters_by_table: dict[str, Waiters] = {}
 _waiters_mutex = threading.Lock()
 
 
-class MySQLTable:
+class MySQLTable(ByKind):
     """One lock table on one server: leases of every kind, each verb blocking (see
     ``BlockingStore``). Thread-safe."""
+
+    locks: Locks
+    permits: Permits
+    queues: Queues
 
     def __init__(
         self, connect_args: dict[str, Any], options: SqlOptions, display: str,
@@ -114,42 +118,8 @@ class MySQLTable:
                                        queue_ttl=spec.queue_ttl)
         return self.locks.acquire(name, token, ttl, holder, value=spec.value, wait=wait)
 
-    def release(self, kind: Kind, name: str, token: str) -> bool:
-        return self._steps(kind).release(name, token)
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) > 1:  # one batch per kind, answers in the order asked
-            answers: dict[int, bool] = {}
-            for kind in kinds:
-                indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-                batch = self.extend_many([renewals[i] for i in indexes])
-                answers.update(zip(indexes, batch, strict=True))
-            return [answers[i] for i in range(len(renewals))]
-        kind = Kind(renewals[0].kind) if renewals else Kind.LOCK
-        return self._steps(kind).extend_many(renewals)
-
-    def owned(self, kind: Kind, name: str, token: str) -> bool:
-        return self._steps(kind).owned(name, token)
-
-    def inspect(self, kind: Kind, name: str) -> LockInfo | None:
-        return self._steps(kind).inspect(name)
-
-    def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
-        return self._steps(kind).list_records(prefix)
-
-    def break_leases(self, kind: Kind, name: str) -> bool:
-        return self._steps(kind).break_leases(name)
-
     def set_value(self, name: str, token: str, value: str) -> bool:
         return self.locks.set_value(name, token, value)
-
-    def _steps(self, kind: Kind) -> Locks | Permits | Queues:
-        if kind is Kind.SEMAPHORE:
-            return self.permits
-        if kind is Kind.RWLOCK:
-            return self.queues
-        return self.locks
 
     # ---- clean-up of idle records (``gc_after``) -------------------------------------
 

@@ -37,10 +37,10 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
 
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
 from tenure._waiters import Waiters
+from tenure.backends._by_kind import ByKind
 from tenure.backends.sqlite import _lock_sql as lock_sql
 from tenure.backends.sqlite import _rwlock_sql as rwlock_sql
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
@@ -65,10 +65,14 @@ _waiters_by_path: dict[str, Waiters] = {}
 _waiters_mutex = threading.Lock()
 
 
-class SQLiteFile:
+class SQLiteFile(ByKind):
     """One database file's leases of every kind, each verb blocking (see ``BlockingStore``).
     Thread-safe. sqlite3's errors leave the verbs as they are: the async shell's base
     translates them (``_errors.DRIVER_ERRORS``)."""
+
+    locks: Locks
+    permits: Permits
+    queues: Queues
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -115,53 +119,13 @@ class SQLiteFile:
         self.locks.leave(ticket)
 
     def release(self, kind: Kind, name: str, token: str) -> bool:
-        if kind is Kind.SEMAPHORE:
-            released = self.permits.release(name, token)
-        elif kind is Kind.RWLOCK:
-            released = self.queues.release(name, token)
-        else:
-            released = self.locks.release(name, token)
+        released = super().release(kind, name, token)
         if time.monotonic() >= self._next_collect:
             self.collect()
         return released
 
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        kinds = {renewal.kind for renewal in renewals}
-        if len(kinds) > 1:  # one transaction per kind, answers in the order asked
-            answers: dict[int, bool] = {}
-            for kind in kinds:
-                indexes = [i for i, r in enumerate(renewals) if r.kind == kind]
-                batch = self.extend_many([renewals[i] for i in indexes])
-                answers.update(zip(indexes, batch, strict=True))
-            return [answers[i] for i in range(len(renewals))]
-        kind = Kind(renewals[0].kind) if renewals else Kind.LOCK
-        if kind is Kind.SEMAPHORE:
-            return self.permits.extend_many(renewals)
-        if kind is Kind.RWLOCK:
-            return self.queues.extend_many(renewals)
-        return self.locks.extend_many(renewals)
-
-    def owned(self, kind: Kind, name: str, token: str) -> bool:
-        return self._steps(kind).owned(name, token)
-
-    def inspect(self, kind: Kind, name: str) -> LockInfo | None:
-        return self._steps(kind).inspect(name)
-
-    def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
-        return self._steps(kind).list_records(prefix)
-
-    def break_leases(self, kind: Kind, name: str) -> bool:
-        return self._steps(kind).break_leases(name)
-
     def set_value(self, name: str, token: str, value: str) -> bool:
         return self.locks.set_value(name, token, value)
-
-    def _steps(self, kind: Kind) -> Locks | Permits | Queues:
-        if kind is Kind.SEMAPHORE:
-            return self.permits
-        if kind is Kind.RWLOCK:
-            return self.queues
-        return self.locks
 
     # ---- clean-up --------------------------------------------------------------------------
 
