@@ -96,7 +96,7 @@ def tenure_connection(url: str) -> tuple[Any, Callable[[], None]]:
     CLIENT_FOUND_ROWS), and none of the machinery around them."""
     owner = tenure.connect(url)
     backend: Any = owner.backend
-    connection = backend._pool.connect() if _is_postgresql(url) else backend.store._connect()
+    connection = backend._pool.connect() if _is_postgresql(url) else backend.store.pool._connect()
 
     def close() -> None:
         connection.close()

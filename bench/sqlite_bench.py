@@ -43,7 +43,7 @@ import _common
 import filelock
 
 import tenure
-from tenure.backends.sqlite import _store as sqlite_store
+from tenure.backends.sqlite import _lock_sql as sqlite_store
 from tenure.backends.sqlite._clock import register_clock
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -20,9 +20,9 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 
 import tenure
-from tenure._types import Grant, Holder
+from tenure._types import Grant, Holder, Kind, LeaseSpec
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
-from tenure.backends.mysql._store import MySQLStore
+from tenure.backends.mysql._store import MySQLTable
 from tests.integration.sql_support import raw
 
 pytestmark = pytest.mark.mysql
@@ -30,8 +30,8 @@ pytestmark = pytest.mark.mysql
 HOLDER = Holder("test", os.getpid(), "main")
 
 
-def store_of(locks: tenure.Locks) -> MySQLStore:
-    store: MySQLStore = locks.backend.store  # type: ignore[attr-defined]
+def store_of(locks: tenure.Locks) -> MySQLTable:
+    store: MySQLTable = locks.backend.store
     return store
 
 
@@ -203,19 +203,19 @@ def test_an_old_client_never_makes_a_stale_value_look_current(
 def test_an_expired_leaders_value_is_hidden_and_replaced(mysql_url: str, table: str) -> None:
     with tenure.connect(mysql_url, table=table) as locks:
         store = store_of(locks)
-        granted = store.acquire("leader", "token-a", 0.2, HOLDER, "a")
+        granted = store.acquire("leader", LeaseSpec(value="a"), "token-a", 0.2, HOLDER)
         assert isinstance(granted, Grant)
         time.sleep(0.3)
         info = locks.inspect("leader")
         assert info is not None and info.holder is None and info.value is None
         assert not store.set_value("leader", "token-a", "late")
         # A plain lock over the expired lease: no value shows with it.
-        assert isinstance(store.acquire("leader", "token-b", 10, HOLDER), Grant)
+        assert isinstance(store.acquire("leader", LeaseSpec(), "token-b", 10, HOLDER), Grant)
         info = locks.inspect("leader")
         assert info is not None and info.holder is not None and info.value is None
         # A plain lock's lease has no value to replace.
         assert not store.set_value("leader", "token-b", "sneaked")
-        assert store.release("leader", "token-b")
+        assert store.release(Kind.LOCK, "leader", "token-b")
         assert raw(
             mysql_url, f"SELECT value, value_token FROM `{table}` WHERE name = %s",
             (b"leader",),
@@ -225,21 +225,22 @@ def test_an_expired_leaders_value_is_hidden_and_replaced(mysql_url: str, table: 
 def test_a_retried_campaign_keeps_the_proclaimed_value(mysql_url: str, table: str) -> None:
     with tenure.connect(mysql_url, table=table) as locks:
         store = store_of(locks)
-        first = store.acquire("leader", "token-a", 10, HOLDER, "one")
+        first = store.acquire("leader", LeaseSpec(value="one"), "token-a", 10, HOLDER)
         assert isinstance(first, Grant)
         assert store.set_value("leader", "token-a", "two")
         assert store.set_value("leader", "token-a", "two")  # the same value again counts
         assert not store.set_value("leader", "token-other", "three")
         # The same token again (a reply lost): the same term, the value it holds now.
-        again = store.acquire("leader", "token-a", 10, HOLDER, "one")
+        again = store.acquire("leader", LeaseSpec(value="one"), "token-a", 10, HOLDER)
         assert again == first
         info = locks.inspect("leader")
         assert info is not None and info.value == "two" and info.fence == first.fence
         # Another candidate is refused and changes nothing.
-        assert not isinstance(store.acquire("leader", "token-b", 10, HOLDER, "b"), Grant)
+        refused = store.acquire("leader", LeaseSpec(value="b"), "token-b", 10, HOLDER)
+        assert not isinstance(refused, Grant)
         info = locks.inspect("leader")
         assert info is not None and info.value == "two"
-        assert store.release("leader", "token-a")
+        assert store.release(Kind.LOCK, "leader", "token-a")
         assert locks.inspect("leader") is not None
         assert raw(
             mysql_url, f"SELECT value, value_token FROM `{table}` WHERE name = %s",

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
 from tenure.backends.mysql import _store
-from tenure.backends.mysql._store import MySQLStore
+from tenure.backends.mysql._store import MySQLTable
 from tests.integration.sql_support import raw
 
 pytestmark = pytest.mark.mysql
@@ -29,9 +29,14 @@ GC_AFTER = 0.3
 HOLDER = Holder("test", os.getpid(), "main")
 
 
-def store_of(locks: tenure.Locks) -> MySQLStore:
-    store: MySQLStore = locks.backend.store  # type: ignore[attr-defined]
+def store_of(locks: tenure.Locks) -> MySQLTable:
+    store: MySQLTable = locks.backend.store
     return store
+
+
+def rw_spec(mode: str, queue_ttl: float) -> LeaseSpec:
+    """A read-write lock's spec (``mode``: "read" or "write")."""
+    return LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=queue_ttl)
 
 
 def tick(locks: tenure.Locks, *, pause: float = GC_AFTER + 0.1) -> None:
@@ -151,21 +156,21 @@ def test_idle_rwlock_records_are_collected_but_never_a_lease_or_a_place(
     records, entries = f"{table}_rwlocks", f"{table}_rwlock_entries"
     with tenure.connect(mysql_url, table=table, gc_after=0.001) as locks:
         store = store_of(locks)
-        writer = store.acquire_queued("rw", "a" * 32, 10, HOLDER, mode="write", queue_ttl=10)
+        writer = store.acquire("rw", rw_spec("write", 10), "a" * 32, 10, HOLDER)
         assert isinstance(writer, Grant)
-        waiting = store.acquire_queued("rw", "b" * 32, 10, HOLDER, mode="read", queue_ttl=10)
+        waiting = store.acquire("rw", rw_spec("read", 10), "b" * 32, 10, HOLDER)
         assert isinstance(waiting, Busy)
         tick(locks, pause=0.05)
         assert rows(mysql_url, records, "rw") == 1  # a live lease and a place
-        assert store.release_queued("rw", "a" * 32)
+        assert store.release(Kind.RWLOCK, "rw", "a" * 32)
         tick(locks, pause=0.05)
         tick(locks, pause=0.05)
         assert rows(mysql_url, records, "rw") == 1  # the place alone keeps it
         info = locks.inspect("rw", kind="rwlock")
         assert info is not None and info.queued == 1 and info.fence == writer.fence
-        reader = store.acquire_queued("rw", "b" * 32, 10, HOLDER, mode="read", queue_ttl=10)
+        reader = store.acquire("rw", rw_spec("read", 10), "b" * 32, 10, HOLDER)
         assert isinstance(reader, Grant) and reader.fence > writer.fence
-        assert store.release_queued("rw", "b" * 32)
+        assert store.release(Kind.RWLOCK, "rw", "b" * 32)
     with tenure.connect(mysql_url, table=table, gc_after=GC_AFTER) as locks:
         tick(locks)
         assert rows(mysql_url, records, "rw") == 0

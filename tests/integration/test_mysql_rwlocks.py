@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder, Renewal
-from tenure.backends.mysql._store import MySQLStore
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
+from tenure.backends.mysql._store import MySQLTable
 from tests.integration.processes import ROOT
 from tests.integration.sql_support import mysql_connection, raw
 
@@ -27,9 +27,14 @@ pytestmark = pytest.mark.mysql
 HOLDER = Holder("test", os.getpid(), "main")
 
 
-def store_of(locks: tenure.Locks) -> MySQLStore:
-    store: MySQLStore = locks.backend.store  # type: ignore[attr-defined]
+def store_of(locks: tenure.Locks) -> MySQLTable:
+    store: MySQLTable = locks.backend.store
     return store
+
+
+def rw_spec(mode: str, queue_ttl: float) -> LeaseSpec:
+    """A read-write lock's spec (``mode``: "read" or "write")."""
+    return LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=queue_ttl)
 
 
 def tables(url: str, table: str) -> list[str]:
@@ -75,11 +80,11 @@ def test_places_in_arrival_order_become_leases(mysql_url: str) -> None:
     name = f"rw:{uuid.uuid4().hex}"
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
-        first = store.acquire_queued(name, "a" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        first = store.acquire(name, rw_spec("write", 3), "a" * 32, 10, HOLDER)
         assert isinstance(first, Grant)
         for token, mode in (("b" * 32, "read"), ("c" * 32, "write"), ("d" * 32, "read")):
             assert isinstance(
-                store.acquire_queued(name, token, 10, HOLDER, mode=mode, queue_ttl=3), Busy
+                store.acquire(name, rw_spec(mode, 3), token, 10, HOLDER), Busy
             )
         assert entries(mysql_url, "tenure_locks", name) == [
             ("a" * 32, "lease", "write", first.fence),
@@ -89,30 +94,30 @@ def test_places_in_arrival_order_become_leases(mysql_url: str) -> None:
         ]
         # A refreshed place keeps its position.
         assert isinstance(
-            store.acquire_queued(name, "d" * 32, 10, HOLDER, mode="read", queue_ttl=3), Busy
+            store.acquire(name, rw_spec("read", 3), "d" * 32, 10, HOLDER), Busy
         )
-        assert store.release_queued(name, "a" * 32) is True
+        assert store.release(Kind.RWLOCK, name, "a" * 32) is True
         # The reader ahead of the writer goes; the reader behind it waits for it.
         assert isinstance(
-            store.acquire_queued(name, "d" * 32, 10, HOLDER, mode="read", queue_ttl=3), Busy
+            store.acquire(name, rw_spec("read", 3), "d" * 32, 10, HOLDER), Busy
         )
-        second = store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="read", queue_ttl=3)
+        second = store.acquire(name, rw_spec("read", 3), "b" * 32, 10, HOLDER)
         assert isinstance(second, Grant) and second.fence > first.fence
         assert isinstance(
-            store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3), Busy
+            store.acquire(name, rw_spec("write", 3), "c" * 32, 10, HOLDER), Busy
         )
-        assert store.release_queued(name, "b" * 32) is True
-        third = store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        assert store.release(Kind.RWLOCK, name, "b" * 32) is True
+        third = store.acquire(name, rw_spec("write", 3), "c" * 32, 10, HOLDER)
         assert isinstance(third, Grant) and third.fence > second.fence
         # A retried acquire (its reply lost) gets its own lease back, fence kept.
-        assert store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3) \
+        assert store.acquire(name, rw_spec("write", 3), "c" * 32, 10, HOLDER) \
             == third
         assert entries(mysql_url, "tenure_locks", name) == [
             ("c" * 32, "lease", "write", third.fence),
             ("d" * 32, "place", "read", 3),
         ]
-        assert store.release_queued(name, "d" * 32) is False  # a place, not a lease
-        assert store.release_queued(name, "c" * 32) is True
+        assert store.release(Kind.RWLOCK, name, "d" * 32) is False  # a place, not a lease
+        assert store.release(Kind.RWLOCK, name, "c" * 32) is True
         assert entries(mysql_url, "tenure_locks", name) == []
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and info.fence == third.fence and not info.held
@@ -123,20 +128,20 @@ def test_lapsed_places_and_leases_are_dropped(mysql_url: str) -> None:
     name = f"rw:{uuid.uuid4().hex}"
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
-        first = store.acquire_queued(name, "a" * 32, 0.2, HOLDER, mode="read", queue_ttl=3)
+        first = store.acquire(name, rw_spec("read", 3), "a" * 32, 0.2, HOLDER)
         assert isinstance(first, Grant)
         assert isinstance(
-            store.acquire_queued(name, "b" * 32, 10, HOLDER, mode="write", queue_ttl=0.2), Busy
+            store.acquire(name, rw_spec("write", 0.2), "b" * 32, 10, HOLDER), Busy
         )
         time.sleep(0.5)
         assert len(entries(mysql_url, "tenure_locks", name)) == 2  # stored until an acquire
-        granted = store.acquire_queued(name, "c" * 32, 10, HOLDER, mode="write", queue_ttl=3)
+        granted = store.acquire(name, rw_spec("write", 3), "c" * 32, 10, HOLDER)
         assert isinstance(granted, Grant) and granted.fence > first.fence
         assert entries(mysql_url, "tenure_locks", name) == [
             ("c" * 32, "lease", "write", granted.fence)
         ]
-        assert store.extend_queued([]) == []
-        store.release_queued(name, "c" * 32)
+        assert store.extend_many([]) == []
+        store.release(Kind.RWLOCK, name, "c" * 32)
 
 
 def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> None:
@@ -146,7 +151,7 @@ def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> N
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
         assert isinstance(
-            store.acquire_queued(name, "a" * 32, 0.3, HOLDER, mode="write", queue_ttl=3), Grant
+            store.acquire(name, rw_spec("write", 3), "a" * 32, 0.3, HOLDER), Grant
         )
         renewer = mysql_connection(mysql_url, autocommit=False)
         try:
@@ -158,9 +163,8 @@ def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> N
                 )
             time.sleep(0.5)  # the stored lease has lapsed; its renewal is not committed yet
             outcome: list[Grant | Busy] = []
-            contender = threading.Thread(target=lambda: outcome.append(store.acquire_queued(
-                name, "b" * 32, 10, HOLDER, mode="write", queue_ttl=3
-            )))
+            contender = threading.Thread(target=lambda: outcome.append(
+                store.acquire(name, rw_spec("write", 3), "b" * 32, 10, HOLDER)))
             contender.start()
             time.sleep(0.5)
             assert outcome == []  # it waits for the renewal's row lock
@@ -170,9 +174,9 @@ def test_a_renewal_committed_while_an_acquire_waits_is_seen(mysql_url: str) -> N
             renewer.close()
         assert len(outcome) == 1 and isinstance(outcome[0], Busy), outcome
         assert locks.inspect(name, kind="rwlock") is not None
-        assert store.queued_owned(name, "a" * 32)
-        store.release_queued(name, "a" * 32)
-        store.release_queued(name, "b" * 32)
+        assert store.owned(Kind.RWLOCK, name, "a" * 32)
+        store.release(Kind.RWLOCK, name, "a" * 32)
+        store.release(Kind.RWLOCK, name, "b" * 32)
 
 
 def test_a_user_with_rights_on_dba_made_tables(mysql_server: Any) -> None:
@@ -226,7 +230,7 @@ def test_ls_show_break_from_the_command_line(mysql_url: str) -> None:
             assert reader.acquire()
         store = store_of(locks)
         assert isinstance(
-            store.acquire_queued(name, "w" * 32, 60, HOLDER, mode="write", queue_ttl=60), Busy
+            store.acquire(name, rw_spec("write", 60), "w" * 32, 60, HOLDER), Busy
         )
         listed = cli("ls", prefix)
         assert listed.returncode == 0, listed.stderr
@@ -245,7 +249,7 @@ def test_ls_show_break_from_the_command_line(mysql_url: str) -> None:
         assert cli("break", name, "--rwlock").returncode == 1
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and not info.held and info.queued == 1  # the queue stays
-        store.release_queued(name, "w" * 32)
+        store.release(Kind.RWLOCK, name, "w" * 32)
 
 
 def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_url: str) -> None:
@@ -257,7 +261,7 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_ur
     with tenure.connect(mysql_url) as locks:
         store = store_of(locks)
         assert isinstance(
-            store.acquire_queued(name, "a" * 32, 30, HOLDER, mode="read", queue_ttl=3), Grant
+            store.acquire(name, rw_spec("read", 3), "a" * 32, 30, HOLDER), Grant
         )
         ender = mysql_connection(mysql_url, autocommit=False)
         try:
@@ -268,7 +272,7 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_ur
                 )
             outcome: list[list[bool]] = []
             renewal = threading.Thread(target=lambda: outcome.append(
-                store.extend_queued([Renewal(name, "a" * 32, 30)])
+                store.extend_many([Renewal(name, "a" * 32, 30, Kind.RWLOCK)])
             ))
             renewal.start()
             time.sleep(0.5)

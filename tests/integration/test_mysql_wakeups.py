@@ -7,14 +7,13 @@ import asyncio
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
 import tenure
-from tenure._sync.backend import Backend
-from tenure._types import Busy, Grant
-from tenure.backends.mysql._store import GateWait
-from tenure.backends.mysql._sync import MySQLBackend
+from tenure._types import Busy, Grant, Kind, LeaseSpec
+from tenure.backends.mysql._sync import MySQLAttempt, MySQLStore
 from tests.integration.sql_support import mysql_connection
 
 pytestmark = pytest.mark.mysql
@@ -27,10 +26,18 @@ def _url(mysql_url: str) -> str:
     return mysql_url + ("&" if "?" in mysql_url else "?") + "timeout=30"
 
 
-def _refused(backend: Backend, name: str) -> Busy:
-    busy = backend.acquire(name, "a" * 32, 10.0, tenure.Holder("host", 1, "thread"))
+LOCK = LeaseSpec()
+
+
+def _refused(
+    store: MySQLStore, name: str, token: str = "a" * 32
+) -> tuple[MySQLAttempt, Busy]:
+    """A lock attempt refused once: it knows the holder's gate, to wait on next."""
+    attempt = store.attempt(name, LOCK, token, 10.0, tenure.Holder("host", 1, "thread"))
+    assert isinstance(attempt, MySQLAttempt)
+    busy = attempt.try_once()
     assert isinstance(busy, Busy)
-    return busy
+    return attempt, busy
 
 
 def test_a_release_in_another_client_wakes_a_blocked_waiter(mysql_url: str, name: str) -> None:
@@ -40,12 +47,11 @@ def test_a_release_in_another_client_wakes_a_blocked_waiter(mysql_url: str, name
     with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        backend = waiting.backend
-        busy = _refused(backend, name)
+        attempt, busy = _refused(waiting.backend, name)
         returned = threading.Event()
 
         def wait() -> None:
-            backend.wait_for_release(name, LONG, busy)
+            attempt.wait(LONG, busy)
             returned.set()
 
         thread = threading.Thread(target=wait)
@@ -65,10 +71,10 @@ def test_release_between_refusal_and_wait_is_not_missed(mysql_url: str, name: st
     with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        busy = _refused(waiting.backend, name)
+        attempt, busy = _refused(waiting.backend, name)
         held.release()
         started = time.monotonic()
-        waiting.backend.wait_for_release(name, LONG, busy)
+        attempt.wait(LONG, busy)
         assert time.monotonic() - started < LONG / 2
 
 
@@ -82,18 +88,17 @@ def test_a_blocked_acquire_tries_a_few_times_and_wakes_on_the_release(
     with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
-        backend = waiting.backend
+        table = waiting.backend.store
         attempts = 0
-        acquire = backend.acquire
+        acquire = table.acquire
 
-        def counted(
-            name: str, token: str, ttl: float, holder: tenure.Holder, waited: Busy | None = None
-        ) -> Grant | Busy:
+        def counted(*args: Any, **kwargs: Any) -> Grant | Busy:
             nonlocal attempts
             attempts += 1
-            return acquire(name, token, ttl, holder, waited)
+            outcome: Grant | Busy = acquire(*args, **kwargs)
+            return outcome
 
-        backend.acquire = counted  # type: ignore[method-assign]
+        table.acquire = counted
         got = threading.Event()
 
         def wait() -> None:
@@ -122,9 +127,8 @@ def test_a_holder_whose_connection_dies_leaves_waiters_on_back_off(
         held = holder_client.lock(name, ttl=60)
         assert held.acquire()
         backend = holder_client.backend
-        assert isinstance(backend, MySQLBackend)
-        store = backend.store
-        gate = store._gate(name)
+        assert isinstance(backend, MySQLStore)
+        gate = backend.store.locks._gate(name)
         admin = mysql_connection(url, autocommit=True)
         try:
             with admin.cursor() as cursor:
@@ -171,10 +175,12 @@ def test_asyncio_waiter_is_woken_by_the_gate(mysql_url: str, name: str) -> None:
         ):
             held = holder_client.lock(name, ttl=60)
             assert await held.acquire()
-            backend = waiting.backend
-            busy = await backend.acquire(name, "b" * 32, 10.0, tenure.Holder("h", 1, "t"))
+            attempt = waiting.backend.attempt(
+                name, LOCK, "b" * 32, 10.0, tenure.Holder("h", 1, "t")
+            )
+            busy = await attempt.try_once()
             assert isinstance(busy, Busy)
-            task = asyncio.create_task(backend.wait_for_release(name, LONG, busy))
+            task = asyncio.create_task(attempt.wait(LONG, busy))
             await asyncio.sleep(0.5)
             assert not task.done(), "the waiter did not block on the gate"
             await held.release()
@@ -193,23 +199,23 @@ def test_a_lease_granted_after_an_expired_one_inherits_its_gate(
     holder = tenure.Holder("host", 1, "thread")
     with tenure.connect(url) as holder_client, tenure.connect(url) as waiting:
         backend = holder_client.backend
-        assert isinstance(backend.acquire(name, "a" * 32, 0.2, holder), Grant)
+        assert isinstance(backend.acquire(name, LOCK, "a" * 32, 0.2, holder), Grant)
         time.sleep(0.4)  # expired, never released
-        assert isinstance(backend.acquire(name, "b" * 32, 60.0, holder), Grant)
-        busy = _refused(waiting.backend, name)
+        assert isinstance(backend.acquire(name, LOCK, "b" * 32, 60.0, holder), Grant)
+        attempt, busy = _refused(waiting.backend, name, "c" * 32)
         returned = threading.Event()
 
         def wait() -> None:
-            waiting.backend.wait_for_release(name, LONG, busy)
+            attempt.wait(LONG, busy)
             returned.set()
 
         thread = threading.Thread(target=wait)
         thread.start()
         assert not returned.wait(0.5), "the waiter did not block on the gate"
-        assert backend.release(name, "b" * 32)
+        assert backend.release(Kind.LOCK, name, "b" * 32)
         assert returned.wait(LONG / 2), "the release did not open the inherited gate"
         thread.join()
-        assert not backend.release(name, "a" * 32)
+        assert not backend.release(Kind.LOCK, name, "a" * 32)
 
 
 def test_a_forked_child_leaves_the_parents_gate_alone(mysql_url: str, name: str) -> None:
@@ -220,8 +226,8 @@ def test_a_forked_child_leaves_the_parents_gate_alone(mysql_url: str, name: str)
         held = locks.lock(name, ttl=60)
         assert held.acquire()
         backend = locks.backend
-        assert isinstance(backend, MySQLBackend)
-        gate = backend.store._gate(name)
+        assert isinstance(backend, MySQLStore)
+        gate = backend.store.locks._gate(name)
         pid = os.fork()
         if pid == 0:  # the child: refused, then closes everything it has
             code = 1
@@ -233,12 +239,11 @@ def test_a_forked_child_leaves_the_parents_gate_alone(mysql_url: str, name: str)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         with tenure.connect(url) as other:
-            other_backend = other.backend
-            busy = _refused(other_backend, name)
-            assert isinstance(busy.waiting, GateWait) and busy.waiting.gate == gate, (
+            attempt, busy = _refused(other.backend, name)
+            assert attempt.gate_wait is not None and attempt.gate_wait.gate == gate, (
                 "the child's exit opened the parent's gate"
             )
             held.release()
             started = time.monotonic()
-            other_backend.wait_for_release(name, LONG, busy)
+            attempt.wait(LONG, busy)
             assert time.monotonic() - started < LONG / 2

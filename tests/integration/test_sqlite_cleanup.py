@@ -14,9 +14,11 @@ import pytest
 
 import tenure
 from tenure._errors import ConfigurationError
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
+from tenure.backends.sqlite._config import Settings
 from tenure.backends.sqlite._doorbell import Ticket
-from tenure.backends.sqlite._store import SCHEMA_VERSION, SQLiteStore
+from tenure.backends.sqlite._lock_sql import SCHEMA_VERSION
+from tenure.backends.sqlite._store import SQLiteFile
 
 pytestmark = pytest.mark.sqlite
 
@@ -187,26 +189,30 @@ def test_a_record_with_a_waiting_place_is_never_collected(
 ) -> None:
     """The holder's lease ends (no release: it expires) while a waiter keeps its place: the
     free record outlives gc_after, and the waiter's grant follows the holder's fence."""
-    store = SQLiteStore(path, busy_timeout=10, synchronous="normal", gc_after=0.01)
-    held = store.acquire(name, "holder", 0.1, HOLDER)
+    store = SQLiteFile(Settings(path, gc_after=0.01))
+    lock, read, write = (LeaseSpec(), LeaseSpec(Kind.RWLOCK, mode=Mode.READ, queue_ttl=5),
+                         LeaseSpec(Kind.RWLOCK, mode=Mode.WRITE, queue_ttl=5))
+    held = store.acquire(name, lock, "holder", 0.1, HOLDER)
     assert isinstance(held, Grant)
-    waiting = store.acquire(name, "waiter", 5, HOLDER)
-    assert isinstance(waiting, Busy) and isinstance(waiting.waiting, Ticket)
-    queued_read = store.acquire_queued(name, "reader", 0.1, HOLDER, mode="read", queue_ttl=5)
+    waiter = Ticket("lock", name, "waiter")
+    assert isinstance(store.acquire(name, lock, "waiter", 5, HOLDER, ticket=waiter), Busy)
+    assert waiter.placed
+    queued_read = store.acquire(name, read, "reader", 0.1, HOLDER)
     assert isinstance(queued_read, Grant)
-    queued_write = store.acquire_queued(name, "writer", 5, HOLDER, mode="write", queue_ttl=5)
-    assert isinstance(queued_write, Busy) and isinstance(queued_write.waiting, Ticket)
+    writer = Ticket("rwlock", name, "writer")
+    assert isinstance(store.acquire(name, write, "writer", 5, HOLDER, ticket=writer), Busy)
+    assert writer.placed
     with tenure.connect(f"sqlite:///{path}", gc_after=0.01) as locks:
         time.sleep(0.2)  # both leases ended; the places (5 s) are live
         sweep_for(locks, 0.5)
     assert rows(path, "tenure_locks", name) == 1
     assert rows(path, "tenure_rwlocks", name) == 2  # the record and the ended read lease
-    granted = store.acquire(name, "waiter", 5, HOLDER, ticket=waiting.waiting)
+    granted = store.acquire(name, lock, "waiter", 5, HOLDER, ticket=waiter)
     assert isinstance(granted, Grant) and granted.fence > held.fence
-    written = store.acquire_queued(name, "writer", 5, HOLDER, mode="write", queue_ttl=5,
-                                   ticket=queued_write.waiting)
+    written = store.acquire(name, write, "writer", 5, HOLDER, ticket=writer)
     assert isinstance(written, Grant) and written.fence > queued_read.fence
-    assert store.release(name, "waiter") and store.release_queued(name, "writer")
+    assert store.release(Kind.LOCK, name, "waiter")
+    assert store.release(Kind.RWLOCK, name, "writer")
 
 
 def test_a_file_from_before_the_clean_up_counts_its_records_as_used_at_the_upgrade(

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import tenure
-from tenure.backends.sqlite._store import PLACE_TTL
+from tenure.backends.sqlite._lock_sql import PLACE_TTL
 from tests.integration.processes import ROOT
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.slow]

@@ -12,19 +12,26 @@ import sqlite3
 
 import pytest
 
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import clock_us
-from tenure.backends.sqlite._store import SQLiteStore
+from tenure.backends.sqlite._config import Settings
+from tenure.backends.sqlite._doorbell import Ticket
+from tenure.backends.sqlite._store import SQLiteFile
 
 pytestmark = pytest.mark.sqlite
 
 HOLDER = Holder("test-host", 1, "main")
+LOCK = LeaseSpec()
+
+
+def pool(limit: int) -> LeaseSpec:
+    return LeaseSpec(Kind.SEMAPHORE, limit=limit)
 
 
 @pytest.fixture
-def store(tmp_path: pathlib.Path) -> SQLiteStore:
-    return SQLiteStore(tmp_path / "locks.db", busy_timeout=5.0, synchronous="normal")
+def store(tmp_path: pathlib.Path) -> SQLiteFile:
+    return SQLiteFile(Settings(tmp_path / "locks.db", busy_timeout=5.0))
 
 
 def record(path: pathlib.Path, name: str) -> tuple[int, float]:
@@ -64,52 +71,67 @@ def write_lock_is_free(path: pathlib.Path) -> bool:
         other.close()
 
 
-def test_a_one_statement_lock_grant_ends_its_transaction(store: SQLiteStore) -> None:
+def test_a_one_statement_lock_grant_ends_its_transaction(store: SQLiteFile) -> None:
     path = store.path
-    first = granted(store.acquire("job", "t1", 30.0, HOLDER))
+    first = granted(store.acquire("job", LOCK, "t1", 30.0, HOLDER))
     assert write_lock_is_free(path)
-    assert store.release("job", "t1")
-    second = granted(store.acquire("job", "t2", 30.0, HOLDER))
+    assert store.release(Kind.LOCK, "job", "t1")
+    second = granted(store.acquire("job", LOCK, "t2", 30.0, HOLDER))
     assert write_lock_is_free(path)
     assert second > first
 
 
 def test_a_refused_lock_try_is_queued_and_the_next_grant_keeps_fences_increasing(
-    store: SQLiteStore,
+    store: SQLiteFile,
 ) -> None:
     path = store.path
-    first = granted(store.acquire("job", "holder", 30.0, HOLDER))
-    refused = store.acquire("job", "waiter", 30.0, HOLDER)
-    assert isinstance(refused, Busy) and refused.waiting is not None  # a place was taken
+    first = granted(store.acquire("job", LOCK, "holder", 30.0, HOLDER))
+    ticket = Ticket("lock", "job", "waiter")
+    refused = store.acquire("job", LOCK, "waiter", 30.0, HOLDER, ticket=ticket)
+    assert isinstance(refused, Busy) and ticket.placed  # a place was taken
     with sqlite3.connect(path) as raw:
         assert raw.execute(
             "SELECT count(*) FROM tenure_waiters WHERE name = 'job' AND token = 'waiter'"
         ).fetchone() == (1,)
-    assert store.release("job", "holder")
+    assert store.release(Kind.LOCK, "job", "holder")
     # The waiter's next try (in the transaction, holding its place) is granted.
-    second = granted(store.acquire("job", "waiter", 30.0, HOLDER, ticket=refused.waiting))
+    second = granted(store.acquire("job", LOCK, "waiter", 30.0, HOLDER, ticket=ticket))
     assert second > first
-    assert store.release("job", "waiter")
+    assert store.release(Kind.LOCK, "job", "waiter")
     assert write_lock_is_free(path)
 
 
+
+def test_a_refused_lock_try_without_a_ticket_takes_no_place(store: SQLiteFile) -> None:
+    """The plain verb (no attempt, so no ticket to keep a place with) changes nothing when
+    refused: a place nobody refreshes or leaves would hold later waiters back until it
+    lapsed."""
+    first = granted(store.acquire("job", LOCK, "holder", 30.0, HOLDER))
+    refused = store.acquire("job", LOCK, "other", 30.0, HOLDER)
+    assert isinstance(refused, Busy) and refused.ttl_left is not None
+    with sqlite3.connect(store.path) as raw:
+        assert raw.execute("SELECT count(*) FROM tenure_waiters").fetchone() == (0,)
+    assert store.release(Kind.LOCK, "job", "holder")
+    assert granted(store.acquire("job", LOCK, "other", 30.0, HOLDER)) > first
+
 def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increasing(
-    store: SQLiteStore,
+    store: SQLiteFile,
 ) -> None:
     path = store.path
     fences = []
     # First use of the name: no record yet, so the transaction makes it (GRANT_FENCE).
-    fences.append(granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 2)))
+    fences.append(granted(store.acquire("pool", pool(2), "a", 30.0, HOLDER)))
     # The record exists: one statement (GRANT); the trigger moves the record to the permit.
-    fences.append(granted(store.acquire_permit("pool", "b", 30.0, HOLDER, 2)))
+    fences.append(granted(store.acquire("pool", pool(2), "b", 30.0, HOLDER)))
     assert write_lock_is_free(path)
     b_fence, b_end = permit(path, "pool", "b")
     assert record(path, "pool")[0] == b_fence == fences[-1]
     assert record(path, "pool")[1] >= b_end
     # Full: refused, nothing written.
-    assert isinstance(store.acquire_permit("pool", "c", 30.0, HOLDER, 2), Busy)
+    assert isinstance(store.acquire("pool", pool(2), "c", 30.0, HOLDER), Busy)
     assert record(path, "pool")[0] == b_fence
-    assert store.release_permit("pool", "a") and store.release_permit("pool", "b")
+    assert store.release(Kind.SEMAPHORE, "pool", "a")
+    assert store.release(Kind.SEMAPHORE, "pool", "b")
     # A tenure from before the trigger shares the file: its grant is TAKE_FENCE and then
     # INSERT_PERMIT in one transaction. The trigger fires on its insert and changes nothing.
     with sqlite3.connect(path, isolation_level=None) as older:
@@ -124,16 +146,17 @@ def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increas
         older.execute("COMMIT")
     fences.append(int(old_fence))
     assert record(path, "pool")[0] == old_fence
-    fences.append(granted(store.acquire_permit("pool", "d", 30.0, HOLDER, 2)))
-    assert store.release_permit("pool", "old") and store.release_permit("pool", "d")
+    fences.append(granted(store.acquire("pool", pool(2), "d", 30.0, HOLDER)))
+    assert store.release(Kind.SEMAPHORE, "pool", "old")
+    assert store.release(Kind.SEMAPHORE, "pool", "d")
     # A new limit once none is live: the one statement refuses (another limit is stored),
     # the transaction stores the new limit and grants.
-    fences.append(granted(store.acquire_permit("pool", "e", 30.0, HOLDER, 3)))
+    fences.append(granted(store.acquire("pool", pool(3), "e", 30.0, HOLDER)))
     assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
 
 
-def test_a_retried_permit_acquire_keeps_its_fence(store: SQLiteStore) -> None:
-    first = granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 1))
+def test_a_retried_permit_acquire_keeps_its_fence(store: SQLiteFile) -> None:
+    first = granted(store.acquire("pool", pool(1), "a", 30.0, HOLDER))
     # The same token again (a retry after a lost reply): the one statement refuses (the token
     # has a row), the transaction renews the permit and answers its fence.
-    assert granted(store.acquire_permit("pool", "a", 30.0, HOLDER, 1)) == first
+    assert granted(store.acquire("pool", pool(1), "a", 30.0, HOLDER)) == first

@@ -13,9 +13,11 @@ import threading
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
+from tenure.backends.sqlite._config import Settings
 from tenure.backends.sqlite._doorbell import Ticket
-from tenure.backends.sqlite._store import SCHEMA_VERSION, SQLiteStore
+from tenure.backends.sqlite._lock_sql import SCHEMA_VERSION
+from tenure.backends.sqlite._store import SQLiteFile
 
 pytestmark = pytest.mark.sqlite
 
@@ -28,8 +30,8 @@ def path(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 @pytest.fixture
-def store(path: pathlib.Path) -> SQLiteStore:
-    return SQLiteStore(path, busy_timeout=10, synchronous="normal")
+def store(path: pathlib.Path) -> SQLiteFile:
+    return SQLiteFile(Settings(path))
 
 
 def tables(path: pathlib.Path) -> set[str]:
@@ -50,15 +52,19 @@ def places(path: pathlib.Path, name: str) -> list[tuple[str, str, int]]:
         ).fetchall()
 
 
-def take(store: SQLiteStore, name: str, token: str, mode: str, ticket: Ticket | None = None,
+def take(store: SQLiteFile, name: str, token: str, mode: str, ticket: Ticket | None = None,
          queue_ttl: float = 60) -> Grant | Busy:
-    return store.acquire_queued(name, token, 60, HOLDER, mode=mode, queue_ttl=queue_ttl,
-                                ticket=ticket)
+    spec = LeaseSpec(Kind.RWLOCK, mode=Mode(mode), queue_ttl=queue_ttl)
+    return store.acquire(name, spec, token, 60, HOLDER, ticket=ticket)
 
 
-def ticket_of(answer: Grant | Busy) -> Ticket:
-    assert isinstance(answer, Busy) and isinstance(answer.waiting, Ticket)
-    return answer.waiting
+def queue(store: SQLiteFile, name: str, token: str, mode: str,
+          queue_ttl: float = 60) -> Ticket:
+    """A refused try's ticket: the attempt's place, kept for its next try."""
+    ticket = Ticket("rwlock", name, token)
+    answer = take(store, name, token, mode, ticket, queue_ttl=queue_ttl)
+    assert isinstance(answer, Busy) and ticket.placed
+    return ticket
 
 
 def fence_of(answer: Grant | Busy) -> int:
@@ -105,59 +111,58 @@ def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
 
 
 def test_a_write_release_rings_every_reader_before_the_next_writer(
-    store: SQLiteStore, path: pathlib.Path, name: str
+    store: SQLiteFile, path: pathlib.Path, name: str
 ) -> None:
     write = fence_of(take(store, name, "writer", "write"))
-    first, second = ticket_of(take(store, name, "r1", "read")), ticket_of(
-        take(store, name, "r2", "read"))
-    next_writer = ticket_of(take(store, name, "w2", "write"))
-    late = ticket_of(take(store, name, "r3", "read"))
+    first, second = queue(store, name, "r1", "read"), queue(store, name, "r2", "read")
+    next_writer = queue(store, name, "w2", "write")
+    late = queue(store, name, "r3", "read")
     assert [(token, mode) for token, mode, _ in places(path, name)] == [
         ("r1", "read"), ("r2", "read"), ("w2", "write"), ("r3", "read"),
     ]
-    assert store.release_queued(name, "writer") is True
+    assert store.release(Kind.RWLOCK, name, "writer") is True
     assert [rung(t) for t in (first, second, next_writer, late)] == [True, True, False, False]
     read_1 = fence_of(take(store, name, "r1", "read", first))
     read_2 = fence_of(take(store, name, "r2", "read", second))
     assert write < read_1 < read_2
-    assert store.release_queued(name, "r1") is True
+    assert store.release(Kind.RWLOCK, name, "r1") is True
     assert [rung(t) for t in (next_writer, late)] == [False, False]  # r2 still reads
-    assert store.release_queued(name, "r2") is True
+    assert store.release(Kind.RWLOCK, name, "r2") is True
     assert [rung(t) for t in (next_writer, late)] == [True, False]
     # Refreshing its place keeps the late reader's position, behind w2.
     assert isinstance(take(store, name, "r3", "read", late), Busy)
     assert [token for token, _, _ in places(path, name)] == ["w2", "r3"]
     write_2 = fence_of(take(store, name, "w2", "write", next_writer))
     assert write_2 > read_2
-    info = store.inspect_queue(name)
+    info = store.inspect(Kind.RWLOCK, name)
     assert info is not None and info.queued == 1 and info.fence == write_2
     assert [(lease.mode, lease.fence) for lease in info.leases] == [("write", write_2)]
 
 
 def test_a_break_and_a_leaving_writer_ring_the_readers_it_held_back(
-    store: SQLiteStore, name: str
+    store: SQLiteFile, name: str
 ) -> None:
     read = fence_of(take(store, name, "reader", "read"))
-    writer = ticket_of(take(store, name, "writer", "write"))
-    reader = ticket_of(take(store, name, "late", "read"))
-    assert store.break_queue(name) is True
+    writer = queue(store, name, "writer", "write")
+    reader = queue(store, name, "late", "read")
+    assert store.break_leases(Kind.RWLOCK, name) is True
     assert [rung(writer), rung(reader)] == [True, False]  # the writer is at the head
-    assert store.release_queued(name, "writer") is False  # it gives up: only a place
+    assert store.release(Kind.RWLOCK, name, "writer") is False  # it gives up: only a place
     assert rung(reader)
     late = fence_of(take(store, name, "late", "read", reader))
     assert late > read
-    assert store.break_queue(name) is True
-    assert store.break_queue(name) is False
-    info = store.inspect_queue(name)
+    assert store.break_leases(Kind.RWLOCK, name) is True
+    assert store.break_leases(Kind.RWLOCK, name) is False
+    info = store.inspect(Kind.RWLOCK, name)
     assert info is not None and info.fence == late and not info.leases and info.queued == 0
 
 
 def test_a_lapsed_place_is_dropped_and_the_waiter_behind_it_rung(
-    store: SQLiteStore, path: pathlib.Path, name: str
+    store: SQLiteFile, path: pathlib.Path, name: str
 ) -> None:
     read = fence_of(take(store, name, "reader", "read"))
-    ticket_of(take(store, name, "stalled", "write", queue_ttl=0.05))
-    behind = ticket_of(take(store, name, "behind", "read"))
+    queue(store, name, "stalled", "write", queue_ttl=0.05)
+    behind = queue(store, name, "behind", "read")
     with sqlite3.connect(path) as raw:  # the stalled writer's place lapses
         raw.execute("UPDATE tenure_waiters SET expires_at = 0 WHERE token = 'stalled'")
     # Any attempt on the name drops it, and rings the reader it held back.

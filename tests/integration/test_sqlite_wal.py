@@ -17,7 +17,7 @@ import threading
 import pytest
 
 import tenure
-from tenure.backends.sqlite._store import WAL_SIZE_LIMIT
+from tenure.backends.sqlite._connection import WAL_SIZE_LIMIT
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.slow]
 

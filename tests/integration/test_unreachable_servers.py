@@ -67,18 +67,10 @@ def test_asyncio_too(backend: str) -> None:
     check(raised.value)
 
 
-# Backend wings still translating their driver's errors their own way (issue 21): each
-# leaves this set when its store's verbs go through the one translation helper.
-OWN_ERROR_STYLE = {"mysql"}
 URLS_WITH_CLUSTER = {**URLS, "redis_cluster": lambda port: f"redis+cluster://127.0.0.1:{port}"}
 
 
-@pytest.mark.parametrize("backend", [
-    pytest.param(backend, marks=pytest.mark.xfail(
-        backend in OWN_ERROR_STYLE, reason="its wing translates errors its own way",
-        strict=True))
-    for backend in sorted(URLS_WITH_CLUSTER)
-])
+@pytest.mark.parametrize("backend", sorted(URLS_WITH_CLUSTER))
 def test_the_error_names_the_backend_the_action_and_the_lock(backend: str) -> None:
     """Every backend's driver errors leave through ``tenure._async.store.failure``: one way
     of reading, whichever backend, "<backend URL>: acquire of '<lock>' failed: <cause>"."""

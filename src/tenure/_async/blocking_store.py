@@ -1,200 +1,110 @@
-"""Backends whose atomic steps are blocking calls on a store object (sqlite3, PyMySQL).
+"""Stores whose atomic steps are blocking calls on a driver object (sqlite3, PyMySQL).
 
-The store does the work, each step one short statement in its own transaction; this shell
-runs every call through ``io.run_blocking`` (a worker thread under asyncio, the caller's own
-thread otherwise) and waits for releases announced in this process. A backend of this kind
-only adds its URL parsing and its declared traits.
+The wing's blocking store does the work, each step one short statement or transaction, and
+answers the narrow verbs of ``AsyncStore`` with the kind as data (``BlockingStore``). This
+shell runs every call through ``io.run_blocking`` (a worker thread under asyncio, the
+caller's own thread otherwise), and its attempts wait for releases announced in this process
+(``waiters``, keyed by kind and name). A wing adds its URL parsing, its declared traits and,
+where it keeps waiting state between tries, its own attempt.
+Written for asyncio; ``scripts/unasync.py`` generates the threads flavour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from tenure._async.backend import AsyncBackend
-from tenure._async.capabilities import AsyncQueueSupport, AsyncSemaphoreSupport
+from tenure._async.store import AsyncAttempt, AsyncStore
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure._waiters import Waiters, permit_key, queue_key
 
-__all__ = [
-    "AsyncBlockingQueueBackend",
-    "AsyncBlockingSemaphoreBackend",
-    "AsyncBlockingStoreBackend",
-    "BlockingQueueStore",
-    "BlockingSemaphoreStore",
-    "BlockingStore",
-]
+__all__ = ["AsyncBlockingAttempt", "AsyncBlockingShell", "BlockingStore", "notice_key"]
 
 
 class BlockingStore(Protocol):
-    """The backend's atomic steps as blocking calls (see ``AsyncBackend`` for each one's
-    contract), and the in-process waiters its releases notify."""
+    """The store's verbs as blocking calls (see ``AsyncStore`` for each one's contract), and
+    the in-process waiters its releases notify (under ``notice_key``)."""
 
     waiters: Waiters
 
-    def acquire(self, name: str, token: str, ttl: float, holder: Holder) -> Grant | Busy: ...
-    def release(self, name: str, token: str) -> bool: ...
-    def extend(self, name: str, token: str, ttl: float) -> bool: ...
+    def acquire(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy: ...
+    def release(self, kind: Kind, name: str, token: str) -> bool: ...
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]: ...
-    def owned(self, name: str, token: str) -> bool: ...
-    def inspect(self, name: str) -> LockInfo | None: ...
-    def list_locks(self, prefix: str) -> list[LockInfo]: ...
-    def break_lock(self, name: str) -> bool: ...
+    def owned(self, kind: Kind, name: str, token: str) -> bool: ...
+    def inspect(self, kind: Kind, name: str) -> LockInfo | None: ...
+    def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]: ...
+    def break_leases(self, kind: Kind, name: str) -> bool: ...
+    def set_value(self, name: str, token: str, value: str) -> bool: ...
     def close(self) -> None: ...
 
 
-class BlockingSemaphoreStore(BlockingStore, Protocol):
-    """A store that also keeps semaphores (see ``AsyncSemaphoreSupport`` for each step's
-    contract); its releases notify ``permit_key(name)``."""
-
-    def acquire_permit(
-        self, name: str, token: str, ttl: float, holder: Holder, limit: int
-    ) -> Grant | Busy: ...
-    def release_permit(self, name: str, token: str) -> bool: ...
-    def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]: ...
-    def permit_owned(self, name: str, token: str) -> bool: ...
-    def inspect_semaphore(self, name: str) -> LockInfo | None: ...
-    def list_semaphores(self, prefix: str) -> list[LockInfo]: ...
-    def break_semaphore(self, name: str) -> bool: ...
-
-
-class BlockingQueueStore(BlockingSemaphoreStore, Protocol):
-    """A store that also keeps read-write and fair locks (see ``AsyncQueueSupport`` for each
-    step's contract); its releases, breaks and dropped places notify ``queue_key(name)``."""
-
-    def acquire_queued(
-        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
-    ) -> Grant | Busy: ...
-    def release_queued(self, name: str, token: str) -> bool: ...
-    def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]: ...
-    def queued_owned(self, name: str, token: str) -> bool: ...
-    def inspect_queue(self, name: str) -> LockInfo | None: ...
-    def list_queues(self, prefix: str) -> list[LockInfo]: ...
-    def break_queue(self, name: str) -> bool: ...
+def notice_key(kind: Kind, name: str) -> str:
+    """The key under which a release of ``kind`` on ``name`` notifies this process's
+    waiters: each kind's apart from the others' (a lock and a semaphore of one name)."""
+    if kind is Kind.SEMAPHORE:
+        return permit_key(name)
+    if kind is Kind.RWLOCK:
+        return queue_key(name)
+    return name
 
 
 StoreT = TypeVar("StoreT", bound=BlockingStore)
-SemaphoreStoreT = TypeVar("SemaphoreStoreT", bound=BlockingSemaphoreStore)
-QueueStoreT = TypeVar("QueueStoreT", bound=BlockingQueueStore)
 
 
-class AsyncBlockingStoreBackend(AsyncBackend, Generic[StoreT]):
+class AsyncBlockingAttempt(AsyncAttempt):
+    """The polling attempt, woken early by a release in this process."""
+
+    store: AsyncBlockingShell[Any]
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            # The next try refreshes this waiter's place: before the place lapses.
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        await wait_for_notice(
+            self.store.store.waiters, notice_key(self.spec.kind, self.name), timeout
+        )
+
+
+class AsyncBlockingShell(AsyncStore, Generic[StoreT]):
+    """``AsyncStore`` over a blocking store: each verb one ``io.run_blocking`` call."""
+
     def __init__(self, store: StoreT) -> None:
         self.store = store
 
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncAttempt:
+        return AsyncBlockingAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
+
     async def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, waited: Busy | None = None
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
-        return await io.run_blocking(self.store.acquire, name, token, ttl, holder)
+        return await io.run_blocking(self.store.acquire, name, spec, token, ttl, holder)
 
-    async def release(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release, name, token)
-
-    async def extend(self, name: str, token: str, ttl: float) -> bool:
-        return await io.run_blocking(self.store.extend, name, token, ttl)
+    async def release(self, kind: Kind, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.release, kind, name, token)
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         return await io.run_blocking(self.store.extend_many, renewals)
 
-    async def owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.owned, name, token)
+    async def owned(self, kind: Kind, name: str, token: str) -> bool:
+        return await io.run_blocking(self.store.owned, kind, name, token)
 
-    async def inspect(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect, name)
+    async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
+        return await io.run_blocking(self.store.inspect, kind, name)
 
-    async def list_locks(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_locks, prefix)
+    async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
+        return await io.run_blocking(self.store.list_records, kind, prefix)
 
-    async def break_lock(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_lock, name)
+    async def break_leases(self, kind: Kind, name: str) -> bool:
+        return await io.run_blocking(self.store.break_leases, kind, name)
 
-    async def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        await wait_for_notice(self.store.waiters, name, timeout)
+    async def set_value(self, name: str, token: str, value: str) -> bool:
+        return await io.run_blocking(self.store.set_value, name, token, value)
 
     async def aclose(self) -> None:
         self.store.close()
-
-
-class AsyncBlockingSemaphoreBackend(
-    AsyncBlockingStoreBackend[SemaphoreStoreT], AsyncSemaphoreSupport
-):
-    """The shell for a store that keeps semaphores too."""
-
-    async def acquire_permit(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        limit: int,
-        *,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await io.run_blocking(self.store.acquire_permit, name, token, ttl, holder, limit)
-
-    async def release_permit(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release_permit, name, token)
-
-    async def extend_permits(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await io.run_blocking(self.store.extend_permits, renewals)
-
-    async def permit_owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.permit_owned, name, token)
-
-    async def inspect_semaphore(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect_semaphore, name)
-
-    async def list_semaphores(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_semaphores, prefix)
-
-    async def break_semaphore(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_semaphore, name)
-
-    async def wait_for_permit(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        await wait_for_notice(self.store.waiters, permit_key(name), timeout)
-
-
-class AsyncBlockingQueueBackend(AsyncBlockingSemaphoreBackend[QueueStoreT], AsyncQueueSupport):
-    """The shell for a store that keeps semaphores and read-write (and fair) locks."""
-
-    async def acquire_queued(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        mode: str,
-        queue_ttl: float,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        return await io.run_blocking(
-            self.store.acquire_queued, name, token, ttl, holder, mode=mode, queue_ttl=queue_ttl
-        )
-
-    async def release_queued(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.release_queued, name, token)
-
-    async def extend_queued(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await io.run_blocking(self.store.extend_queued, renewals)
-
-    async def queued_owned(self, name: str, token: str) -> bool:
-        return await io.run_blocking(self.store.queued_owned, name, token)
-
-    async def inspect_queue(self, name: str) -> LockInfo | None:
-        return await io.run_blocking(self.store.inspect_queue, name)
-
-    async def list_queues(self, prefix: str) -> list[LockInfo]:
-        return await io.run_blocking(self.store.list_queues, prefix)
-
-    async def break_queue(self, name: str) -> bool:
-        return await io.run_blocking(self.store.break_queue, name)
-
-    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        await wait_for_notice(self.store.waiters, queue_key(name), timeout)

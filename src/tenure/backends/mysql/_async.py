@@ -1,5 +1,7 @@
 """``mysql://`` and ``mariadb://`` for asyncio. Each blocking PyMySQL call of ``_store`` goes
-through ``io.run_blocking``: a worker thread under asyncio, the caller's own thread otherwise.
+through ``io.run_blocking`` (``AsyncBlockingShell``): a worker thread under asyncio, the
+caller's own thread otherwise. A lock's attempt keeps the gate its last refusal named and
+blocks on it (``AsyncMySQLAttempt``).
 
 Why, under asyncio, PyMySQL in worker threads rather than aiomysql or asyncmy: one driver
 serves both flavours, so the statements, the connection set-up and every error path are the
@@ -11,36 +13,27 @@ asyncmy is a Cython rewrite with its own protocol code: either would be a second
 keep in step for no change in what a lock guarantees.
 """
 
+
 from __future__ import annotations
 
 import random
-import urllib.parse
 from typing import Any
 
-from tenure._async.blocking_store import AsyncBlockingQueueBackend
-from tenure._async.capabilities import AsyncLeaseValueSupport
+from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
+from tenure._async.store import AsyncAttempt
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
-from tenure._errors import ConfigurationError
-from tenure._options import DEFAULT_GC_AFTER, gc_after_option
-from tenure._types import Busy, Capabilities, Grant, Holder
-from tenure._urls import redact
-from tenure.backends._sql_common import sql_options
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.mysql import SCHEMES
-from tenure.backends.mysql._store import FALLBACK_PAUSE, GateWait, MySQLStore
+from tenure.backends.mysql._config import settings
+from tenure.backends.mysql._errors import DRIVER_ERRORS
+from tenure.backends.mysql._locks import FALLBACK_PAUSE, GateWait
+from tenure.backends.mysql._store import MySQLTable
 
-__all__ = ["BACKEND", "AsyncMySQLBackend"]
-
-OWN_OPTIONS = ("gc_after",)
-"""This backend's own options beside the shared SQL ones."""
-URL_OPTIONS = ("unix_socket", "ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert",
-               "ssl_verify_identity")
-"""Query parameters that go to PyMySQL as they are."""
-KEYWORD_OPTIONS = ("ssl",)
-"""Keyword-only: ``ssl`` takes an ``ssl.SSLContext`` or PyMySQL's dict."""
+__all__ = ["BACKEND", "AsyncMySQLAttempt", "AsyncMySQLStore"]
 
 
-class AsyncMySQLBackend(AsyncBlockingQueueBackend[MySQLStore], AsyncLeaseValueSupport):
+class AsyncMySQLStore(AsyncBlockingShell[MySQLTable]):
     """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
     seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
     connections kept (default 10), ``gc_after`` seconds an idle name's records are kept
@@ -64,6 +57,8 @@ class AsyncMySQLBackend(AsyncBlockingQueueBackend[MySQLStore], AsyncLeaseValueSu
         multi_host=True,
         fault_tolerant=False,
     )
+    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
     """Lock waiters block on the holder's release gate (see ``_store``); this only bounds a
@@ -71,97 +66,59 @@ class AsyncMySQLBackend(AsyncBlockingQueueBackend[MySQLStore], AsyncLeaseValueSu
     waiter, a read-write or fair lock waiter pause at most ``FALLBACK_PAUSE`` instead."""
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> AsyncMySQLBackend:
-        display = redact(url)
-        try:
-            parts = urllib.parse.urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigurationError(f"bad MySQL URL {display!r}: {exc}") from None
-        if parts.scheme.lower() not in cls.schemes:
-            raise ConfigurationError(f"not a MySQL URL: {display!r}")
-        database = urllib.parse.unquote(parts.path.lstrip("/"))
-        if not database or "/" in database:
-            raise ConfigurationError(
-                f"a MySQL URL names one database: mysql://user:password@host:3306/db, "
-                f"not {display!r}"
-            )
-        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-        settings, extra = sql_options(
-            "mysql", query, options, (*OWN_OPTIONS, *URL_OPTIONS, *KEYWORD_OPTIONS)
-        )
-        gc_after = gc_after_option("mysql", extra.pop("gc_after", DEFAULT_GC_AFTER))
-        keyword_in_url = set(query) & set(KEYWORD_OPTIONS)
-        if keyword_in_url:
-            raise ConfigurationError(f"{sorted(keyword_in_url)} can only be keyword options")
-        connect_args: dict[str, Any] = {
-            "host": parts.hostname or "localhost",
-            "port": port or 3306,
-            "user": urllib.parse.unquote(parts.username) if parts.username else None,
-            "password": urllib.parse.unquote(parts.password) if parts.password else "",
-            "database": database,
-        }
-        for key, value in extra.items():
-            flag = key in ("ssl_verify_cert", "ssl_verify_identity") and isinstance(value, str)
-            connect_args[key] = value.lower() in ("1", "true", "yes", "on") if flag else value
-        return cls(MySQLStore(connect_args, settings, display, gc_after))
-
-    async def acquire_with_value(
-        self,
-        name: str,
-        token: str,
-        ttl: float,
-        holder: Holder,
-        *,
-        value: str,
-        waited: Busy | None = None,
-    ) -> Grant | Busy:
-        # The plain acquire's statement with the value columns added: same gate, same one
-        # round trip (see ``Statements.acquire_value``).
-        return await io.run_blocking(self.store.acquire, name, token, ttl, holder, value)
-
-    async def set_value(self, name: str, token: str, value: str) -> bool:
-        return await io.run_blocking(self.store.set_value, name, token, value)
-
-    async def wait_for_release(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        """Block on the holder's release gate, which the release opens (see ``_store``).
-        Without a gate to block on (the holder took none, too many waits in flight here,
-        a pause too short for ``GET_LOCK``), wait for a release in this process, or a short
-        back-off pause."""
-        waiting = None if busy is None else busy.waiting
-        gate = waiting.gate if isinstance(waiting, GateWait) else None
-        wait = None if gate is None else self.store.gate_wait_seconds(timeout)
-        if (
-            gate is not None
-            and wait is not None
-            and await io.run_blocking(self.store.wait_gate, gate, wait)
-        ):
-            return
-        pause = min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE))
-        await wait_for_notice(self.store.waiters, name, pause)
-
-    async def wait_for_permit(
-        self, name: str, timeout: float, busy: Busy | None = None
-    ) -> None:
-        # No gate for semaphores (a permit has many holders, a GET_LOCK waits for one):
-        # in-process wake-ups, short back-off pauses across processes.
-        await super().wait_for_permit(
-            name, min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE)), busy
-        )
-
-    async def wait_for_turn(self, name: str, timeout: float, busy: Busy | None = None) -> None:
-        # No gate for read-write and fair locks either: a turn comes when any of many
-        # holders leaves, a place ahead lapses or a reader ahead is granted, and a GET_LOCK
-        # follows one session's lease (docs/backends/sql.md). In-process wake-ups, short
-        # back-off pauses across processes.
-        await super().wait_for_turn(
-            name, min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE)), busy
-        )
+    def from_url(cls, url: str, **options: Any) -> AsyncMySQLStore:
+        given = settings(url, options)
+        return cls(MySQLTable(given.connect_args, given.options, given.display, given.gc_after))
 
     def describe(self) -> str:
         return self.store.display
 
+    def attempt(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> AsyncAttempt:
+        return AsyncMySQLAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
-BACKEND = AsyncMySQLBackend
+
+class AsyncMySQLAttempt(AsyncBlockingAttempt):
+    """One acquire call's tries. A lock's keeps the gate its last refusal named
+    (``GateWait``) and blocks on it; a semaphore's and a read-write lock's wait for a
+    release in this process, or a short back-off pause."""
+
+    store: AsyncMySQLStore
+
+    def __init__(
+        self, store: AsyncMySQLStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        holder: Holder,
+    ) -> None:
+        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
+        self.gate_wait = GateWait() if spec.kind is Kind.LOCK else None
+
+    async def try_once(self) -> Grant | Busy:
+        return await io.run_blocking(
+            self.store.store.acquire, self.name, self.spec, self.token, self.ttl, self.holder,
+            wait=self.gate_wait,
+        )
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        """A lock's: block on the holder's release gate, which the release opens (see
+        ``_locks``). Without a gate to block on (the holder took none, too many waits in
+        flight here, a pause too short for ``GET_LOCK``), and for the other kinds (no gate:
+        a turn comes when any of many holders leaves, a place ahead lapses or a reader
+        ahead is granted), wait for a release in this process, or a short back-off pause."""
+        table = self.store.store
+        gate = None if self.gate_wait is None else self.gate_wait.gate
+        wait = None if gate is None else table.locks.gate_wait_seconds(timeout)
+        if (
+            gate is not None
+            and wait is not None
+            and await io.run_blocking(table.locks.wait_gate, gate, wait)
+        ):
+            return
+        pause = min(timeout, random.uniform(FALLBACK_PAUSE / 2, FALLBACK_PAUSE))
+        if self.gate_wait is None:
+            await super().wait(pause, busy)
+        else:
+            await wait_for_notice(table.waiters, self.name, pause)
+
+
+BACKEND = AsyncMySQLStore

@@ -47,9 +47,9 @@ class Settable(Protocol):
 class Ticket:
     """One waiting acquire: its token, and its place in the queue once it announced itself.
 
-    Carried by ``Busy.waiting`` from one attempt to the next. A ring that arrives while no
-    wait is under way (the waiter is between two attempts) is kept, so the next wait returns
-    at once instead of missing it."""
+    Kept by the acquire's attempt (``AsyncSQLiteAttempt``) from one try to the next. A ring
+    that arrives while no wait is under way (the waiter is between two tries) is kept, so the
+    next wait returns at once instead of missing it."""
 
     __slots__ = ("__weakref__", "_mutex", "_rung", "_signal", "kind", "name", "placed", "token")
 

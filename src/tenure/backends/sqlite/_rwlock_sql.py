@@ -225,11 +225,11 @@ WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.n
 
 # Inputs :name :now. The live leases, oldest grant first.
 LEASES = """
-SELECT mode, host, pid, thread, acquired_at, expires_at - :now, fence FROM tenure_rwlocks
+SELECT host, pid, thread, acquired_at, expires_at - :now, fence, mode FROM tenure_rwlocks
 WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
 """
 
-# ---- clean-up (run by ``SQLiteStore._collect``) ----------------------------------------------
+# ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 
 # Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
 # :batch), and the last one.

@@ -202,11 +202,11 @@ WHERE token = '' AND substr(name, 1, length(:prefix)) = :prefix ORDER BY name
 
 # Inputs :name. The live permits, oldest grant first.
 PERMITS = f"""
-SELECT host, pid, thread, acquired_at, expires_at - {NOW}, fence FROM tenure_permits
+SELECT host, pid, thread, acquired_at, expires_at - {NOW}, fence, NULL FROM tenure_permits
 WHERE {_LIVE} ORDER BY fence
 """
 
-# ---- clean-up (run by ``SQLiteStore._collect``) ----------------------------------------------
+# ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 
 # Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
 # :batch), and the last one.

@@ -1,0 +1,50 @@
+"""The one converter from MySQL's rows to ``LockInfo``, for every kind (both flavours)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+
+__all__ = ["records"]
+
+Row = tuple[Any, Any, Any, Any, Any, "tuple[Any, ...] | None"]
+"""(name bytes, fence, limit, queued, value, lease): a lease is (host, pid, thread,
+acquired_at, left_us, fence, mode), or None for a record row without one."""
+
+
+def records(kind: Kind, rows: Iterable[Row]) -> list[LockInfo]:
+    """The records of ``rows`` (one or more per name, in order): a lock's one lease is its
+    holder (``LockInfo``'s lock fields); a semaphore's and a read-write lock's are its
+    ``leases``, oldest first."""
+    by_name: dict[bytes, tuple[tuple[Any, ...], list[LeaseInfo]]] = {}
+    for name, fence, limit, queued, value, lease in rows:
+        entry = by_name.setdefault(bytes(name), ((fence, limit, queued, value), []))
+        if lease is not None:
+            host, pid, thread, acquired_at, left_us, lease_fence, mode = lease
+            entry[1].append(LeaseInfo(
+                Holder(host, int(pid), thread), acquired_at.replace(tzinfo=datetime.UTC),
+                max(0.0, int(left_us) / 1e6),
+                None if lease_fence is None else int(lease_fence),
+                None if mode is None else str(mode),
+            ))
+    found = []
+    for raw, ((fence, limit, queued, value), leases) in by_name.items():
+        name = raw.decode("utf-8")
+        if kind is not Kind.LOCK:
+            found.append(LockInfo(
+                name, int(fence), None, None, None, kind=kind.value,
+                limit=None if limit is None else int(limit), leases=tuple(leases),
+                queued=int(queued),
+            ))
+        elif not leases:
+            found.append(LockInfo(name, int(fence), None, None, None))
+        else:
+            (lease_info,) = leases
+            found.append(LockInfo(
+                name, int(fence), lease_info.holder, lease_info.acquired_at,
+                lease_info.ttl_left, value=None if value is None else str(value),
+            ))
+    return found

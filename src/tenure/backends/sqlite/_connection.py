@@ -1,0 +1,257 @@
+"""The only code that touches sqlite3 for ``sqlite://``: one database file's connections
+(one per thread, as sqlite3 requires, and one per forked child), the schema, statements
+retried while another connection holds the write lock, transactions and read snapshots, and
+the WAL checkpoints. Shared by both flavours."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from tenure._errors import ConfigurationError
+from tenure.backends.sqlite import _lock_sql as lock_sql
+from tenure.backends.sqlite import _rwlock_sql as rwlock_sql
+from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
+from tenure.backends.sqlite._clock import NOW, register_clock
+from tenure.backends.sqlite._config import Settings
+from tenure.backends.sqlite._errors import busy
+
+__all__ = ["CONTENDED_FOR", "WAL_SIZE_LIMIT", "Database"]
+
+CHECKPOINT_EVERY = 1000
+"""WAL frames (pages) between two checkpoints of the file, whoever wrote them: about SQLite's
+own default of 1000 (a lock write is one frame). Each store checkpoints after its own writes
+make its share of that (see ``_checkpoint``), give or take a random quarter, so that processes
+started together do not checkpoint in lockstep. A checkpoint's fsync grows with the frames it
+copies, and while it runs other processes' commits may stall (measured: 20k frames, 50 ms)."""
+
+FEWEST_WRITES = 25
+"""The fewest writes of one store between two of its checkpoints, however many others write."""
+
+RESTART_FRAMES = CHECKPOINT_EVERY
+"""WAL frames at which a checkpoint also starts the WAL over (RESTART). SQLite starts the WAL
+over only after a checkpoint that copied every frame, and under steady traffic from several
+processes a PASSIVE one never does: writes land while it copies. The WAL then grew for as
+long as the traffic lasted (8 processes contending on one lock: about 55 MB a second). After
+the PASSIVE copy, the RESTART has only the last few frames to copy."""
+
+RESTART_WAIT_MS = 20
+"""How long a RESTART checkpoint may wait for the write lock and for readers to move on (each
+holds it for tens of microseconds); past that it is PASSIVE, and the next one tries again."""
+
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes the WAL file is truncated to when it starts over (``journal_size_limit``): what one
+burst of traffic grew it to is given back."""
+
+CONTENDED_FOR = 1.0
+"""Seconds after a try refused in its transaction (a lock's first try, a permit's try) during
+which this store's tries skip the one-statement attempt (``_first_try``): under contention
+it is mostly refused, and the transaction would have to make the try again."""
+
+
+
+def _checkpoint_interval(writes: float = CHECKPOINT_EVERY) -> int:
+    return max(FEWEST_WRITES, round(writes * random.uniform(0.75, 1.25)))
+
+
+def _checkpoint(connection: sqlite3.Connection, writes: int) -> int:
+    """Copy the WAL into the database without waiting for anyone; once it holds
+    RESTART_FRAMES, also start it over (see there), waiting at most RESTART_WAIT_MS.
+    ``writes``: this store's writes since its last checkpoint. Returns how many of its
+    writes to make before the next one: its share of CHECKPOINT_EVERY, judged by the
+    frames the WAL gained meanwhile (with other processes writing, more than ours)."""
+    ((_, frames, _),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    if frames >= RESTART_FRAMES:
+        connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+        try:
+            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            connection.execute("PRAGMA busy_timeout = 0")
+    share = 1.0 if frames <= writes else writes / frames
+    return _checkpoint_interval(CHECKPOINT_EVERY * share)
+
+
+_databases: weakref.WeakSet[Database] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    for database in list(_databases):
+        database._local = threading.local()
+        database._all_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+class Database:
+    """One database file. Thread-safe: each thread (and each forked child) opens its own
+    connection, as sqlite3 requires."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.path = settings.path
+        self.busy_timeout = settings.busy_timeout
+        self.synchronous = settings.synchronous
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_mutex = threading.Lock()
+        self.writes = 0
+        """Write operations since the last checkpoint (see ``wrote``)."""
+        # A first checkpoint soon: it tells the store how many others write to the file.
+        self.checkpoint_at = _checkpoint_interval(CHECKPOINT_EVERY / 4)
+        self.contended_until = 0.0
+        """``time.monotonic()`` until which an acquire's first try is made in the queueing
+        transaction, not as a statement of its own (see ``Locks.acquire``)."""
+        _databases.add(self)
+        self._initialise()
+
+    def _initialise(self) -> None:
+        try:
+            connection = self.connection()
+            self.execute(connection, "PRAGMA journal_mode = WAL").fetchone()
+            version = self.execute(connection, "PRAGMA user_version").fetchone()[0]
+            if version > lock_sql.SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"{self.path} was written by a newer tenure (schema {version}); upgrade tenure"
+                )
+            with self.transaction(connection):
+                connection.execute(lock_sql.CREATE_TABLE)
+                present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_locks)")}
+                for column, kind in lock_sql.VALUE_COLUMNS:
+                    if column not in present:
+                        connection.execute(f"ALTER TABLE tenure_locks ADD COLUMN {column} {kind}")
+                connection.execute(semaphore_sql.CREATE_TABLE)
+                connection.execute(semaphore_sql.GRANTED_TRIGGER)
+                connection.execute(lock_sql.WAITERS_TABLE)
+                connection.execute(lock_sql.SWEEP_TABLE)
+                if version < 2:
+                    self._stamp_old_records(connection)
+                connection.execute(f"PRAGMA user_version = {lock_sql.SCHEMA_VERSION}")
+        except (sqlite3.Error, OSError) as exc:
+            raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
+
+    @staticmethod
+    def _stamp_old_records(connection: sqlite3.Connection) -> None:
+        """A file from schema 1: its free rows (and semaphore and read-write lock records)
+        say nothing of when they were last used. They count as used now, so the clean-up
+        keeps them a full gc_after from the upgrade."""
+        connection.execute(f"UPDATE tenure_locks SET expires_at = {NOW} WHERE expires_at IS NULL")
+        connection.execute(semaphore_sql.STAMP_OLD)
+        if connection.execute(rwlock_sql.TABLE_EXISTS).fetchone() is not None:
+            connection.execute(rwlock_sql.STAMP_OLD)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        try:
+            connection: sqlite3.Connection = self._local.connection
+        except AttributeError:
+            return self._open()
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        """This thread's connection, opened on its first call (and again in a forked child:
+        ``_forget_after_fork`` gives every database a fresh thread-local there, so the child
+        never touches its parent's connection). No getpid() per call: it is a system call."""
+        # timeout=0: SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries, so a
+        # waiter that meets another process's write transaction (tens of us) would lose
+        # milliseconds; execute retries in finer steps, up to busy_timeout.
+        connection = sqlite3.connect(
+            self.path,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        register_clock(connection)
+        self.execute(connection, f"PRAGMA synchronous = {self.synchronous}")
+        # Checkpoints are run by checkpoint_if_due, after a release has rung its waiter:
+        # SQLite's automatic one runs inside a commit, and its fsyncs (up to a second on a
+        # busy disk) would hold up the ring, and so every waiter queued behind the woken one.
+        self.execute(connection, "PRAGMA wal_autocheckpoint = 0")
+        self.execute(connection, f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}").fetchall()
+        self._local.connection = connection
+        with self._all_mutex:
+            self._all.append(connection)
+        return connection
+
+    def execute(
+        self, connection: sqlite3.Connection, sql: str, params: Any = ()
+    ) -> sqlite3.Cursor:
+        """``connection.execute``, retried while another connection holds the write lock
+        (only a statement that could not start is retried: it changed nothing)."""
+        try:
+            return connection.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.00005
+        while True:
+            # Short, growing pauses: write transactions here last tens of microseconds.
+            time.sleep(pause)
+            pause = min(pause * 2, 0.001)
+            try:
+                return connection.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                if not busy(exc) or time.monotonic() >= deadline:
+                    raise
+
+    def one_statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """The rows of ``sql`` run alone, a write transaction of its own, retried while
+        another connection holds the write lock (``execute``). No context manager: the
+        uncontended acquire and release are made of these."""
+        # fetchall: the statement, and so its transaction, ends here.
+        return self.execute(self.connection(), sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def transaction(self, connection: sqlite3.Connection) -> Iterator[None]:
+        self.execute(connection, "BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def snapshot(self, connection: sqlite3.Connection) -> Iterator[None]:
+        """Several reads as one view of the file (a WAL read transaction)."""
+        connection.execute("BEGIN")
+        try:
+            yield
+        finally:
+            connection.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[sqlite3.Connection]:
+        """One verb's use of this thread's connection, counted as a write."""
+        yield self.connection()
+        self.wrote()  # (reads count too: a checkpoint with nothing to copy costs little)
+
+    def contended(self) -> None:
+        """A try was refused in its transaction: first tries skip their one statement for
+        CONTENDED_FOR (see ``Locks.acquire``)."""
+        self.contended_until = time.monotonic() + CONTENDED_FOR
+
+    def wrote(self, count: int = 1) -> None:
+        """Count write operations; about every CHECKPOINT_EVERY, checkpoint the WAL (see
+        ``_open``). Called after a release has rung its waiter, never inside a lease's
+        hand-off. Threads may race on the count: a checkpoint more or less is harmless."""
+        self.writes += count
+        if self.writes >= self.checkpoint_at:
+            writes, self.writes = self.writes, 0
+            with contextlib.suppress(sqlite3.Error):
+                self.checkpoint_at = _checkpoint(self.connection(), writes)
+
+    def close(self) -> None:
+        with self._all_mutex:
+            connections, self._all = self._all, []
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+        self._local = threading.local()
