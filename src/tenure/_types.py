@@ -169,14 +169,10 @@ class Grant:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Busy:
     """Somebody else holds the lease for about ``ttl_left`` more seconds (None: unknown).
-
-    ``waiting`` is the backend's own state of the attempt that got this answer (a queued
-    waiter's place, an acquire pipelined behind its wait). The lock logic hands the Busy back
-    to ``wait_for_release`` and to its next ``acquire``: the state travels with the attempt,
-    explicitly, whichever thread or task the backend's calls happen to run in."""
+    What the server said, nothing more: whatever a waiting attempt keeps between its tries
+    is its own (``tenure._async.store.AsyncAttempt``)."""
 
     ttl_left: float | None
-    waiting: object = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -14,9 +14,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure import _observe
-from tenure._async.backend import AsyncBackend
 from tenure._async.election import AsyncElection
-from tenure._async.legacy_store import AsyncLegacyStore, legacy_store
 from tenure._async.lock import AsyncLock
 from tenure._async.rwlock import AsyncReadWriteLock, LockOptions, queued_spec
 from tenure._async.semaphore import AsyncSemaphore
@@ -75,9 +73,13 @@ def connect_async(
                       default_ttl=default_ttl, clock=clock)
 
 
-def store_class(backend: type[AsyncStore] | type[AsyncBackend]) -> type[AsyncStore]:
-    """A backend module's store class (a wide backend seen through the narrow line)."""
-    return backend if issubclass(backend, AsyncStore) else legacy_store(backend)
+def store_class(backend: object) -> type[AsyncStore]:
+    """A backend module's ``BACKEND``, checked to be a store (a third-party module that
+    names something else fails here, saying so, not at its first acquire)."""
+    if isinstance(backend, type) and issubclass(backend, AsyncStore):
+        return backend
+    raise ConfigurationError(f"not a tenure store: {backend!r} (a backend module's BACKEND "
+                             "must subclass tenure's AsyncStore / Store)")
 
 
 class AsyncLocks:
@@ -86,18 +88,14 @@ class AsyncLocks:
 
     def __init__(
         self,
-        store: AsyncStore | AsyncBackend,
+        store: AsyncStore,
         *,
         default_ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(store, AsyncBackend):
-            store = legacy_store(type(store))(store)
         if not isinstance(store, AsyncStore):
             raise InvalidArgumentType(f"not a tenure backend: {type(store).__name__}")
-        self.store: AsyncStore = store
-        self.backend: Any = store.backend if isinstance(store, AsyncLegacyStore) else store
-        """The backend object itself (for tests and tools that reach its settings)."""
+        self.store = store
         self.default_ttl = validate_ttl(default_ttl, "default_ttl")
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
@@ -114,6 +112,11 @@ class AsyncLocks:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.store.describe()}>"
+
+    @property
+    def backend(self) -> AsyncStore:
+        """The store (its earlier name; tools and tests reach its settings through it)."""
+        return self.store
 
     @property
     def capabilities(self) -> Capabilities:

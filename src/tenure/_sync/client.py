@@ -16,9 +16,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure import _observe
-from tenure._sync.backend import Backend
 from tenure._sync.election import Election
-from tenure._sync.legacy_store import LegacyStore, legacy_store
 from tenure._sync.lock import Lock
 from tenure._sync.rwlock import ReadWriteLock, LockOptions, queued_spec
 from tenure._sync.semaphore import Semaphore
@@ -77,9 +75,13 @@ def connect(
                       default_ttl=default_ttl, clock=clock)
 
 
-def store_class(backend: type[Store] | type[Backend]) -> type[Store]:
-    """A backend module's store class (a wide backend seen through the narrow line)."""
-    return backend if issubclass(backend, Store) else legacy_store(backend)
+def store_class(backend: object) -> type[Store]:
+    """A backend module's ``BACKEND``, checked to be a store (a third-party module that
+    names something else fails here, saying so, not at its first acquire)."""
+    if isinstance(backend, type) and issubclass(backend, Store):
+        return backend
+    raise ConfigurationError(f"not a tenure store: {backend!r} (a backend module's BACKEND "
+                             "must subclass tenure's Store / Store)")
 
 
 class Locks:
@@ -88,18 +90,14 @@ class Locks:
 
     def __init__(
         self,
-        store: Store | Backend,
+        store: Store,
         *,
         default_ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(store, Backend):
-            store = legacy_store(type(store))(store)
         if not isinstance(store, Store):
             raise InvalidArgumentType(f"not a tenure backend: {type(store).__name__}")
-        self.store: Store = store
-        self.backend: Any = store.backend if isinstance(store, LegacyStore) else store
-        """The backend object itself (for tests and tools that reach its settings)."""
+        self.store = store
         self.default_ttl = validate_ttl(default_ttl, "default_ttl")
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
@@ -116,6 +114,11 @@ class Locks:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.store.describe()}>"
+
+    @property
+    def backend(self) -> Store:
+        """The store (its earlier name; tools and tests reach its settings through it)."""
+        return self.store
 
     @property
     def capabilities(self) -> Capabilities:
