@@ -24,8 +24,8 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
-from tenure.backends.etcd._sync.backend import EtcdBackend
 from tenure.backends.etcd._sync.pool import lease_seconds
+from tenure.backends.etcd._sync.store import EtcdBackend
 
 pytestmark = pytest.mark.etcd
 

@@ -16,7 +16,7 @@ the store and its attempt (``_async``) put them together into transactions.
   value's) and, when that is not below, the value (readers granted together take theirs in
   any order).
 
-The last fence is the value when there is one, else the mod revision (``_convert``); a value
+The last fence is the value when there is one, else the mod revision (``_records``); a value
 written by an earlier release of tenure reads the same way.
 """
 

@@ -7,7 +7,7 @@ goes back; a TTL index removes documents unused for a long time. The rooms: ``_c
 (URL and options), ``_errors`` (the driver's errors), ``_async/connection`` (the only code
 that touches PyMongo), ``_async/store`` (the verbs), and the flavour-free statements:
 ``_kinds`` (each kind's, side by side) over ``_documents`` (locks), ``_semaphores`` and
-``_rwlocks``, with ``_rows`` reading any kind's row as a ``LockInfo``.
+``_rwlocks``, with ``_records`` reading any kind's row as a ``LockInfo``.
 """
 
 # The registry entry (``tenure._registry``): read without importing any driver.

@@ -222,7 +222,7 @@ def break_filter(name: str) -> Document:
 # ---- reading -----------------------------------------------------------------------------
 #
 # An aggregation projection, so that liveness is judged by $$NOW on the server. Output per
-# document, in the shape ``_rows.to_info`` reads for every kind: _id, fence, leases (the live
+# document, in the shape ``_records.to_info`` reads for every kind: _id, fence, leases (the live
 # lease as a one-element list: acquired_at, expires_at, host, pid, thread; empty when none),
 # now ($$NOW), value (null unless written by the token holding the lease).
 _INFO_PROJECTION: Document = {
@@ -252,7 +252,7 @@ _INFO_PROJECTION: Document = {
 
 
 def info_pipeline(match: Document) -> Pipeline:
-    """``aggregate`` input: the documents ``match`` selects, by name, as ``_rows.to_info``
+    """``aggregate`` input: the documents ``match`` selects, by name, as ``_records.to_info``
     reads."""
     return [{"$match": match}, {"$sort": {"_id": 1}}, {"$project": _INFO_PROJECTION}]
 

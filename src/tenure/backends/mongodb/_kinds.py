@@ -5,7 +5,7 @@ A kind's records live in their own collection (locks in ``{collection}``, semaph
 ``{collection}.semaphores``, read-write and fair locks in ``{collection}.rwlocks``), so a
 lock and a semaphore of one name never meet. Per kind: the acquire pipeline and how its
 after-image answers; the filter matching a token's live lease; the release, extend and break
-updates; the info pipeline (read by ``_rows.to_info``); the key in-process waiters wait
+updates; the info pipeline (read by ``_records.to_info``); the key in-process waiters wait
 under. The statements' contracts are in the modules they come from.
 """
 
@@ -20,7 +20,7 @@ from tenure._types import Holder, Kind, LeaseSpec
 from tenure._waiters import permit_key, queue_key
 from tenure.backends.mongodb import _documents, _rwlocks, _semaphores
 from tenure.backends.mongodb._documents import Document, Pipeline, milliseconds
-from tenure.backends.mongodb._rows import utc
+from tenure.backends.mongodb._records import utc
 
 __all__ = ["STATEMENTS", "Statements", "acquire_pipeline", "granted_fence", "soonest_expiry"]
 

@@ -254,7 +254,7 @@ def _with_gc(pipeline: Pipeline, gc_after_ms: int | None) -> Pipeline:
 
 def queue_info_pipeline(match: Document) -> Pipeline:
     """``aggregate`` input: each record ``match`` selects, with its live leases, the number
-    of live places and the server's time, as ``_rows.to_info`` reads."""
+    of live places and the server's time, as ``_records.to_info`` reads."""
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},

@@ -153,7 +153,7 @@ def extend_permit_update(token: str, ttl_ms: int, gc_after_ms: int | None) -> Pi
 
 def semaphore_info_pipeline(match: Document) -> Pipeline:
     """``aggregate`` input: each semaphore ``match`` selects, with its live permits and the
-    server's time, as ``_rows.to_info`` reads (the permits as ``leases``)."""
+    server's time, as ``_records.to_info`` reads (the permits as ``leases``)."""
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},

@@ -56,7 +56,7 @@ from tenure.backends.etcd._statements import (
 )
 
 if TYPE_CHECKING:
-    from tenure.backends.etcd._async.backend import AsyncEtcdBackend
+    from tenure.backends.etcd._async.store import AsyncEtcdBackend
 
 __all__ = ["AsyncEtcdAttempt"]
 

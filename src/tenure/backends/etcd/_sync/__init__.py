@@ -2,7 +2,7 @@
 # src/tenure/backends/etcd/_async/__init__.py: edit that file, not this one.
 """etcd for threads; ``scripts/unasync.py`` generates ``_sync`` module by module."""
 
-from tenure.backends.etcd._sync.backend import EtcdBackend
+from tenure.backends.etcd._sync.store import EtcdBackend
 
 __all__ = ["BACKEND", "EtcdBackend"]
 

@@ -58,7 +58,7 @@ from tenure.backends.etcd._statements import (
 )
 
 if TYPE_CHECKING:
-    from tenure.backends.etcd._sync.backend import EtcdBackend
+    from tenure.backends.etcd._sync.store import EtcdBackend
 
 __all__ = ["EtcdAttempt"]
 

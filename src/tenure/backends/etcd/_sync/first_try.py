@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from tenure._errors import limit_mismatch
 from tenure._types import Grant, Holder, Kind, LeaseSpec
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds, whole_seconds
-from tenure.backends.etcd._convert import lease_of
+from tenure.backends.etcd._records import lease_of
 from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, entry_name, name_prefix, unb64
 from tenure.backends.etcd._statements import (
@@ -40,7 +40,7 @@ from tenure.backends.etcd._statements import (
 )
 
 if TYPE_CHECKING:
-    from tenure.backends.etcd._sync.backend import EtcdBackend
+    from tenure.backends.etcd._sync.store import EtcdBackend
 
 __all__ = ["QUEUE_TTL", "Held", "QueuePlace", "first_try"]
 

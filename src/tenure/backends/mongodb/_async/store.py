@@ -45,7 +45,7 @@ from tenure.backends.mongodb._kinds import (
     granted_fence,
     soonest_expiry,
 )
-from tenure.backends.mongodb._rows import to_info, utc
+from tenure.backends.mongodb._records import to_info, utc
 
 __all__ = ["AsyncMongoDBAttempt", "AsyncMongoDBStore"]
 

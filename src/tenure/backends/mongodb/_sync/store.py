@@ -47,7 +47,7 @@ from tenure.backends.mongodb._kinds import (
     granted_fence,
     soonest_expiry,
 )
-from tenure.backends.mongodb._rows import to_info, utc
+from tenure.backends.mongodb._records import to_info, utc
 
 __all__ = ["MongoDBAttempt", "MongoDBStore"]
 

@@ -11,7 +11,7 @@ scripts (``_scripts``, ``_semaphores``, ``_rwlocks``), the URL forms (``_config`
 driver-error table (``_errors``) and the waiting budget (``_waiting``).
 """
 
-from tenure.backends.redis._async.backend import AsyncRedisBackend
+from tenure.backends.redis._async.store import AsyncRedisBackend
 from tenure.backends.redis._async.transport import (
     AsyncClustered,
     AsyncDirect,

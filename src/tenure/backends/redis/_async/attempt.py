@@ -26,7 +26,7 @@ from tenure._types import Busy, Grant, Kind
 from tenure.backends.redis._waiting import BLOCKING_TIMER, SHORTEST_WAIT
 
 if TYPE_CHECKING:
-    from tenure.backends.redis._async.backend import AsyncRedisBackend
+    from tenure.backends.redis._async.store import AsyncRedisBackend
 
 __all__ = ["AsyncRedisAttempt"]
 

@@ -13,7 +13,7 @@ scripts (``_scripts``, ``_semaphores``, ``_rwlocks``), the URL forms (``_config`
 driver-error table (``_errors``) and the waiting budget (``_waiting``).
 """
 
-from tenure.backends.redis._sync.backend import RedisBackend
+from tenure.backends.redis._sync.store import RedisBackend
 from tenure.backends.redis._sync.transport import (
     Clustered,
     Direct,

@@ -28,7 +28,7 @@ from tenure._types import Busy, Grant, Kind
 from tenure.backends.redis._waiting import BLOCKING_TIMER, SHORTEST_WAIT
 
 if TYPE_CHECKING:
-    from tenure.backends.redis._sync.backend import RedisBackend
+    from tenure.backends.redis._sync.store import RedisBackend
 
 __all__ = ["RedisAttempt"]
 
