@@ -18,20 +18,16 @@ What happens on failure, up front:
 
 from __future__ import annotations
 
-import collections
-import dataclasses
 import enum
 import functools
 import logging
-import os
-import secrets
-import socket
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from tenure import _forks, _observe
-from tenure._async.renewer import AsyncRenewer, renewer_for
+from tenure import _forks, _observe, _tokens
+from tenure._async.hold import Hold, would_wait
+from tenure._async.renewer import renewer_for
 from tenure._backoff import Backoff
 from tenure._concurrency import async_io as io
 from tenure._errors import (
@@ -42,7 +38,7 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, LockInfo, Mode, Renewal
+from tenure._types import Busy, Grant, LeaseSpec, Renewal
 from tenure._validation import validate_timeout, validate_ttl
 
 if TYPE_CHECKING:
@@ -51,55 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT", "AsyncLease", "Hold", "would_wait"]
 
-HOST = socket.gethostname()
 logger = logging.getLogger("tenure")
-
-
-TOKEN_BATCH = 64
-"""Tokens drawn per call to the OS's random source (see ``_Process.token``)."""
-
-
-class _Process:
-    """This process's pid, renewed in a forked child: no getpid() system call per acquire
-    (a measurable share of the lock logic's own cost on the uncontended SQLite cycle)."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.last: Holder | None = None
-        self.tokens: collections.deque[str] = collections.deque()
-
-    def holder(self, thread: str) -> Holder:
-        """The Holder of an acquire from ``thread`` (the last one made, kept: one thread or
-        task usually acquires again and again, and a frozen dataclass costs ~1 us)."""
-        last = self.last
-        if last is not None and last.thread == thread:
-            return last
-        self.last = made = Holder(HOST, self.pid, thread)
-        return made
-
-    def token(self) -> str:
-        """A random 128-bit token per acquisition: one nobody can guess from another, so a
-        token seen once (in a log, in the store) names one lease and nothing else. Drawn
-        from the OS's CSPRNG TOKEN_BATCH at a time: one system call per batch, not per
-        acquire. ``popleft`` is atomic, so threads never share a token; threads refilling
-        at once only draw more."""
-        try:
-            return self.tokens.popleft()
-        except IndexError:
-            drawn = secrets.token_hex(16 * TOKEN_BATCH)
-            self.tokens.extend(drawn[i:i + 32] for i in range(32, len(drawn), 32))
-            return drawn[:32]
-
-
-_process = _Process()
-
-
-def _renew_process() -> None:
-    global _process
-    _process = _Process()
-
-
-os.register_at_fork(after_in_child=_renew_process)
 
 
 class _Default(enum.Enum):
@@ -116,81 +64,6 @@ T + this, whatever the driver's own timeouts. Connection set-up that the server 
 during the call (a first contact, a reconnect) is added to the bound (see
 ``tenure._concurrency.setup_time``): a healthy but slow server's busy lock is a timeout,
 not a BackendError."""
-
-
-def would_wait(spec: LeaseSpec, info: LockInfo | None) -> bool:
-    """Whether a new lease of ``spec`` would be refused, given the name's record: a lock
-    held; a semaphore with all its permits live; a writer behind any holder or waiter, a
-    reader behind a writer (held, or waiting ahead: a place that lasts is, but for a
-    moment, behind a writer)."""
-    if info is None:
-        return False
-    if spec.kind is Kind.SEMAPHORE:
-        return bool(info.leases) and len(info.leases) >= (info.limit or spec.limit)
-    if spec.kind is Kind.RWLOCK:
-        if info.queued:
-            return True
-        if spec.mode is Mode.WRITE:
-            return info.held
-        return any(lease.mode == Mode.WRITE for lease in info.leases)
-    return info.held
-
-
-@dataclasses.dataclass(eq=False)
-class Hold:
-    """One owner's live acquisition: the server-side token and what we know of its lease."""
-
-    lease: AsyncLease
-    token: str
-    fence: int
-    ttl: float
-    lease_deadline: float
-    """Client clock time by which the server's lease has surely run out, unless renewed. It is
-    measured from *before* the request that set it, so it errs on the early side."""
-    count: int = 1
-    renewals: int = 0
-    next_due: float = 0.0
-    lost: bool = False
-    reason: str = ""
-    error: BaseException | None = None
-    renewer: AsyncRenewer | None = None
-    """The scheduler watching this hold, if any."""
-    granted_at: float = 0.0
-    """Client clock time of the grant, for the hold time reported on release."""
-    home: object = None
-    """Where the holder runs (its event loop, under asyncio): the renewal scheduler reports
-    a loss there (``io.deliver``)."""
-
-    @property
-    def renewal(self) -> Renewal:
-        return Renewal(self.lease.name, self.token, self.ttl, self.lease.spec.kind)
-
-    @property
-    def trusted_for(self) -> float:
-        """Seconds a grant or renewal vouches for the lease: its ttl, or less on a backend
-        whose leases also end with a session (``AsyncStore.lease_horizon``). It bounds
-        ``lease_deadline`` and paces the renewals."""
-        horizon = self.lease.store.lease_horizon
-        return self.ttl if horizon is None else min(self.ttl, horizon)
-
-    def doubt(self) -> str | None:
-        """Why the backend, from what it knows locally, says the lease may be gone already
-        (``AsyncStore.lease_doubt``); None when it has no such news."""
-        return self.lease.store.lease_doubt(self.lease.spec.kind, self.lease.name, self.token)
-
-    def ran_out(self) -> str:
-        """The reason given when ``lease_deadline`` passes without a renewal."""
-        if self.trusted_for < self.ttl:
-            return (
-                f"the lease can no longer be vouched for: {self.trusted_for} s (the backend's "
-                f"session timeout, shorter than the ttl of {self.ttl} s) without a renewal"
-            )
-        return f"the lease ran out ({self.ttl} s without renewal)"
-
-    def mark_lost(
-        self, reason: str, error: BaseException | None = None, *, expected: bool = False
-    ) -> None:
-        self.lease.mark_lost(self, reason, error, expected=expected)
 
 
 class AsyncLease:
@@ -286,7 +159,7 @@ class AsyncLease:
             # A new client's renewal connections (asyncio) start opening now, beside this
             # acquire, rather than when the first renewal is already due.
             self.renewing_store  # noqa: B018
-        process = _process
+        process = _tokens.current
         token = process.token()
         holder = process.holder(io.current_owner_name())
         attempt = store.attempt(self.name, self.spec, token, self.ttl, holder)

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from tenure._errors import limit_mismatch
 from tenure._types import Grant, Holder, Kind, LeaseSpec
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds, whole_seconds
-from tenure.backends.etcd._records import lease_of
 from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, entry_name, name_prefix, unb64
+from tenure.backends.etcd._records import lease_of
 from tenure.backends.etcd._statements import (
     JSON,
     blocking,

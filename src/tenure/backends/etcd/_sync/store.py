@@ -74,7 +74,6 @@ from tenure.backends.etcd._sync.pool import (
     lease_seconds,
 )
 from tenure.backends.etcd._config import EtcdSettings, parse
-from tenure.backends.etcd._records import fence_of, holding, lease_of, lock_info
 from tenure.backends.etcd._errors import DRIVER_ERRORS
 from tenure.backends.etcd._keys import (
     Record,
@@ -87,6 +86,7 @@ from tenure.backends.etcd._keys import (
     split_key,
     unb64,
 )
+from tenure.backends.etcd._records import fence_of, holding, lease_of, lock_info
 from tenure.backends.etcd._statements import (
     JSON,
     created_at,
