@@ -40,11 +40,20 @@ from tenure._concurrency import sync_io as io
 from tenure._errors import BackendError, TenureError
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
-__all__ = ["PRIMITIVES", "Attempt", "Store", "extend_by_kind", "failure"]
+__all__ = [
+    "EVERY_PRIMITIVE",
+    "PRIMITIVES",
+    "Attempt",
+    "Store",
+    "extend_by_kind",
+    "failure",
+]
 
 PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
 """What a store may offer: the kinds' public faces (a fair lock is the write side of a
 read-write lock; an election is a lock whose lease carries a value)."""
+EVERY_PRIMITIVE = frozenset(PRIMITIVES)
+"""``offers`` of a store that implements them all."""
 
 Answers = list[bool]
 """A batch's answers, in the order asked."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import AsyncAttempt, AsyncStore
+from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore
 from tenure._async.wakeups import wait_for_notice
 from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
@@ -22,7 +22,7 @@ __all__ = ["BACKEND", "AsyncMemoryAttempt", "AsyncMemoryBackend"]
 
 class AsyncMemoryBackend(AsyncStore):
     schemes = SCHEMES
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     local = True
     capabilities = Capabilities(

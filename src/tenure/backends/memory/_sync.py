@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import Attempt, Store
+from tenure._sync.store import EVERY_PRIMITIVE, Attempt, Store
 from tenure._sync.wakeups import wait_for_notice
 from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
@@ -24,7 +24,7 @@ __all__ = ["BACKEND", "MemoryAttempt", "MemoryBackend"]
 
 class MemoryBackend(Store):
     schemes = SCHEMES
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     local = True
     capabilities = Capabilities(

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import AsyncAttempt
+from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
@@ -57,7 +57,7 @@ class AsyncMySQLStore(AsyncBlockingShell[MySQLTable]):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

@@ -22,7 +22,7 @@ import random
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import Attempt
+from tenure._sync.store import EVERY_PRIMITIVE, Attempt
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
@@ -59,7 +59,7 @@ class MySQLStore(BlockingShell[MySQLTable]):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import AsyncAttempt
+from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
@@ -44,7 +44,7 @@ class AsyncSQLiteStore(AsyncBlockingShell[SQLiteFile]):
         multi_host=False,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.25
     """Only a lost ring waits this long: a waiter is woken by the release itself."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import Attempt
+from tenure._sync.store import EVERY_PRIMITIVE, Attempt
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
@@ -46,7 +46,7 @@ class SQLiteStore(BlockingShell[SQLiteFile]):
         multi_host=False,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.25
     """Only a lost ring waits this long: a waiter is woken by the release itself."""

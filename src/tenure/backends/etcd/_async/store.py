@@ -49,7 +49,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import AsyncStore, extend_by_kind
+from tenure._async.store import EVERY_PRIMITIVE, AsyncStore, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -116,7 +116,7 @@ class AsyncEtcdBackend(AsyncStore):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5

@@ -51,7 +51,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import Store, extend_by_kind
+from tenure._sync.store import EVERY_PRIMITIVE, Store, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -118,7 +118,7 @@ class EtcdBackend(Store):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import AsyncAttempt, AsyncStore, extend_by_kind, failure
+from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore, extend_by_kind, failure
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._errors import InvalidArgument, InvalidArgumentType, limit_mismatch
@@ -68,7 +68,7 @@ class AsyncMongoDBStore(AsyncStore):
         multi_host=True,
         fault_tolerant=True,
     )
-    offers = frozenset({"lock", "election", "semaphore", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.05
 

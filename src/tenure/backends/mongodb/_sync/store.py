@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import Attempt, Store, extend_by_kind, failure
+from tenure._sync.store import EVERY_PRIMITIVE, Attempt, Store, extend_by_kind, failure
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._errors import InvalidArgument, InvalidArgumentType, limit_mismatch
@@ -70,7 +70,7 @@ class MongoDBStore(Store):
         multi_host=True,
         fault_tolerant=True,
     )
-    offers = frozenset({"lock", "election", "semaphore", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.05
 

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import AsyncAttempt, AsyncStore, extend_by_kind
+from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -75,7 +75,7 @@ class AsyncPostgreSQLStore(AsyncStore):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

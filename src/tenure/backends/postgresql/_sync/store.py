@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import Attempt, Store, extend_by_kind
+from tenure._sync.store import EVERY_PRIMITIVE, Attempt, Store, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -77,7 +77,7 @@ class PostgreSQLStore(Store):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

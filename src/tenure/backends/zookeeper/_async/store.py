@@ -59,6 +59,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from tenure._async.store import EVERY_PRIMITIVE
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo
 from tenure.backends.zookeeper import SCHEMES
@@ -92,7 +93,7 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         fault_tolerant=True,
         fences_count_per_name=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5

@@ -61,6 +61,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from tenure._sync.store import EVERY_PRIMITIVE
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo
 from tenure.backends.zookeeper import SCHEMES
@@ -94,7 +95,7 @@ class ZooKeeperBackend(ZooKeeperGrants):
         fault_tolerant=True,
         fences_count_per_name=False,
     )
-    offers = frozenset({"lock", "semaphore", "election", "rwlock", "fair"})
+    offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5
