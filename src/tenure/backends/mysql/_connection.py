@@ -21,7 +21,7 @@ import pymysql.cursors  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from tenure._errors import BackendError, ConfigurationError
-from tenure._types import Renewal
+from tenure._types import Kind, Renewal
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
     SqlOptions,
@@ -90,8 +90,8 @@ class Pool:
         self.mariadb: bool | None = None
         self.pid = os.getpid()
         self._ready = False
-        self.permits_ready = False
-        self.rwlocks_ready = False
+        self.ready_kinds: dict[Kind, bool] = {}
+        """The optional kinds whose tables are known to exist (``_kind_table``)."""
         self.closed = False
 
     def _connect(self) -> Connection:
@@ -204,7 +204,8 @@ class Pool:
             ):
                 # Dropped behind our back (or made again by a tenure from before the value
                 # columns): look for, create and upgrade the tables again.
-                self._ready = self.permits_ready = self.rwlocks_ready = False
+                self._ready = False
+                self.ready_kinds.clear()
             raise
         if not keep(result):
             self._checkin(connection)

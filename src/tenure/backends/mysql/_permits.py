@@ -10,7 +10,7 @@ from typing import Any
 import pymysql  # type: ignore[import-untyped]
 
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Holder, Kind, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LockInfo
 from tenure._waiters import Waiters, permit_key
 from tenure.backends._sql_common import clip
 from tenure.backends.mysql._connection import (
@@ -19,8 +19,8 @@ from tenure.backends.mysql._connection import (
     execute,
     hexed,
     micros,
-    prefix_params,
 )
+from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, MISMATCH, SemaphoreStatements
 from tenure.backends.mysql._sql import Statements
@@ -28,37 +28,32 @@ from tenure.backends.mysql._sql import Statements
 __all__ = ["Permits"]
 
 
-class Permits:
+class Permits(KindTable):
     """The semaphore steps on one table's permits table."""
+
+    kind = Kind.SEMAPHORE
+    sql: SemaphoreStatements
 
     def __init__(
         self, pool: Pool, lock_sql: Statements, waiters: Waiters,
         collect_if_due: Callable[[], None],
     ) -> None:
-        self.pool = pool
-        self.lock_sql = lock_sql
+        super().__init__(pool, lock_sql, waiters, collect_if_due)
         self.sql = SemaphoreStatements(lock_sql.table)
-        self.waiters = waiters
-        self._collect_if_due = collect_if_due
+        self.list_sql = self.sql.list_semaphores
+        self.break_sql = self.sql.break_semaphore
 
-    def exist(self, *, create: bool) -> bool:
-        """Whether the permits table exists; with ``create``, make it first. Made on the
-        first semaphore acquire, not with the lock table: a user of locks alone needs no
-        privilege on it."""
-        if self.pool.permits_ready:
-            return True
-        name = self.sql.quoted.strip("`")
+    def table_name(self) -> str:
+        return self.sql.quoted.strip("`")
 
-        def ensure(cursor: Cursor) -> bool:
-            cursor.execute(self.lock_sql.schema, {"table": name})
-            if cursor.fetchone() is not None:
-                return True
-            if create:
-                cursor.execute(self.sql.create)
-            return create
+    def create(self) -> Sequence[str]:
+        return [self.sql.create]
 
-        self.pool.permits_ready = self.pool.run(ensure)
-        return self.pool.permits_ready
+    def wake_key(self, name: str) -> str:
+        return permit_key(name)
+
+    def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
+        return _semaphore_records(rows)
 
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, limit: int
@@ -126,42 +121,6 @@ class Permits:
         self.waiters.notify(permit_key(name))
         self._collect_if_due()
         return released
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals:
-            return []
-        if not self.exist(create=False):
-            return [False] * len(renewals)
-        return self.pool.extend_each(self.sql.extend, renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        if not self.exist(create=False):
-            return False
-        params = {"name": hexed(name), "token": token}
-        return self.pool.run(lambda cursor: int(cursor.execute(self.sql.owned, params)) == 1)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        if not self.exist(create=False):
-            return None
-        found = _semaphore_records(self.pool.rows(self.sql.inspect, {"name": hexed(name)}))
-        return found[0] if found else None
-
-    def list_records(self, prefix: str) -> list[LockInfo]:
-        params = prefix_params(prefix)
-        if params is None or not self.exist(create=False):
-            return []
-        return _semaphore_records(self.pool.rows(self.sql.list_semaphores, params))
-
-    def break_leases(self, name: str) -> bool:
-        if not self.exist(create=False):
-            return False
-        params = {"name": hexed(name)}
-        broken = self.pool.run(
-            lambda cursor: execute(cursor, self.sql.break_semaphore, params) > 0
-        )
-        if broken:
-            self.waiters.notify(permit_key(name))
-        return broken
 
 
 def _semaphore_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:

@@ -8,19 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tenure._types import Busy, Grant, Holder, Kind, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, Kind, LockInfo
 from tenure._waiters import Waiters, queue_key
 from tenure.backends._sql_common import clip
 from tenure.backends.mysql._connection import (
-    Cursor,
     Pool,
-    execute,
     hexed,
     micros,
-    prefix_params,
     run_batch,
     run_transaction,
 )
+from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._rwlock_sql import RwlockStatements
 from tenure.backends.mysql._sql import Statements
@@ -28,36 +26,32 @@ from tenure.backends.mysql._sql import Statements
 __all__ = ["Queues"]
 
 
-class Queues:
+class Queues(KindTable):
     """The read-write lock steps on one table's read-write tables."""
+
+    kind = Kind.RWLOCK
+    sql: RwlockStatements
 
     def __init__(
         self, pool: Pool, lock_sql: Statements, waiters: Waiters,
         collect_if_due: Callable[[], None],
     ) -> None:
-        self.pool = pool
-        self.lock_sql = lock_sql
+        super().__init__(pool, lock_sql, waiters, collect_if_due)
         self.sql = RwlockStatements(lock_sql.table)
-        self.waiters = waiters
-        self._collect_if_due = collect_if_due
+        self.list_sql = self.sql.list_queues
+        self.break_sql = self.sql.break_queue
 
-    def exist(self, *, create: bool) -> bool:
-        """Whether the read-write lock tables exist; with ``create``, make them first. Made
-        on the first read-write (or fair) lock acquire, as the permits table is."""
-        if self.pool.rwlocks_ready:
-            return True
+    def table_name(self) -> str:
+        return self.sql.entries_name
 
-        def ensure(cursor: Cursor) -> bool:
-            cursor.execute(self.lock_sql.schema, {"table": self.sql.entries_name})
-            if cursor.fetchone() is not None:
-                return True
-            if create:
-                for statement in self.sql.create:
-                    cursor.execute(statement)
-            return create
+    def create(self) -> Sequence[str]:
+        return list(self.sql.create)
 
-        self.pool.rwlocks_ready = self.pool.run(ensure)
-        return self.pool.rwlocks_ready
+    def wake_key(self, name: str) -> str:
+        return queue_key(name)
+
+    def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
+        return _queue_records(rows)
 
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
@@ -90,40 +84,6 @@ class Queues:
         self.waiters.notify(queue_key(name))
         self._collect_if_due()
         return released is not None and int(released) == 1
-
-    def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        if not renewals:
-            return []
-        if not self.exist(create=False):
-            return [False] * len(renewals)
-        return self.pool.extend_each(self.sql.extend, renewals)
-
-    def owned(self, name: str, token: str) -> bool:
-        if not self.exist(create=False):
-            return False
-        params = {"name": hexed(name), "token": token}
-        return self.pool.run(lambda cursor: int(cursor.execute(self.sql.owned, params)) == 1)
-
-    def inspect(self, name: str) -> LockInfo | None:
-        if not self.exist(create=False):
-            return None
-        found = _queue_records(self.pool.rows(self.sql.inspect, {"name": hexed(name)}))
-        return found[0] if found else None
-
-    def list_records(self, prefix: str) -> list[LockInfo]:
-        params = prefix_params(prefix)
-        if params is None or not self.exist(create=False):
-            return []
-        return _queue_records(self.pool.rows(self.sql.list_queues, params))
-
-    def break_leases(self, name: str) -> bool:
-        if not self.exist(create=False):
-            return False
-        params = {"name": hexed(name)}
-        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.break_queue, params) > 0)
-        if broken:
-            self.waiters.notify(queue_key(name))
-        return broken
 
 
 def _queue_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:

@@ -143,14 +143,14 @@ class MySQLTable(ByKind):
         # The semaphore and read-write tables exist once any client used them: a client that
         # never does still sweeps them (looking for them again each pass until they exist).
         pool = self.pool
-        if not pool.permits_ready:
-            pool.permits_ready = table_exists(cursor, self.sql, self.permits.sql.quoted)
-        if not pool.rwlocks_ready:
-            pool.rwlocks_ready = table_exists(cursor, self.sql, self.queues.sql.entries_name)
+        ready = pool.ready_kinds
+        for optional in (self.permits, self.queues):
+            if not ready.get(optional.kind):
+                ready[optional.kind] = table_exists(cursor, self.sql, optional.table_name())
         passes = [("locks", self.sql.collect, run_batch)]
-        if pool.permits_ready:
+        if ready.get(Kind.SEMAPHORE):
             passes.append(("permits", self.permits.sql.collect, run_transaction))
-        if pool.rwlocks_ready:
+        if ready.get(Kind.RWLOCK):
             passes.append(("rwlocks", self.queues.sql.collect, run_transaction))
         for table, statement, run in passes:
             params = {"after": self._sweep_after[table], "batch": SWEEP_BATCH, "gc_us": gc_us}
