@@ -186,7 +186,9 @@ class AsyncAttempt:
 
     async def wait(self, timeout: float, busy: Busy) -> None:
         """Return when the lease may have been freed, or after ``timeout`` seconds
-        (``busy``: the refusal just received). Spurious returns are fine."""
+        (``busy``: the refusal just received). Spurious returns are fine. Called before any
+        try (an election's observer watching for a change), it must take nothing: no lease,
+        no place, no wake-up meant for a waiter."""
         if self.spec.queues and self.spec.queue_ttl is not None:
             # The next try refreshes this waiter's place: it must come before the place
             # lapses, whatever the back-off wanted.

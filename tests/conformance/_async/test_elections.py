@@ -12,6 +12,7 @@ import pytest
 
 import tenure
 from tests.conformance import async_helpers as helpers
+from tests.timing import scaled
 
 PRIMITIVE = "election"
 
@@ -120,6 +121,44 @@ async def test_observe_reports_every_change_in_order(backend_url: str, name: str
         await second.resign()
         assert await anext(observed) is None
         await observed.aclose()
+
+
+async def test_a_watching_observer_takes_nothing_from_the_candidates(
+    backend_url: str, name: str
+) -> None:
+    """An observer waits for changes while candidates campaign: its waits take no lease and
+    no wake-up (on Redis they once pipelined an acquire as "observer", and no candidate was
+    ever elected)."""
+    async with tenure.connect_async(backend_url) as locks:
+        election = locks.election(name, ttl=10)
+        seen: list[int] = []
+        done = False
+
+        async def watch() -> None:
+            observed = election.observe(interval=0.01)
+            async for leader in observed:
+                if leader is not None:
+                    seen.append(leader.term)
+                if done:
+                    break
+            await observed.aclose()
+
+        async def campaign() -> None:
+            nonlocal done
+            try:
+                await helpers.sleep(0.2)  # the observer is in its waits
+                for value in ("a", "b"):
+                    leadership = await election.campaign(value=value, timeout=scaled(5))
+                    leader = await election.leader()
+                    assert leader is not None
+                    assert (leader.value, leader.term) == (value, leadership.term)
+                    await helpers.sleep(0.1)
+                    await leadership.resign()
+            finally:
+                done = True
+
+        await helpers.gather(watch, campaign)
+        assert seen, "the observer never saw a leader"
 
 
 async def test_bad_values_are_refused(backend_url: str, name: str) -> None:

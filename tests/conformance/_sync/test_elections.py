@@ -14,6 +14,7 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
+from tests.timing import scaled
 
 PRIMITIVE = "election"
 
@@ -122,6 +123,44 @@ def test_observe_reports_every_change_in_order(backend_url: str, name: str) -> N
         second.resign()
         assert next(observed) is None
         observed.close()
+
+
+def test_a_watching_observer_takes_nothing_from_the_candidates(
+    backend_url: str, name: str
+) -> None:
+    """An observer waits for changes while candidates campaign: its waits take no lease and
+    no wake-up (on Redis they once pipelined an acquire as "observer", and no candidate was
+    ever elected)."""
+    with tenure.connect(backend_url) as locks:
+        election = locks.election(name, ttl=10)
+        seen: list[int] = []
+        done = False
+
+        def watch() -> None:
+            observed = election.observe(interval=0.01)
+            for leader in observed:
+                if leader is not None:
+                    seen.append(leader.term)
+                if done:
+                    break
+            observed.close()
+
+        def campaign() -> None:
+            nonlocal done
+            try:
+                helpers.sleep(0.2)  # the observer is in its waits
+                for value in ("a", "b"):
+                    leadership = election.campaign(value=value, timeout=scaled(5))
+                    leader = election.leader()
+                    assert leader is not None
+                    assert (leader.value, leader.term) == (value, leadership.term)
+                    helpers.sleep(0.1)
+                    leadership.resign()
+            finally:
+                done = True
+
+        helpers.gather(watch, campaign)
+        assert seen, "the observer never saw a leader"
 
 
 def test_bad_values_are_refused(backend_url: str, name: str) -> None:

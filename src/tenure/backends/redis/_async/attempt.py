@@ -45,8 +45,12 @@ class AsyncRedisAttempt(AsyncAttempt):
     """ACQUIRE's reply from the end of the last wait, not yet handed to the lease logic."""
     outcome_sent_at = 0.0
     """When (``time.monotonic()``) the wait that brought ``outcome`` was sent."""
+    tried = False
+    """A try was made. A wait before any (an election's observer) must take nothing: no
+    ACQUIRE behind it, no wake-up a waiter needs off the list; it sleeps."""
 
     async def try_once(self) -> Grant | Busy:
+        self.tried = True
         spec, store = self.spec, self.store
         if spec.kind is not Kind.LOCK:
             return await store.acquire(self.name, spec, self.token, self.ttl, self.holder)
@@ -76,6 +80,7 @@ class AsyncRedisAttempt(AsyncAttempt):
         and its request of its own was one of the three a contended acquisition sent (try,
         wait, release). Elsewhere None: a plain try (a grant then costs no extra commands)."""
         store = self.store
+        self.tried = True
         wait = min(wait, store._waits.longest)
         if (
             self.spec.kind is not Kind.LOCK or not store._contended.recently(self.name)
@@ -107,6 +112,9 @@ class AsyncRedisAttempt(AsyncAttempt):
 
     async def wait(self, timeout: float, busy: Busy) -> None:
         store, kind = self.store, self.spec.kind
+        if not self.tried:
+            await io.sleep(timeout)
+            return
         seconds = min(timeout, store._waits.longest)
         if kind is Kind.RWLOCK:
             # Redis ends a timed-out BLPOP only on its timer (up to BLOCKING_TIMER late): it
