@@ -57,9 +57,9 @@ def test_sixteen_processes_never_hold_more_than_the_limit(
     shared_url: str, tmp_path: pathlib.Path, name: str
 ) -> None:
     slow_grants = shared_url.startswith(("etcd", "zookeeper", "zk", "mongodb"))
-    # Stretched by the load now: a loaded machine once let one of 16 processes' permits end
-    # before the third was granted, on MongoDB.
-    hold = scaled(CONSENSUS_HOLD if slow_grants else HOLD)
+    # A fast store's short hold stretches with the load now; the slow stores' is long
+    # enough as it is (scaled too, 16 processes' holds back to back took 85 s).
+    hold = CONSENSUS_HOLD if slow_grants else scaled(HOLD)
     seen = run_permits(shared_url, name, tmp_path, processes=PROCESSES, rounds=ROUNDS,
                        limit=LIMIT, hold=hold)
     assert [len(permits) for permits in seen] == [ROUNDS] * PROCESSES
