@@ -85,7 +85,12 @@ class RedisAttempt(Attempt):
         self.tried = True
         wait = min(wait, store._waits.longest)
         if (
-            self.spec.kind is not Kind.LOCK or not store._contended.recently(self.name)
+            # A wait shorter than Redis's blocking timer may end up to BLOCKING_TIMER late,
+            # and this call is an acquire: late, it would be a BackendError for a caller
+            # whose deadline is near (a campaign with timeout 0.05 s on a loaded Cluster
+            # got one). Such a caller tries plainly; a late wait() is only a wake-up.
+            wait < BLOCKING_TIMER
+            or self.spec.kind is not Kind.LOCK or not store._contended.recently(self.name)
             or not store._waits.take(wait)
         ):
             return None
