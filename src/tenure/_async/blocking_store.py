@@ -71,14 +71,10 @@ class AsyncBlockingAttempt(AsyncAttempt):
 
 class AsyncBlockingShell(AsyncStore, Generic[StoreT]):
     """``AsyncStore`` over a blocking store: each verb one ``io.run_blocking`` call."""
+    attempt_class = AsyncBlockingAttempt
 
     def __init__(self, store: StoreT) -> None:
         self.store = store
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncAttempt:
-        return AsyncBlockingAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

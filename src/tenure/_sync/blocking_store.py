@@ -73,14 +73,10 @@ class BlockingAttempt(Attempt):
 
 class BlockingShell(Store, Generic[StoreT]):
     """``Store`` over a blocking store: each verb one ``io.run_blocking`` call."""
+    attempt_class = BlockingAttempt
 
     def __init__(self, store: StoreT) -> None:
         self.store = store
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> Attempt:
-        return BlockingAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

@@ -234,6 +234,9 @@ class Store(abc.ABC):
     local: ClassVar[bool] = False
     """The store is in this process or a file on this host (memory, SQLite): no call that
     can hang, so an acquire's deadline needs no guard around each call."""
+    attempt_class: ClassVar[type[Attempt]] = Attempt
+    """What each acquire call's tries run in: the default polls with back-off; a wing that
+    waits another way (a notification, a queue place) names its own subclass."""
     notifies: ClassVar[bool] = False
     """The attempts' ``wait`` returns as soon as a release is announced: a waiter then
     waits ``max_backoff`` at once instead of polling up from 1 ms."""
@@ -253,8 +256,8 @@ class Store(abc.ABC):
     def attempt(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Attempt:
-        """The state of one acquire call's tries (the default polls)."""
-        return Attempt(self, name, spec, token=token, ttl=ttl, holder=holder)
+        """The state of one acquire call's tries: an ``attempt_class``."""
+        return self.attempt_class(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     @abc.abstractmethod
     def acquire(

@@ -20,7 +20,21 @@ from tenure.backends.memory._server import MemoryServer, server_named, wake_key
 __all__ = ["BACKEND", "AsyncMemoryAttempt", "AsyncMemoryBackend"]
 
 
+class AsyncMemoryAttempt(AsyncAttempt):
+    """The polling attempt, whose wait also returns at the next release (or lapse) of the
+    same kind and name in this process."""
+
+    store: AsyncMemoryBackend
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        if self.spec.queue_ttl is not None:  # the next try must refresh the place in time
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        key = wake_key(self.spec.kind, self.name)
+        await wait_for_notice(self.store.server.waiters, key, timeout)
+
+
 class AsyncMemoryBackend(AsyncStore):
+    attempt_class = AsyncMemoryAttempt
     schemes = SCHEMES
     offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
@@ -58,11 +72,6 @@ class AsyncMemoryBackend(AsyncStore):
     def describe(self) -> str:
         return f"memory://{self.server_name}"
 
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncAttempt:
-        return AsyncMemoryAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
-
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
@@ -91,19 +100,6 @@ class AsyncMemoryBackend(AsyncStore):
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         return self.server.set_value(name, token, value)
-
-
-class AsyncMemoryAttempt(AsyncAttempt):
-    """The polling attempt, whose wait also returns at the next release (or lapse) of the
-    same kind and name in this process."""
-
-    store: AsyncMemoryBackend
-
-    async def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queue_ttl is not None:  # the next try must refresh the place in time
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        key = wake_key(self.spec.kind, self.name)
-        await wait_for_notice(self.store.server.waiters, key, timeout)
 
 
 BACKEND = AsyncMemoryBackend

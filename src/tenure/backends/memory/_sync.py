@@ -22,7 +22,21 @@ from tenure.backends.memory._server import MemoryServer, server_named, wake_key
 __all__ = ["BACKEND", "MemoryAttempt", "MemoryBackend"]
 
 
+class MemoryAttempt(Attempt):
+    """The polling attempt, whose wait also returns at the next release (or lapse) of the
+    same kind and name in this process."""
+
+    store: MemoryBackend
+
+    def wait(self, timeout: float, busy: Busy) -> None:
+        if self.spec.queue_ttl is not None:  # the next try must refresh the place in time
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        key = wake_key(self.spec.kind, self.name)
+        wait_for_notice(self.store.server.waiters, key, timeout)
+
+
 class MemoryBackend(Store):
+    attempt_class = MemoryAttempt
     schemes = SCHEMES
     offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
@@ -60,11 +74,6 @@ class MemoryBackend(Store):
     def describe(self) -> str:
         return f"memory://{self.server_name}"
 
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> Attempt:
-        return MemoryAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
-
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
@@ -93,19 +102,6 @@ class MemoryBackend(Store):
 
     def set_value(self, name: str, token: str, value: str) -> bool:
         return self.server.set_value(name, token, value)
-
-
-class MemoryAttempt(Attempt):
-    """The polling attempt, whose wait also returns at the next release (or lapse) of the
-    same kind and name in this process."""
-
-    store: MemoryBackend
-
-    def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queue_ttl is not None:  # the next try must refresh the place in time
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        key = wake_key(self.spec.kind, self.name)
-        wait_for_notice(self.store.server.waiters, key, timeout)
 
 
 BACKEND = MemoryBackend

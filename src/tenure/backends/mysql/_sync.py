@@ -22,7 +22,7 @@ import random
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE, Attempt
+from tenure._sync.store import EVERY_PRIMITIVE, Store
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
@@ -35,52 +35,6 @@ from tenure.backends.mysql._store import MySQLTable
 __all__ = ["BACKEND", "MySQLAttempt", "MySQLStore"]
 
 
-class MySQLStore(BlockingShell[MySQLTable]):
-    """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
-    seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
-    connections kept (default 10), ``gc_after`` seconds an idle name's records are kept
-    (default 10 minutes; ``none``: forever; fences never go back either way); ``unix_socket``,
-    ``ssl_ca``, ``ssl_cert``, ``ssl_key``, ``ssl_verify_cert``, ``ssl_verify_identity`` for
-    PyMySQL; keyword ``ssl`` (an
-    ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""
-
-    schemes = SCHEMES
-    capabilities = Capabilities(
-        fencing=(
-            "strictly increasing per name: max(the stored fence + 1, the server's clock in "
-            "microseconds), in the granting statement; stored across releases and restarts, "
-            "and never going back when gc_after removed an idle name's record or the server "
-            "lost its data"
-        ),
-        fences_survive_restart=True,
-        fences_count_per_name=False,
-        leases_survive_restart=True,
-        wakeups="notification (a GET_LOCK the holder's session holds until its release)",
-        multi_host=True,
-        fault_tolerant=False,
-    )
-    offers = EVERY_PRIMITIVE
-    driver_errors = DRIVER_ERRORS
-    max_backoff = 0.5
-    notifies = True
-    """Lock waiters block on the holder's release gate (see ``_store``); this only bounds a
-    wait whose wake-up was missed. A waiter whose holder holds no gate, and a semaphore
-    waiter, a read-write or fair lock waiter pause at most ``FALLBACK_PAUSE`` instead."""
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> MySQLStore:
-        given = settings(url, options)
-        return cls(MySQLTable(given.connect_args, given.options, given.display, given.gc_after))
-
-    def describe(self) -> str:
-        return self.store.display
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> Attempt:
-        return MySQLAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
-
-
 class MySQLAttempt(BlockingAttempt):
     """One acquire call's tries. A lock's keeps the gate its last refusal named
     (``GateWait``) and blocks on it; a semaphore's and a read-write lock's wait for a
@@ -89,7 +43,7 @@ class MySQLAttempt(BlockingAttempt):
     store: MySQLStore
 
     def __init__(
-        self, store: MySQLStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        self, store: Store, name: str, spec: LeaseSpec, *, token: str, ttl: float,
         holder: Holder,
     ) -> None:
         super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
@@ -121,6 +75,48 @@ class MySQLAttempt(BlockingAttempt):
             super().wait(pause, busy)
         else:
             wait_for_notice(table.waiters, self.name, pause)
+
+
+class MySQLStore(BlockingShell[MySQLTable]):
+    """Options (URL query or keyword): ``table`` (default ``tenure_locks``), ``timeout``
+    seconds for connecting and for each statement's reply (default 5), ``pool_size`` idle
+    connections kept (default 10), ``gc_after`` seconds an idle name's records are kept
+    (default 10 minutes; ``none``: forever; fences never go back either way); ``unix_socket``,
+    ``ssl_ca``, ``ssl_cert``, ``ssl_key``, ``ssl_verify_cert``, ``ssl_verify_identity`` for
+    PyMySQL; keyword ``ssl`` (an
+    ``ssl.SSLContext``). The URL names the database: ``mysql://user:pw@host:3306/db``."""
+    attempt_class = MySQLAttempt
+
+    schemes = SCHEMES
+    capabilities = Capabilities(
+        fencing=(
+            "strictly increasing per name: max(the stored fence + 1, the server's clock in "
+            "microseconds), in the granting statement; stored across releases and restarts, "
+            "and never going back when gc_after removed an idle name's record or the server "
+            "lost its data"
+        ),
+        fences_survive_restart=True,
+        fences_count_per_name=False,
+        leases_survive_restart=True,
+        wakeups="notification (a GET_LOCK the holder's session holds until its release)",
+        multi_host=True,
+        fault_tolerant=False,
+    )
+    offers = EVERY_PRIMITIVE
+    driver_errors = DRIVER_ERRORS
+    max_backoff = 0.5
+    notifies = True
+    """Lock waiters block on the holder's release gate (see ``_store``); this only bounds a
+    wait whose wake-up was missed. A waiter whose holder holds no gate, and a semaphore
+    waiter, a read-write or fair lock waiter pause at most ``FALLBACK_PAUSE`` instead."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MySQLStore:
+        given = settings(url, options)
+        return cls(MySQLTable(given.connect_args, given.options, given.display, given.gc_after))
+
+    def describe(self) -> str:
+        return self.store.display
 
 
 BACKEND = MySQLStore

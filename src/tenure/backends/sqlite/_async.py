@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt
+from tenure._async.store import EVERY_PRIMITIVE, AsyncStore
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
@@ -24,46 +24,6 @@ from tenure.backends.sqlite._store import SQLiteFile
 __all__ = ["BACKEND", "AsyncSQLiteAttempt", "AsyncSQLiteStore"]
 
 
-class AsyncSQLiteStore(AsyncBlockingShell[SQLiteFile]):
-    """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
-    lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
-    or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
-    idle name's record is kept (default 10 minutes; ``none``: forever)."""
-
-    schemes = SCHEMES
-    capabilities = Capabilities(
-        fencing=(
-            "strictly increasing per name, at least the host's clock in microseconds: never "
-            "back, across releases, restarts, a lost file and the clean-up of a name idle "
-            "for gc_after (10 minutes by default)"
-        ),
-        fences_survive_restart=True,
-        fences_count_per_name=False,
-        leases_survive_restart=True,
-        wakeups="queued, first come first served; woken across processes (unix sockets)",
-        multi_host=False,
-        fault_tolerant=False,
-    )
-    offers = EVERY_PRIMITIVE
-    driver_errors = DRIVER_ERRORS
-    max_backoff = 0.25
-    """Only a lost ring waits this long: a waiter is woken by the release itself."""
-    local = True
-    notifies = True
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> AsyncSQLiteStore:
-        return cls(SQLiteFile(settings(url, options)))
-
-    def describe(self) -> str:
-        return f"sqlite:///{self.store.path}"
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncAttempt:
-        return AsyncSQLiteAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
-
-
 class AsyncSQLiteAttempt(AsyncBlockingAttempt):
     """One acquire call's tries. A lock or a read-write lock keeps its ``Ticket`` (its place
     in the name's queue, and the ring a release sends it) from one try to the next; a
@@ -72,7 +32,7 @@ class AsyncSQLiteAttempt(AsyncBlockingAttempt):
     store: AsyncSQLiteStore
 
     def __init__(
-        self, store: AsyncSQLiteStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        self, store: AsyncStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
         holder: Holder,
     ) -> None:
         super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
@@ -116,6 +76,42 @@ class AsyncSQLiteAttempt(AsyncBlockingAttempt):
             await self.store.release(self.spec.kind, self.name, self.token)
         elif self.ticket is not None and self.ticket.placed:
             await io.run_blocking(self.store.store.leave, self.ticket)
+
+
+class AsyncSQLiteStore(AsyncBlockingShell[SQLiteFile]):
+    """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
+    lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
+    or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
+    idle name's record is kept (default 10 minutes; ``none``: forever)."""
+    attempt_class = AsyncSQLiteAttempt
+
+    schemes = SCHEMES
+    capabilities = Capabilities(
+        fencing=(
+            "strictly increasing per name, at least the host's clock in microseconds: never "
+            "back, across releases, restarts, a lost file and the clean-up of a name idle "
+            "for gc_after (10 minutes by default)"
+        ),
+        fences_survive_restart=True,
+        fences_count_per_name=False,
+        leases_survive_restart=True,
+        wakeups="queued, first come first served; woken across processes (unix sockets)",
+        multi_host=False,
+        fault_tolerant=False,
+    )
+    offers = EVERY_PRIMITIVE
+    driver_errors = DRIVER_ERRORS
+    max_backoff = 0.25
+    """Only a lost ring waits this long: a waiter is woken by the release itself."""
+    local = True
+    notifies = True
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncSQLiteStore:
+        return cls(SQLiteFile(settings(url, options)))
+
+    def describe(self) -> str:
+        return f"sqlite:///{self.store.path}"
 
 
 BACKEND = AsyncSQLiteStore

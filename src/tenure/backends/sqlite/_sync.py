@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE, Attempt
+from tenure._sync.store import EVERY_PRIMITIVE, Store
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
@@ -26,46 +26,6 @@ from tenure.backends.sqlite._store import SQLiteFile
 __all__ = ["BACKEND", "SQLiteAttempt", "SQLiteStore"]
 
 
-class SQLiteStore(BlockingShell[SQLiteFile]):
-    """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
-    lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
-    or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
-    idle name's record is kept (default 10 minutes; ``none``: forever)."""
-
-    schemes = SCHEMES
-    capabilities = Capabilities(
-        fencing=(
-            "strictly increasing per name, at least the host's clock in microseconds: never "
-            "back, across releases, restarts, a lost file and the clean-up of a name idle "
-            "for gc_after (10 minutes by default)"
-        ),
-        fences_survive_restart=True,
-        fences_count_per_name=False,
-        leases_survive_restart=True,
-        wakeups="queued, first come first served; woken across processes (unix sockets)",
-        multi_host=False,
-        fault_tolerant=False,
-    )
-    offers = EVERY_PRIMITIVE
-    driver_errors = DRIVER_ERRORS
-    max_backoff = 0.25
-    """Only a lost ring waits this long: a waiter is woken by the release itself."""
-    local = True
-    notifies = True
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        return cls(SQLiteFile(settings(url, options)))
-
-    def describe(self) -> str:
-        return f"sqlite:///{self.store.path}"
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> Attempt:
-        return SQLiteAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
-
-
 class SQLiteAttempt(BlockingAttempt):
     """One acquire call's tries. A lock or a read-write lock keeps its ``Ticket`` (its place
     in the name's queue, and the ring a release sends it) from one try to the next; a
@@ -74,7 +34,7 @@ class SQLiteAttempt(BlockingAttempt):
     store: SQLiteStore
 
     def __init__(
-        self, store: SQLiteStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+        self, store: Store, name: str, spec: LeaseSpec, *, token: str, ttl: float,
         holder: Holder,
     ) -> None:
         super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
@@ -118,6 +78,42 @@ class SQLiteAttempt(BlockingAttempt):
             self.store.release(self.spec.kind, self.name, self.token)
         elif self.ticket is not None and self.ticket.placed:
             io.run_blocking(self.store.store.leave, self.ticket)
+
+
+class SQLiteStore(BlockingShell[SQLiteFile]):
+    """Options (URL query or keyword): ``busy_timeout`` seconds to wait for SQLite's write
+    lock (default 10), ``synchronous`` = normal (default: durable across process crashes)
+    or full (also across power loss, at one fsync per operation), ``gc_after`` seconds an
+    idle name's record is kept (default 10 minutes; ``none``: forever)."""
+    attempt_class = SQLiteAttempt
+
+    schemes = SCHEMES
+    capabilities = Capabilities(
+        fencing=(
+            "strictly increasing per name, at least the host's clock in microseconds: never "
+            "back, across releases, restarts, a lost file and the clean-up of a name idle "
+            "for gc_after (10 minutes by default)"
+        ),
+        fences_survive_restart=True,
+        fences_count_per_name=False,
+        leases_survive_restart=True,
+        wakeups="queued, first come first served; woken across processes (unix sockets)",
+        multi_host=False,
+        fault_tolerant=False,
+    )
+    offers = EVERY_PRIMITIVE
+    driver_errors = DRIVER_ERRORS
+    max_backoff = 0.25
+    """Only a lost ring waits this long: a waiter is woken by the release itself."""
+    local = True
+    notifies = True
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteStore:
+        return cls(SQLiteFile(settings(url, options)))
+
+    def describe(self) -> str:
+        return f"sqlite:///{self.store.path}"
 
 
 BACKEND = SQLiteStore

@@ -101,6 +101,7 @@ class AsyncEtcdBackend(AsyncStore):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
+    attempt_class = AsyncEtcdAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -134,11 +135,6 @@ class AsyncEtcdBackend(AsyncStore):
 
     def describe(self) -> str:
         return self.settings.display
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncEtcdAttempt:
-        return AsyncEtcdAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def renewal_store(self) -> AsyncEtcdBackend:
         """An instance with a gateway of its own (httpx's asyncio clients belong to the loop

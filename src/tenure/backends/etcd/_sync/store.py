@@ -103,6 +103,7 @@ class EtcdBackend(Store):
     """Options: ``namespace`` (the first segment of every key, default ``tenure``),
     ``timeout`` (seconds for each request, across members, default 5); for ``etcds://``,
     ``ssl_ca``, ``ssl_cert``, ``ssl_key``. Credentials in the URL use etcd's auth."""
+    attempt_class = EtcdAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -136,11 +137,6 @@ class EtcdBackend(Store):
 
     def describe(self) -> str:
         return self.settings.display
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> EtcdAttempt:
-        return EtcdAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def renewal_store(self) -> EtcdBackend:
         """An instance with a gateway of its own (httpx's asyncio clients belong to the loop

@@ -50,10 +50,25 @@ from tenure.backends.mongodb._records import to_info, utc
 __all__ = ["AsyncMongoDBAttempt", "AsyncMongoDBStore"]
 
 
+class AsyncMongoDBAttempt(AsyncAttempt):
+    """The default polling attempt, whose pauses end at a release in this process."""
+
+    store: AsyncMongoDBStore
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        if self.spec.queues and self.spec.queue_ttl is not None:
+            # The next try refreshes this waiter's place: it must come before the place
+            # lapses, whatever the back-off wanted.
+            timeout = min(timeout, self.spec.queue_ttl / 3)
+        key = STATEMENTS[self.spec.kind].wake_key(self.name)
+        await wait_for_notice(self.store.waiters, key, timeout)
+
+
 class AsyncMongoDBStore(AsyncStore):
     """Options (URL query or keyword): ``database``, ``collection``, ``write_concern``,
     ``read_concern``, ``timeout``, ``gc_after``; every other one goes to PyMongo. See
     ``tenure.backends.mongodb._config`` and docs/backends/mongodb.md."""
+    attempt_class = AsyncMongoDBAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -94,11 +109,6 @@ class AsyncMongoDBStore(AsyncStore):
     def unanswered(self, seconds: float) -> BaseException:
         # What the caller's deadline cut short: the driver's last error, where it has one.
         return self.connection.last_error() or super().unanswered(seconds)
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncMongoDBAttempt:
-        return AsyncMongoDBAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     async def aclose(self) -> None:
         try:
@@ -210,20 +220,6 @@ class AsyncMongoDBStore(AsyncStore):
         return await self.connection.update(
             Kind.LOCK, held_by(name, token), set_value_update(token, value)
         )
-
-
-class AsyncMongoDBAttempt(AsyncAttempt):
-    """The default polling attempt, whose pauses end at a release in this process."""
-
-    store: AsyncMongoDBStore
-
-    async def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        key = STATEMENTS[self.spec.kind].wake_key(self.name)
-        await wait_for_notice(self.store.waiters, key, timeout)
 
 
 def _check_prefix(prefix: object) -> None:

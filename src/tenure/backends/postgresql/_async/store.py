@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore, extend_by_kind
+from tenure._async.store import EVERY_PRIMITIVE, AsyncStore, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -62,6 +62,7 @@ class AsyncPostgreSQLStore(AsyncStore):
     seconds a name's record outlives its last use before clean-up removes it (default 30
     days; ``none`` keeps records forever). Every other query parameter goes to libpq
     (``sslmode``, ``application_name``, ``connect_timeout``...)."""
+    attempt_class = AsyncPostgreSQLAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -120,11 +121,6 @@ class AsyncPostgreSQLStore(AsyncStore):
     def renewal_store(self) -> AsyncPostgreSQLStore:
         # psycopg's asyncio connections belong to the loop that opened them (``_claim``).
         return type(self)(self._settings)
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncAttempt:
-        return AsyncPostgreSQLAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     async def aclose(self) -> None:
         if self._listener is not None:

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import EVERY_PRIMITIVE, Attempt, Store, extend_by_kind
+from tenure._sync.store import EVERY_PRIMITIVE, Store, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -64,6 +64,7 @@ class PostgreSQLStore(Store):
     seconds a name's record outlives its last use before clean-up removes it (default 30
     days; ``none`` keeps records forever). Every other query parameter goes to libpq
     (``sslmode``, ``application_name``, ``connect_timeout``...)."""
+    attempt_class = PostgreSQLAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -122,11 +123,6 @@ class PostgreSQLStore(Store):
     def renewal_store(self) -> PostgreSQLStore:
         # psycopg's asyncio connections belong to the loop that opened them (``_claim``).
         return type(self)(self._settings)
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> Attempt:
-        return PostgreSQLAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def close(self) -> None:
         if self._listener is not None:

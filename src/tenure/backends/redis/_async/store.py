@@ -27,15 +27,11 @@ class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps, AsyncQueueSteps):
     ``health_check_interval``;
     keyword only: ``username``, ``password``, ``sentinel_username``, ``sentinel_password``,
     ``ssl_*`` (TLS files, ``ssl_cert_reqs``, ``ssl_check_hostname``, ``ssl_min_version``...)."""
+    attempt_class = AsyncRedisAttempt
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisBackend:
         return cls(parse(url, options))
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncRedisAttempt:
-        return AsyncRedisAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

@@ -29,15 +29,11 @@ class RedisBackend(LockSteps, PermitSteps, QueueSteps):
     ``health_check_interval``;
     keyword only: ``username``, ``password``, ``sentinel_username``, ``sentinel_password``,
     ``ssl_*`` (TLS files, ``ssl_cert_reqs``, ``ssl_check_hostname``, ``ssl_min_version``...)."""
+    attempt_class = RedisAttempt
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisBackend:
         return cls(parse(url, options))
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> RedisAttempt:
-        return RedisAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

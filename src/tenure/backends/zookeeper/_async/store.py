@@ -79,6 +79,7 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
+    attempt_class = AsyncZooKeeperAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -101,11 +102,6 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncZooKeeperBackend:
         return cls(parse(url, options))
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> AsyncZooKeeperAttempt:
-        return AsyncZooKeeperAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

@@ -81,6 +81,7 @@ class ZooKeeperBackend(ZooKeeperGrants):
     """Options: ``namespace`` (the first node under the chroot, default ``tenure``),
     ``timeout`` (seconds for connecting and for each reply, default 5), ``session_timeout``
     (seconds, default 10). Credentials in the URL use digest authentication."""
+    attempt_class = ZooKeeperAttempt
 
     schemes = SCHEMES
     capabilities = Capabilities(
@@ -103,11 +104,6 @@ class ZooKeeperBackend(ZooKeeperGrants):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ZooKeeperBackend:
         return cls(parse(url, options))
-
-    def attempt(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
-    ) -> ZooKeeperAttempt:
-        return ZooKeeperAttempt(self, name, spec, token=token, ttl=ttl, holder=holder)
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
