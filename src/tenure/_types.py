@@ -99,11 +99,10 @@ class LeaseInfo:
 class LockInfo:
     """What a backend knows about one name of one primitive, read in one atomic step.
 
-    A lock has at most one live lease (``holder``, ``acquired_at``, ``ttl_left`` describe
-    it); a semaphore has up to ``limit`` (``leases``, each with its own holder and expiry); a
+    Every kind carries its live leases in ``leases``: a lock at most one (which ``holder``,
+    ``acquired_at`` and ``ttl_left`` also describe), a semaphore up to ``limit``, a
     read-write lock (``kind="rwlock"``, which a fair lock of the same name is the write side
-    of) has readers or one writer in ``leases``, each with its ``mode``, and ``queued``
-    waiters.
+    of) its readers or its one writer, each with its ``mode``, and ``queued`` waiters.
     """
 
     name: str
@@ -121,25 +120,30 @@ class LockInfo:
     limit: int | None = None
     """A semaphore's limit, as stored with its live permits (None for a lock)."""
     leases: tuple[LeaseInfo, ...] = ()
-    """A semaphore's live permits or a read-write lock's live leases, oldest first (empty for
-    a lock: see ``holder``)."""
+    """The live leases, oldest first: a lock's one lease, a semaphore's permits, a
+    read-write lock's readers or writer."""
     value: str | None = None
     """The opaque value stored with a lock's live lease (an election's leader value), read
     in the same atomic step as holder and fence; None when there is none."""
     queued: int = 0
     """A read-write (or fair) lock's waiters holding a live place in its queue."""
 
+    def __post_init__(self) -> None:
+        # One shape for every kind: a store's converter describes a lock by its holder, and
+        # the lease is filled in here, so that code reading leases has no case for locks.
+        if not self.leases and self.holder is not None:
+            lease = LeaseInfo(self.holder, self.acquired_at, self.ttl_left or 0.0, self.fence)
+            object.__setattr__(self, "leases", (lease,))
+
     @property
     def held(self) -> bool:
         """Somebody holds a live lease on this name (a lock's holder, any permit)."""
-        return self.holder is not None or bool(self.leases)
+        return bool(self.leases)
 
     @property
     def holders(self) -> tuple[LeaseInfo, ...]:
-        """Every live lease, whatever the primitive."""
-        if self.leases or self.holder is None:
-            return self.leases
-        return (LeaseInfo(self.holder, self.acquired_at, self.ttl_left or 0.0, self.fence),)
+        """Every live lease, whatever the primitive (the same as ``leases``)."""
+        return self.leases
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

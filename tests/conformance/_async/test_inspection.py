@@ -24,12 +24,17 @@ async def test_inspect_shows_the_holder(backend_url: str, name: str) -> None:
         assert info.holder.thread
         assert info.acquired_at is not None and info.acquired_at.tzinfo is not None
         assert info.ttl_left is not None and 15 < info.ttl_left <= 20
+        # Every kind lists its leases: a lock's one lease is its holder's.
+        [lease] = info.leases
+        assert (lease.holder, lease.acquired_at, lease.fence) == (
+            info.holder, info.acquired_at, lock.fence,
+        )
         fence = lock.fence
         await lock.release()
         # The record outlives the lease: the fence must never go back.
         info = await locks.inspect(name)
         assert info is not None and not info.held and info.fence == fence
-        assert info.holder is None and info.ttl_left is None
+        assert info.holder is None and info.ttl_left is None and info.leases == ()
 
 
 async def test_list_locks_by_prefix(backend_url: str, name: str) -> None:
