@@ -18,11 +18,12 @@ __all__ = ["KindTable"]
 
 class KindTable:
     """One optional kind's steps on one lock table's companion tables. A subclass names its
-    statements (``sql``: ``extend``, ``owned``, ``inspect`` and the rest), the table whose
-    existence says the kind is set up, how it is made, its rows' converter and the key its
-    waiters wait on."""
+    statements (``statements``, made for the lock table's name: ``extend``, ``owned``,
+    ``inspect``, ``listing``, ``breaking`` and the rest), the table whose existence says the
+    kind is set up, how it is made, its rows' converter and the key its waiters wait on."""
 
     kind: ClassVar[Kind]
+    statements: ClassVar[type[Any]]
     sql: Any
 
     def __init__(
@@ -31,6 +32,7 @@ class KindTable:
     ) -> None:
         self.pool = pool
         self.lock_sql = lock_sql
+        self.sql = self.statements(lock_sql.table)
         self.waiters = waiters
         self._collect_if_due = collect_if_due
 
@@ -47,9 +49,6 @@ class KindTable:
 
     def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
         raise NotImplementedError
-
-    list_sql: str
-    break_sql: str
 
     # ---- the steps they share ----------------------------------------------------------
 
@@ -93,13 +92,13 @@ class KindTable:
         params = prefix_params(prefix)
         if params is None or not self.exist(create=False):
             return []
-        return self.info(self.pool.rows(self.list_sql, params))
+        return self.info(self.pool.rows(self.sql.listing, params))
 
     def break_leases(self, name: str) -> bool:
         if not self.exist(create=False):
             return False
         params = {"name": hexed(name)}
-        broken = self.pool.run(lambda cursor: execute(cursor, self.break_sql, params) > 0)
+        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.breaking, params) > 0)
         if broken:
             self.waiters.notify(self.wake_key(name))
         return broken

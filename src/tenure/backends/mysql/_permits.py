@@ -4,26 +4,19 @@ in this process (a permit has many holders; a gate follows one session's lease).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo
-from tenure._waiters import Waiters, permit_key
+from tenure._waiters import permit_key
 from tenure.backends._sql_common import clip
-from tenure.backends.mysql._connection import (
-    Cursor,
-    Pool,
-    execute,
-    hexed,
-    micros,
-)
+from tenure.backends.mysql._connection import Cursor, execute, hexed, micros
 from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, MISMATCH, SemaphoreStatements
-from tenure.backends.mysql._sql import Statements
 
 __all__ = ["Permits"]
 
@@ -32,16 +25,8 @@ class Permits(KindTable):
     """The semaphore steps on one table's permits table."""
 
     kind = Kind.SEMAPHORE
+    statements = SemaphoreStatements
     sql: SemaphoreStatements
-
-    def __init__(
-        self, pool: Pool, lock_sql: Statements, waiters: Waiters,
-        collect_if_due: Callable[[], None],
-    ) -> None:
-        super().__init__(pool, lock_sql, waiters, collect_if_due)
-        self.sql = SemaphoreStatements(lock_sql.table)
-        self.list_sql = self.sql.list_semaphores
-        self.break_sql = self.sql.break_semaphore
 
     def table_name(self) -> str:
         return self.sql.quoted.strip("`")

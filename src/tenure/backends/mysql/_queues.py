@@ -5,23 +5,16 @@ a break or a dropped place in this process."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo
-from tenure._waiters import Waiters, queue_key
+from tenure._waiters import queue_key
 from tenure.backends._sql_common import clip
-from tenure.backends.mysql._connection import (
-    Pool,
-    hexed,
-    micros,
-    run_batch,
-    run_transaction,
-)
+from tenure.backends.mysql._connection import hexed, micros, run_batch, run_transaction
 from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._rwlock_sql import RwlockStatements
-from tenure.backends.mysql._sql import Statements
 
 __all__ = ["Queues"]
 
@@ -30,16 +23,8 @@ class Queues(KindTable):
     """The read-write lock steps on one table's read-write tables."""
 
     kind = Kind.RWLOCK
+    statements = RwlockStatements
     sql: RwlockStatements
-
-    def __init__(
-        self, pool: Pool, lock_sql: Statements, waiters: Waiters,
-        collect_if_due: Callable[[], None],
-    ) -> None:
-        super().__init__(pool, lock_sql, waiters, collect_if_due)
-        self.sql = RwlockStatements(lock_sql.table)
-        self.list_sql = self.sql.list_queues
-        self.break_sql = self.sql.break_queue
 
     def table_name(self) -> str:
         return self.sql.entries_name

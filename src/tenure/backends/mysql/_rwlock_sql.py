@@ -53,8 +53,10 @@ text, ``pid`` integer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from tenure.backends.mysql._sql import CUTOFF, NOW, floor_fence
+from tenure.backends.mysql._sql import CUTOFF, LEASE_END, NOW, floor_fence, starts_with
+from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_window
 
 __all__ = ["RwlockStatements"]
 
@@ -73,22 +75,22 @@ class RwlockStatements:
     """The lock table's validated name; the two tables are named after it (within MySQL's
     64-character identifiers)."""
 
-    @property
+    @functools.cached_property
     def records(self) -> str:
         return f"`{self.table[:56]}_rwlocks`"
 
-    @property
+    @functools.cached_property
     def entries_name(self) -> str:
         return f"{self.table[:49]}_rwlock_entries"
 
-    @property
+    @functools.cached_property
     def entries(self) -> str:
         return f"`{self.entries_name}`"
 
     # No parameters. Run in this order: the entries table is made last, so its existence
     # (``Statements.schema`` on ``entries_name``) means both are there. Safe from many
     # processes at once (InnoDB's metadata lock serialises them; the losers see the table).
-    @property
+    @functools.cached_property
     def create(self) -> tuple[str, str]:
         return (
             f"""
@@ -134,7 +136,7 @@ CREATE TABLE IF NOT EXISTS {self.entries} (
     #    at the tail (the record's arrivals + 1).
     # Output: its one result set, one row (retried fence, granted fence, soonest
     # microseconds, entries dropped); at most one of the fences is not NULL.
-    @property
+    @functools.cached_property
     def acquire(self) -> str:
         records, entries = self.records, self.entries
         return f"""
@@ -183,7 +185,7 @@ SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped
     # module docstring), each statement on its own (autocommit). Output: one result set, one
     # row: 1 if it ended a live lease, else 0. The first UPDATE alone decides the answer; the
     # second ends a place, or marks a lapsed lease released.
-    @property
+    @functools.cached_property
     def release(self) -> str:
         return f"""
 UPDATE {self.entries} SET expires_at = {NOW}, seq = 0
@@ -199,15 +201,15 @@ SELECT @tenure_released
     # statement starts, so one that waited for the row while a release or break ended it
     # would see that end after its NOW and take the lease for live (and revive it): seq 0
     # marks it ended.
-    @property
+    @functools.cached_property
     def extend(self) -> str:
         return (
-            f"UPDATE {self.entries} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
+            f"UPDATE {self.entries} SET expires_at = {LEASE_END} "
             f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
         )
 
     # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return (
             f"SELECT 1 FROM {self.entries} "
@@ -217,41 +219,35 @@ SELECT @tenure_released
     # Input: name. Ends every live lease of the name, as a release does (places and the
     # record's fence stay; ended leases are left to the next acquire). Affected rows (rows
     # matched): the live leases freed.
-    @property
-    def break_queue(self) -> str:
+    @functools.cached_property
+    def breaking(self) -> str:
         return (
             f"UPDATE {self.entries} SET expires_at = {NOW}, seq = 0 "
             f"WHERE {_NAME} AND entry = 'lease' AND expires_at > {NOW}"
         )
 
-    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch,
-    # gc_us. One pass of the clean-up (see the module docstring), one transaction. Output:
-    # one row (hex of the name this pass ended at, NULL: the batch reached the end of the
-    # table, start over;
-    # records deleted).
-    @property
+    # One pass of the clean-up (see the module docstring and ``_sweep_sql``), one
+    # transaction. Output: the `sweep_answer` row, with the records deleted.
+    @functools.cached_property
     def collect(self) -> str:
         records, entries = self.records, self.entries
-        batch = "{0}name > UNHEX(%(after)s) AND {0}name <= @tenure_sweep_end"
         return f"""
 START TRANSACTION;
-SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
-    SELECT name FROM {records} WHERE name > UNHEX(%(after)s) ORDER BY name LIMIT %(batch)s
-) AS batch;
-SELECT COUNT(*) INTO @tenure_sweep_locked FROM {records} WHERE {batch.format("")} FOR UPDATE;
-DELETE FROM {records} WHERE {batch.format("")} AND name IN (
+{sweep_window(records)}
+SELECT COUNT(*) INTO @tenure_sweep_locked FROM {records} WHERE {SWEEP_BATCH} FOR UPDATE;
+DELETE FROM {records} WHERE {SWEEP_BATCH} AND name IN (
     SELECT name FROM (
         SELECT r.name FROM {records} AS r
-        WHERE {batch.format("r.")} AND NOT EXISTS (
+        WHERE {SWEEP_BATCH.replace("name", "r.name")} AND NOT EXISTS (
             SELECT 1 FROM {entries} AS e WHERE e.name = r.name AND e.expires_at > {CUTOFF}
         )
         GROUP BY r.name
     ) AS idle
 );
 SET @tenure_sweep_deleted = ROW_COUNT();
-DELETE FROM {entries} WHERE {batch.format("")} AND expires_at <= {CUTOFF};
+DELETE FROM {entries} WHERE {SWEEP_BATCH} AND expires_at <= {CUTOFF};
 COMMIT;
-SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), @tenure_sweep_deleted
+{sweep_answer("@tenure_sweep_deleted")}
 """
 
     # One row per live lease, oldest grant first (or one row of NULL lease columns for a
@@ -272,14 +268,11 @@ WHERE {where}
 ORDER BY r.name, l.seq
 """
 
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
         return self._info("r.name = UNHEX(%(name)s)")
 
-    # Inputs: prefix (hex of its UTF-8 bytes), length (its byte count); no LIKE, so % and _
-    # are plain bytes.
-    @property
-    def list_queues(self) -> str:
-        return self._info(
-            "r.name >= UNHEX(%(prefix)s) AND LEFT(r.name, %(length)s) = UNHEX(%(prefix)s)"
-        )
+    # Inputs: see ``_sql.starts_with``.
+    @functools.cached_property
+    def listing(self) -> str:
+        return self._info(starts_with("r.name"))

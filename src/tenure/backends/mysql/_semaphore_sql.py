@@ -67,7 +67,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tenure.backends.mysql._sql import CUTOFF, FREE, NOW, floor_fence
+from tenure.backends.mysql._sql import CUTOFF, FREE, LEASE_END, NOW, floor_fence, starts_with
+from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_window
 
 __all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
@@ -89,11 +90,11 @@ class SemaphoreStatements:
     table: str
     """The lock table's validated name; the slots table is named after it."""
 
-    @property
+    @functools.cached_property
     def quoted(self) -> str:
         return f"`{self.table[:58]}_slots`"
 
-    @property
+    @functools.cached_property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
@@ -121,7 +122,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 
     # Input: name. After a refused acquire (the contended path only): the microseconds left
     # of the soonest-ending live permit (NULL: none is live any more), for the waiter.
-    @property
+    @functools.cached_property
     def soonest(self) -> str:
         return f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(expires_at)) FROM {self.quoted} " \
             f"WHERE {_LIVE}"
@@ -129,7 +130,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # Inputs: name, limit. For a MISMATCH, in one transaction with ``limit_count`` and
     # ``limit_store``: locks the record row (acquirers of the name wait), so the count of
     # live permits that follows cannot change under it but by expiry or release.
-    @property
+    @functools.cached_property
     def limit_lock(self) -> str:
         return (
             f"SELECT permits FROM {self.quoted} WHERE name = UNHEX(%(name)s) AND slot = 0 "
@@ -138,7 +139,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 
     # Inputs: name, token. Output: one row (live permits of other tokens, our own live
     # permit's fence or NULL), across every slot, above the limit too.
-    @property
+    @functools.cached_property
     def limit_count(self) -> str:
         return (
             f"SELECT COALESCE(SUM(NOT {_OURS}), 0), MAX(IF({_OURS}, fence, NULL)) "
@@ -146,7 +147,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
         )
 
     # Inputs: name, limit. Stores a new limit (no other permit is live).
-    @property
+    @functools.cached_property
     def limit_store(self) -> str:
         return (
             f"UPDATE {self.quoted} SET permits = %(limit)s "
@@ -155,53 +156,46 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 
     # Inputs: name, token. Frees our slot if its permit is live. Affected rows (rows
     # matched): 1 = released.
-    @property
+    @functools.cached_property
     def release(self) -> str:
         return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE} AND {_OURS}"
 
     # Inputs: name, token, ttl_us. Affected rows (rows matched): 1 = extended.
-    @property
+    @functools.cached_property
     def extend(self) -> str:
         return (
-            f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
+            f"UPDATE {self.quoted} SET expires_at = {LEASE_END} "
             f"WHERE {_LIVE} AND {_OURS}"
         )
 
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return f"SELECT 1 FROM {self.quoted} WHERE {_LIVE} AND {_OURS}"
 
     # Input: name. Frees every live permit (the operator's break); the fence counter stays.
     # Affected rows (rows matched): the live permits freed.
-    @property
-    def break_semaphore(self) -> str:
+    @functools.cached_property
+    def breaking(self) -> str:
         return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE}"
 
-    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch,
-    # gc_us. One pass of the clean-up (see the module docstring), one transaction. Output:
-    # one row (hex of the name this pass ended at, NULL: the batch reached the end of the
-    # table, start over;
-    # rows deleted).
-    @property
+    # One pass of the clean-up (see the module docstring and ``_sweep_sql``), one
+    # transaction. Output: the `sweep_answer` row, with the rows deleted.
+    @functools.cached_property
     def collect(self) -> str:
-        batch = "name > UNHEX(%(after)s) AND name <= @tenure_sweep_end"
         return f"""
 START TRANSACTION;
-SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
-    SELECT name FROM {self.quoted} WHERE name > UNHEX(%(after)s) ORDER BY name, slot
-    LIMIT %(batch)s
-) AS batch;
+{sweep_window(self.quoted, "name, slot")}
 SELECT COUNT(*) INTO @tenure_sweep_locked FROM {self.quoted}
-WHERE {batch} AND slot = 0 FOR UPDATE;
-DELETE FROM {self.quoted} WHERE {batch} AND name IN (
+WHERE {SWEEP_BATCH} AND slot = 0 FOR UPDATE;
+DELETE FROM {self.quoted} WHERE {SWEEP_BATCH} AND name IN (
     SELECT name FROM (
-        SELECT name FROM {self.quoted} WHERE {batch} GROUP BY name
+        SELECT name FROM {self.quoted} WHERE {SWEEP_BATCH} GROUP BY name
         HAVING SUM(slot = 0) = 1 AND COALESCE(SUM(slot > 0 AND expires_at > {CUTOFF}), 0) = 0
     ) AS idle
 );
 SET @tenure_sweep_deleted = ROW_COUNT();
 COMMIT;
-SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), @tenure_sweep_deleted
+{sweep_answer("@tenure_sweep_deleted")}
 """
 
     # One row per live permit (or one row of NULLs for a semaphore with none), each with its
@@ -217,15 +211,13 @@ WHERE r.slot = 0 AND {where}
 ORDER BY r.name, p.fence
 """
 
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
         return self._info("r.name = UNHEX(%(name)s)")
 
-    @property
-    def list_semaphores(self) -> str:
-        return self._info(
-            "r.name >= UNHEX(%(prefix)s) AND LEFT(r.name, %(length)s) = UNHEX(%(prefix)s)"
-        )
+    @functools.cached_property
+    def listing(self) -> str:
+        return self._info(starts_with("r.name"))
 
 
 # A slot row's update decides once, in its first assignment, what it does to the row as
@@ -275,7 +267,7 @@ ON DUPLICATE KEY UPDATE
     fence = IF({_PHASE} = {CLAIMING}, {floor_fence(_VALUE)},
                IF(slot = 0 AND {_PHASE} = {GRANTED}, {_VALUE}, fence)),
     token = IF({_PHASE} = {CLAIMING}, %(token)s, token),
-    expires_at = IF({_ACTING}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
+    expires_at = IF({_ACTING}, {LEASE_END}, expires_at),
     host = IF({_ACTING}, %(host)s, host),
     pid = IF({_ACTING}, %(pid)s, pid),
     thread = IF({_ACTING}, %(thread)s, thread),

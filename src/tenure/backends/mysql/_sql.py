@@ -66,10 +66,15 @@ Parameters (PyMySQL's ``%(name)s``): ``name`` hex of the UTF-8 name, ``token`` t
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
+from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_window
 
-__all__ = ["GATE_RELEASE", "GATE_TAKE", "GATE_WAIT", "SESSION_SETUP", "SQL_MODE", "Statements"]
+__all__ = [
+    "CUTOFF", "GATE_RELEASE", "GATE_TAKE", "GATE_WAIT", "LEASE_END", "NOW", "SESSION_SETUP",
+    "SQL_MODE", "Statements", "floor_fence", "starts_with",
+]
 
 SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO"
 """Pinned on every connection: strict errors instead of silent truncation, and none of the
@@ -102,6 +107,15 @@ EPOCH_US = f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {NOW})"
 time zone setting takes part (``UNIX_TIMESTAMP`` would read the session's)."""
 CUTOFF = f"{NOW} - INTERVAL %(gc_us)s MICROSECOND"
 """Input ``gc_us``: a record whose last lease ended before this is idle long enough."""
+LEASE_END = f"{NOW} + INTERVAL %(ttl_us)s MICROSECOND"
+"""Input ``ttl_us``: when a lease granted or renewed now ends."""
+
+
+def starts_with(column: str) -> str:
+    """Inputs ``prefix`` (hex of its UTF-8 bytes), ``length`` (its byte count): ``column``
+    starts with those bytes. A range of the key, then the exact test; no LIKE, so % and _
+    in a prefix are plain bytes."""
+    return f"{column} >= UNHEX(%(prefix)s) AND LEFT({column}, %(length)s) = UNHEX(%(prefix)s)"
 
 
 VALUE_COLUMNS = (
@@ -141,13 +155,13 @@ class Statements:
     table: str
     """The validated table name, unquoted."""
 
-    @property
+    @functools.cached_property
     def quoted(self) -> str:
         return f"`{self.table}`"
 
     # Input: table (unquoted). Output: the table's comment, which carries the schema
     # version, or no row if the table does not exist in the connection's database.
-    @property
+    @functools.cached_property
     def schema(self) -> str:
         return (
             "SELECT TABLE_COMMENT FROM information_schema.TABLES "
@@ -158,7 +172,7 @@ class Statements:
     # serialises it; the losers see the table exist). The primary key is the name's bytes:
     # 1024 bytes fits InnoDB's 3072-byte key limit (DYNAMIC rows, the default since
     # MySQL 5.7 and MariaDB 10.2).
-    @property
+    @functools.cached_property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
@@ -177,7 +191,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 
     # Input: table (unquoted). Output: one row, how many of the value columns the table
     # has (0 for a table from before them, 2 once added).
-    @property
+    @functools.cached_property
     def value_columns(self) -> str:
         return (
             "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
@@ -188,7 +202,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # of the row: an instant change on MySQL 8 and MariaDB 10.3+, no table copy. Run when
     # ``value_columns`` counted 0; a process that raced us there fails with a duplicate
     # column (ER_DUP_FIELDNAME), which means done.
-    @property
+    @functools.cached_property
     def add_value_columns(self) -> str:
         return f"ALTER TABLE {self.quoted} ADD COLUMN ({VALUE_COLUMNS})"
 
@@ -197,7 +211,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # free or expired row: max(fence + 1, that clock);
     # already ours, a retried acquire: the same fence, with the expiry reset and acquired_at
     # kept), 0 when another token holds a live lease (nothing changed).
-    @property
+    @functools.cached_property
     def acquire(self) -> str:
         return self._acquire("%(pid)s")
 
@@ -206,12 +220,12 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # ``token``; a retry of ours (the row's token is ours) keeps the value already stored if
     # we wrote it (a proclaim's may be newer than the retry's). Refused: nothing changes.
     # The value columns are assigned first, judged on the old row as ``acquired_at`` is.
-    @property
+    @functools.cached_property
     def acquire_value(self) -> str:
         return self._acquire("%(pid)s", value=True)
 
     # ``acquire_gated`` that stores a value, as ``acquire_value`` does.
-    @property
+    @functools.cached_property
     def acquire_value_gated(self) -> str:
         return self._acquire(
             "%(pid)s + 0 * COALESCE(GET_LOCK(%(gate)s, %(hold_wait)s), 0)", value=True
@@ -229,13 +243,13 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
 INSERT INTO {self.quoted}
     (name, fence, token, expires_at, acquired_at, host, pid, thread{columns})
 VALUES (UNHEX(%(name)s), LAST_INSERT_ID({EPOCH_US}), %(token)s,
-        {NOW} + INTERVAL %(ttl_us)s MICROSECOND, {NOW}, %(host)s, %(pid)s, %(thread)s{values})
+        {LEASE_END}, {NOW}, %(host)s, %(pid)s, %(thread)s{values})
 ON DUPLICATE KEY UPDATE{update}
     acquired_at = IF({CLAIMABLE}, IF({OURS}, acquired_at, {NOW}), acquired_at),
     fence = IF({CLAIMABLE}, LAST_INSERT_ID(IF({OURS}, fence, {floor_fence('fence')})),
                fence + LAST_INSERT_ID(0)),
     token = IF({CLAIMABLE}, %(token)s, token),
-    expires_at = IF({OURS}, {NOW} + INTERVAL %(ttl_us)s MICROSECOND, expires_at),
+    expires_at = IF({OURS}, {LEASE_END}, expires_at),
     host = IF({OURS}, %(host)s, host),
     pid = IF({OURS}, {pid}, pid),
     thread = IF({OURS}, %(thread)s, thread)
@@ -249,7 +263,7 @@ ON DUPLICATE KEY UPDATE{update}
     # VALUES list is evaluated before the duplicate is found, so it takes no gate. GET_LOCK
     # runs after the row lock was taken (a statement chosen as a deadlock victim waited for
     # that lock and never got here), so a retried statement does not take the gate twice.
-    @property
+    @functools.cached_property
     def acquire_gated(self) -> str:
         return self._acquire("%(pid)s + 0 * COALESCE(GET_LOCK(%(gate)s, %(hold_wait)s), 0)")
 
@@ -257,7 +271,7 @@ ON DUPLICATE KEY UPDATE{update}
     # the holder's remaining lease in microseconds (see ``ttl_left``; NULL: unknown), and
     # whether some session holds the gate (IS_USED_LOCK), i.e. whether a release will open
     # it; if not, the waiter falls back to back-off.
-    @property
+    @functools.cached_property
     def refusal(self) -> str:
         return f"SELECT ({self.ttl_left}), IS_USED_LOCK(%(gate)s) IS NOT NULL"
 
@@ -265,7 +279,7 @@ ON DUPLICATE KEY UPDATE{update}
     # holds the gate, if the row was ours (else the caller runs GATE_RELEASE). The gate
     # opens before the row's update commits; a waiter it wakes runs ``acquire``, which
     # waits for that row lock and so judges the row as the release left it.
-    @property
+    @functools.cached_property
     def release_gated(self) -> str:
         return (
             f"UPDATE {self.quoted} SET {FREE_GATED} "
@@ -275,7 +289,7 @@ ON DUPLICATE KEY UPDATE{update}
     # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
     # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may
     # already see a later holder: it only sizes a pause.
-    @property
+    @functools.cached_property
     def ttl_left(self) -> str:
         return (
             f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) FROM {self.quoted} "
@@ -284,7 +298,7 @@ ON DUPLICATE KEY UPDATE{update}
 
     # Inputs: name, token. Frees the lease if this token holds it and it has not expired;
     # keeps the fence. Affected rows (CLIENT_FOUND_ROWS: rows matched): 1 = released.
-    @property
+    @functools.cached_property
     def release(self) -> str:
         return (
             f"UPDATE {self.quoted} SET {FREE_LOCK} "
@@ -294,17 +308,17 @@ ON DUPLICATE KEY UPDATE{update}
     # Inputs: name, token, ttl_us. Resets the expiry to now + ttl if this token holds a live
     # lease. Affected rows (rows matched, so an expiry that happens to come out unchanged
     # still counts): 1 = extended.
-    @property
+    @functools.cached_property
     def extend(self) -> str:
         return (
-            f"UPDATE {self.quoted} SET expires_at = {NOW} + INTERVAL %(ttl_us)s MICROSECOND "
+            f"UPDATE {self.quoted} SET expires_at = {LEASE_END} "
             f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
         )
 
     # Inputs: name, token, value. Replaces the value if this token holds a live lease it
     # was granted with a value (``value_token``: a plain lock's lease has none to replace).
     # Affected rows (rows matched, so the same value again still counts): 1 = replaced.
-    @property
+    @functools.cached_property
     def set_value(self) -> str:
         return (
             f"UPDATE {self.quoted} SET value = %(value)s "
@@ -313,7 +327,7 @@ ON DUPLICATE KEY UPDATE{update}
         )
 
     # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return (
             f"SELECT 1 FROM {self.quoted} "
@@ -322,29 +336,24 @@ ON DUPLICATE KEY UPDATE{update}
 
     # Input: name. Frees a live lease whoever holds it (the operator's break); keeps the
     # fence. Affected rows: 1 = a live lease was freed.
-    @property
+    @functools.cached_property
     def break_lock(self) -> str:
         return f"UPDATE {self.quoted} SET {FREE_LOCK} WHERE name = UNHEX(%(name)s) AND {LIVE}"
 
-    # Inputs: after (hex of the name the last pass ended at; '' for the start), batch, gc_us.
-    # One pass of the clean-up (see the module docstring), autocommit statements sent as one
-    # text: the end of the next ``batch`` names in key order, then the DELETE of the idle
-    # rows up to it. A range of the primary key: it reads at most ``batch`` rows, whatever
-    # the table's size. Output: one row (hex of the name this pass ended at, NULL: the end
-    # of the table was reached, so the next pass starts over; rows deleted).
-    @property
+    # One pass of the clean-up (see the module docstring and ``_sweep_sql``), autocommit
+    # statements sent as one text: the window, then the DELETE of its idle rows. Output: the
+    # `sweep_answer` row, with the rows deleted.
+    @functools.cached_property
     def collect(self) -> str:
         return f"""
-SELECT MAX(name), COUNT(*) INTO @tenure_sweep_end, @tenure_sweep_rows FROM (
-    SELECT name FROM {self.quoted} WHERE name > UNHEX(%(after)s) ORDER BY name LIMIT %(batch)s
-) AS batch;
+{sweep_window(self.quoted)}
 DELETE FROM {self.quoted}
-WHERE name > UNHEX(%(after)s) AND name <= @tenure_sweep_end
+WHERE {SWEEP_BATCH}
   AND (expires_at IS NULL OR expires_at <= {CUTOFF});
-SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), ROW_COUNT()
+{sweep_answer("ROW_COUNT()")}
 """
 
-    @property
+    @functools.cached_property
     def _info(self) -> str:
         return (
             f"SELECT name, fence, {LIVE}, host, pid, thread, acquired_at, "
@@ -356,18 +365,13 @@ SELECT IF(@tenure_sweep_rows < %(batch)s, NULL, HEX(@tenure_sweep_end)), ROW_COU
     # acquired_at, ttl_left in microseconds, the value: only while the token that wrote it
     # holds the live lease). One consistent read of the row: holder, fence and value belong
     # together. Locks nothing.
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
         return self._info + "WHERE name = UNHEX(%(name)s)"
 
-    # Inputs: prefix (hex of its UTF-8 bytes), length (its byte count). Output: the rows of
-    # `inspect` for every name starting with those bytes, in byte order. A range scan of the
-    # primary key, and a consistent read: blocks no writer. No LIKE: % and _ in a prefix are
-    # plain bytes here.
-    @property
+    # Inputs: see `starts_with`. Output: the rows of `inspect` for every name starting with
+    # the prefix, in byte order. A range scan of the primary key, and a consistent read:
+    # blocks no writer.
+    @functools.cached_property
     def list_locks(self) -> str:
-        return (
-            self._info
-            + "WHERE name >= UNHEX(%(prefix)s) AND LEFT(name, %(length)s) = UNHEX(%(prefix)s) "
-            + "ORDER BY name"
-        )
+        return self._info + f"WHERE {starts_with('name')} ORDER BY name"

@@ -41,16 +41,15 @@ the NOTIFY channel (the lock table's name).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from tenure.backends.postgresql._sql import FENCE_FLOOR, IDLE_SINCE
+from tenure.backends.postgresql._sql import ENDED, FENCE_FLOOR, IDLE_SINCE, NOW, ending, renewing
 
 __all__ = ["WAKE_PREFIX", "RwlockStatements"]
 
 WAKE_PREFIX = "rwlock:"
-_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
-_ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
-"""An ended entry: kept, not live, as the time its name was last used; no holder (``pid``
-NULL) tells it from a lease or place that lapsed."""
+_WAKE = f"'{WAKE_PREFIX}' || %(name)s"
+"""The NOTIFY payload of a release, a break or a grant that dropped a lapsed entry."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,25 +58,25 @@ class RwlockStatements:
     """The lock table's validated name; the two tables are named after it (within
     PostgreSQL's 63-character identifiers)."""
 
-    @property
+    @functools.cached_property
     def records(self) -> str:
         return f"{self.table[:55]}_rwlocks"
 
-    @property
+    @functools.cached_property
     def entries(self) -> str:
         return f"{self.table[:48]}_rwlock_entries"
 
-    @property
+    @functools.cached_property
     def quoted_records(self) -> str:
         return f'"{self.records}"'
 
-    @property
+    @functools.cached_property
     def quoted_entries(self) -> str:
         return f'"{self.entries}"'
 
     # Inputs: entries (the entries table's quoted name, as text). Output: one row (exists).
     # The entries table is made last, so its existence means both are there.
-    @property
+    @functools.cached_property
     def exists(self) -> str:
         return "SELECT to_regclass(%(entries)s) IS NOT NULL"
 
@@ -85,7 +84,7 @@ class RwlockStatements:
     # Room left in each page (fillfactor), as in the lock table: every attempt rewrites the
     # record row and renews rows in place, and none of that changes an indexed column, so
     # the new versions stay in the same page (HOT updates) and the indexes are not touched.
-    @property
+    @functools.cached_property
     def create(self) -> tuple[str, str]:
         return (
             f"""
@@ -114,7 +113,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted_entries} (
 
     # Input: name. Creates the record row if absent and takes its row lock until the
     # transaction ends. Output: one row.
-    @property
+    @functools.cached_property
     def lock_name(self) -> str:
         return f"""
 INSERT INTO {self.quoted_records} AS rec (name, fence, arrivals) VALUES (%(name)s, 0, 0)
@@ -141,11 +140,11 @@ RETURNING rec.fence
     #    ended entries (released or broken) sent theirs then.
     # Output: one row (renewed fence, granted fence, seconds left of the soonest-ending live
     # lease, woken); at most one of the fences is not NULL.
-    @property
+    @functools.cached_property
     def grant(self) -> str:
         entries, records = self.quoted_entries, self.quoted_records
         return f"""
-WITH {_NOW},
+WITH {NOW},
 locked AS MATERIALIZED (
     SELECT e.token, e.kind, e.mode, e.seq, e.expires_at, e.pid
     FROM {entries} AS e WHERE e.name = %(name)s
@@ -213,7 +212,7 @@ refreshed AS (
       AND e.name = %(name)s AND e.token = %(token)s
 ),
 woken AS (
-    SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
+    SELECT pg_notify(%(channel)s, {_WAKE})
     FROM (SELECT 1 FROM dropped WHERE dropped.pid IS NOT NULL LIMIT 1) AS any_dropped
 )
 SELECT (SELECT seq FROM renewed),
@@ -228,55 +227,40 @@ FROM now
     # doc); NOTIFYs waiters. Output: one row (whether it was a lease) if one was live, none
     # otherwise. A lapsed one is left as it is: it no longer counts, and its expiry was its
     # end. Locks only the token's own row.
-    @property
+    @functools.cached_property
     def release(self) -> str:
-        return f"""
-WITH {_NOW},
-ended AS (
-    UPDATE {self.quoted_entries} AS e SET {_ENDED}
-    FROM now
-    WHERE e.name = %(name)s AND e.token = %(token)s AND e.expires_at > now.t
-    RETURNING e.kind
-)
-SELECT ended.kind = 'lease', pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s)
-FROM ended
-"""
+        return ending(
+            f"{self.quoted_entries} AS e", ENDED,
+            "e.name = %(name)s AND e.token = %(token)s AND e.expires_at > now.t",
+            _WAKE, returning="e.kind", answer="ended.kind = 'lease', ",
+        )
 
-    # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Resets each live
-    # lease's expiry to now + its ttl, locking the rows in (name, token) order first (see
-    # the module's docstring). Output: (name, token) of each lease extended.
+    # See `renewing`: each live lease, locking the rows in (name, token) order first (see
+    # the module's docstring).
     # An ended entry keeps its token and, as expires_at, the time it ended: a statement that
     # read the clock, then waited for the row while a release or break ended it, would see
     # that end after its now and take the entry for live (and revive it). pid NULL marks
     # it ended.
-    @property
+    @functools.cached_property
     def extend_many(self) -> str:
-        entries = self.quoted_entries
-        return f"""
-WITH {_NOW},
-wanted AS (
-    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
-        AS wanted(name, token, ttl)
-),
+        locked = f""",
 locked AS MATERIALIZED (
-    SELECT e.name, e.token FROM {entries} AS e, wanted
+    SELECT e.name, e.token FROM {self.quoted_entries} AS e, wanted
     WHERE e.name = wanted.name AND e.token = wanted.token AND e.kind = 'lease'
     ORDER BY e.name, e.token FOR UPDATE OF e
-)
-UPDATE {entries} AS e
-SET expires_at = now.t + wanted.ttl * interval '1 second'
-FROM now, wanted, locked
-WHERE e.name = wanted.name AND e.token = wanted.token
+)"""
+        live = """
   AND locked.name = e.name AND locked.token = e.token
-  AND e.kind = 'lease' AND e.expires_at > now.t AND e.pid IS NOT NULL
-RETURNING e.name, e.token
-"""
+  AND e.kind = 'lease' AND e.expires_at > now.t AND e.pid IS NOT NULL"""
+        return renewing(
+            self.quoted_entries, "e", live, locked=locked, using="now, wanted, locked"
+        )
 
     # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return f"""
-WITH {_NOW}
+WITH {NOW}
 SELECT 1 FROM {self.quoted_entries} AS e, now
 WHERE e.name = %(name)s AND e.token = %(token)s AND e.kind = 'lease' AND e.expires_at > now.t
   AND e.pid IS NOT NULL
@@ -285,25 +269,21 @@ WHERE e.name = %(name)s AND e.token = %(token)s AND e.kind = 'lease' AND e.expir
     # Inputs: name, channel. Ends every live lease of the name as a release does (places
     # stay, the record's fence stays), locking them in token order; NOTIFYs waiters if one
     # was live. Output: one row per live lease ended.
-    @property
+    @functools.cached_property
     def break_queue(self) -> str:
         entries = self.quoted_entries
-        return f"""
-WITH {_NOW},
+        locked = f"""
 locked AS MATERIALIZED (
     SELECT e.token FROM {entries} AS e
     WHERE e.name = %(name)s AND e.kind = 'lease'
     ORDER BY e.token FOR UPDATE
-),
-ended AS (
-    UPDATE {entries} AS e SET {_ENDED}
-    FROM locked, now
-    WHERE e.name = %(name)s AND e.token = locked.token AND e.kind = 'lease'
-      AND e.expires_at > now.t
-    RETURNING 1
-)
-SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
-"""
+),"""
+        return ending(
+            f"{entries} AS e", ENDED,
+            "e.name = %(name)s AND e.token = locked.token AND e.kind = 'lease'\n"
+            "      AND e.expires_at > now.t",
+            _WAKE, locked=locked, using="locked, now",
+        )
 
     # Inputs: gc_after (seconds), limit. The clean-up: deletes the record and entries of
     # at most `limit` names whose every entry ended (expired, released) before IDLE_SINCE; a
@@ -314,11 +294,11 @@ SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
     # revived by GRANT, under the record's lock: a name used since the snapshot is left
     # alone, and nothing can be added to a locked one. Locks the record, then entries, in
     # GRANT's order. Output: one row (names deleted).
-    @property
+    @functools.cached_property
     def sweep(self) -> str:
         entries, records = self.quoted_entries, self.quoted_records
         return f"""
-WITH {_NOW},
+WITH {NOW},
 candidates AS MATERIALIZED (
     SELECT rec.name, rec.fence, rec.arrivals FROM {records} AS rec, now
     WHERE NOT EXISTS (
@@ -351,7 +331,7 @@ SELECT count(*) FROM records_gone
     def _info(self, where: str) -> str:
         entries = self.quoted_entries
         return f"""
-WITH {_NOW}
+WITH {NOW}
 SELECT rec.name, rec.fence,
        (SELECT count(*) FROM {entries} AS p
         WHERE p.name = rec.name AND p.kind = 'place' AND p.expires_at > now.t),
@@ -367,11 +347,11 @@ WHERE {where}
 ORDER BY rec.name
 """
 
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
         return self._info("rec.name = %(name)s")
 
     # starts_with() compares text: a LIKE pattern would read % and _ as wildcards.
-    @property
+    @functools.cached_property
     def list_queues(self) -> str:
         return self._info("starts_with(rec.name, %(prefix)s)")

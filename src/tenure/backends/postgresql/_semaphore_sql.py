@@ -55,8 +55,9 @@ so only gets a spurious wake-up).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from tenure.backends.postgresql._sql import FENCE_FLOOR, IDLE_SINCE
+from tenure.backends.postgresql._sql import ENDED, FENCE_FLOOR, IDLE_SINCE, NOW, ending, renewing
 
 __all__ = ["HOLDER_TOKEN", "SLOT_MARK", "WAKE_PREFIX", "SemaphoreStatements"]
 
@@ -66,13 +67,17 @@ SLOT_MARK = "#"
 HOLDER_TOKEN = "holder_token"
 """The column naming the permit that holds a slot row, added by ``add_holder_token`` to a
 table made before slot rows."""
-_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
-_ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
-"""An ended permit: kept, not live, as the time its name was last used. (A slot row keeps
-its last holder's token: a token names its one lease, which is over.)"""
 _SLOT = f"starts_with(p.token, '{SLOT_MARK}')"
 _OLD_PERMIT = f"p.token <> '' AND NOT {_SLOT}"
 """A permit row keyed by its own token: taken by a tenure from before slot rows."""
+_WAKE = f"'{WAKE_PREFIX}' || %(name)s"
+"""The NOTIFY payload of a release or a break."""
+_LIVE_PERMITS = "p.name = rec.name AND p.token <> '' AND p.expires_at > now.t"
+_PERMIT_INFO = (
+    "p.host", "p.pid", "p.thread", "p.acquired_at",
+    "extract(epoch FROM p.expires_at - now.t)::float8", "p.fence",
+)
+"""What ``_info`` lists of each live permit, one array per item."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,17 +85,17 @@ class SemaphoreStatements:
     table: str
     """The lock table's validated name; the permits table is named after it."""
 
-    @property
+    @functools.cached_property
     def permits(self) -> str:
         return f"{self.table[:55]}_permits"
 
-    @property
+    @functools.cached_property
     def quoted(self) -> str:
         return f'"{self.permits}"'
 
     # Inputs: permits (the quoted name, as text). Output: one row (the table exists, it has
     # the holder_token column). Read-only.
-    @property
+    @functools.cached_property
     def exists(self) -> str:
         return (
             "SELECT to_regclass(%(permits)s) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute "
@@ -99,7 +104,7 @@ class SemaphoreStatements:
         )
 
     # fillfactor: room on each page for the HOT updates of its slot rows.
-    @property
+    @functools.cached_property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
@@ -121,7 +126,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # holder_token. IF NOT EXISTS: a process that raced us there changes nothing. Nullable,
     # no default: only the catalogue changes, no row is rewritten; the table's lock is held
     # just that long. The fillfactor applies to pages written from now on.
-    @property
+    @functools.cached_property
     def add_holder_token(self) -> str:
         return (
             f'ALTER TABLE {self.quoted} ADD COLUMN IF NOT EXISTS {HOLDER_TOKEN} text COLLATE "C",'
@@ -133,7 +138,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # longer live; mine: our live permit's fence; soonest: the soonest end of a live permit;
     # fence, stored: the record's; free: a slot row that is not live, if any; next: the key
     # of a new slot (the highest slot's number + 1).
-    @property
+    @functools.cached_property
     def _state(self) -> str:
         return f"""state AS (
     SELECT count(*) FILTER (WHERE p.token <> '' AND p.expires_at > now.t
@@ -167,7 +172,7 @@ mine AS (
     # fence `bumped` returned (none if it returned no row), provided the slot is still not
     # live when its row lock is ours (the conflict clause's WHERE is judged on the row's
     # latest version).
-    @property
+    @functools.cached_property
     def _granted(self) -> str:
         return f"""granted AS (
     INSERT INTO {self.quoted} AS p
@@ -194,10 +199,10 @@ mine AS (
     # left of the soonest permit, stored limit, room); at most one of the fences is not
     # NULL, and both NULL with room true means the fence or the slot moved: decide again
     # with LOCK_NAME + GRANT.
-    @property
+    @functools.cached_property
     def acquire(self) -> str:
         return f"""
-WITH {_NOW},
+WITH {NOW},
 {self._state},
 room AS (
     SELECT state.fence AS fence FROM state
@@ -223,7 +228,7 @@ FROM state, now
     # Inputs: name, limit. Creates the record row if absent and takes its row lock until the
     # transaction ends (a conflict clause locks the row even when its WHERE then refuses the
     # update, so no new row version is written). Output: none.
-    @property
+    @functools.cached_property
     def lock_name(self) -> str:
         return f"""
 INSERT INTO {self.quoted} AS rec (name, token, fence, permits) VALUES (%(name)s, '', 0, %(limit)s)
@@ -236,10 +241,10 @@ ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence WHERE false
     # none is live under another limit. Output: one row (own fence, granted fence, live
     # others, seconds left of the soonest permit, stored limit); at most one of the fences
     # is not NULL (both NULL with room: an extend revived the slot, see the module's doc).
-    @property
+    @functools.cached_property
     def grant(self) -> str:
         return f"""
-WITH {_NOW},
+WITH {NOW},
 {self._state},
 bumped AS (
     UPDATE {self.quoted} AS rec
@@ -261,45 +266,30 @@ FROM state, now
     # name's last use, see the module's doc); NOTIFYs waiters. Output: one row (true) if the
     # permit was live, none otherwise. A lapsed permit is left as it is: its expiry was its
     # end, and it no longer counts.
-    @property
+    @functools.cached_property
     def release(self) -> str:
-        return f"""
-WITH {_NOW},
-ended AS (
-    UPDATE {self.quoted} AS p SET {_ENDED}
-    FROM now
-    WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
-    RETURNING 1
-)
-SELECT true, pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
-"""
+        return ending(
+            f"{self.quoted} AS p", ENDED,
+            f"p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t",
+            _WAKE, answer="true, ",
+        )
 
-    # Inputs: names, tokens, ttls (arrays in step). Output: (name, token) of each permit
-    # extended (it was live).
+    # See `renewing`: each permit still live.
     # An ended entry keeps its token and, as expires_at, the time it ended: a statement that
     # read the clock, then waited for the row while a release or break ended it, would see
     # that end after its now and take the entry for live (and revive it). pid NULL marks
     # it ended.
-    @property
+    @functools.cached_property
     def extend_many(self) -> str:
-        return f"""
-WITH {_NOW},
-wanted AS (
-    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
-        AS wanted(name, token, ttl)
-)
-UPDATE {self.quoted} AS p
-SET expires_at = now.t + wanted.ttl * interval '1 second'
-FROM now, wanted
-WHERE p.name = wanted.name AND p.{HOLDER_TOKEN} = wanted.token AND p.expires_at > now.t
-  AND p.pid IS NOT NULL
-RETURNING p.name, p.{HOLDER_TOKEN}
-"""
+        return renewing(
+            self.quoted, "p", " AND p.expires_at > now.t\n  AND p.pid IS NOT NULL",
+            token=HOLDER_TOKEN,
+        )
 
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return f"""
-WITH {_NOW}
+WITH {NOW}
 SELECT 1 FROM {self.quoted} AS p, now
 WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
   AND p.pid IS NOT NULL
@@ -307,18 +297,12 @@ WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.
 
     # Inputs: name, channel. Ends every live permit, as a release does; NOTIFYs waiters.
     # Output: one row per permit that was live.
-    @property
+    @functools.cached_property
     def break_semaphore(self) -> str:
-        return f"""
-WITH {_NOW},
-ended AS (
-    UPDATE {self.quoted} AS p SET {_ENDED}
-    FROM now
-    WHERE p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t
-    RETURNING 1
-)
-SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
-"""
+        return ending(
+            f"{self.quoted} AS p", ENDED,
+            "p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t", _WAKE,
+        )
 
     # Inputs: gc_after (seconds), limit. The clean-up: deletes the record and permit rows of
     # at most `limit` names whose every permit ended before IDLE_SINCE (a record without
@@ -329,10 +313,10 @@ SELECT pg_notify(%(channel)s, '{WAKE_PREFIX}' || %(name)s) FROM ended
     # the record's lock, nothing can add a permit (grants go through it). Run in a
     # transaction with SWEEP_LOCK_TIMEOUT: an acquire locks expired permits before the
     # record, this the other way round. Output: one row (names deleted).
-    @property
+    @functools.cached_property
     def sweep(self) -> str:
         return f"""
-WITH {_NOW},
+WITH {NOW},
 candidates AS MATERIALIZED (
     SELECT rec.name, rec.fence FROM {self.quoted} AS rec, now
     WHERE rec.token = ''
@@ -361,36 +345,23 @@ SELECT count(*) FROM records_gone
     # Input: name (inspect) or prefix (list). Output: one row per semaphore (name, fence,
     # limit) followed by its live permits as arrays, oldest grant first. One snapshot.
     def _info(self, where: str) -> str:
+        arrays = ",\n       ".join(
+            f"array(SELECT {item} FROM {self.quoted} AS p WHERE {_LIVE_PERMITS} ORDER BY p.fence)"
+            for item in _PERMIT_INFO
+        )
         return f"""
-WITH {_NOW}
+WITH {NOW}
 SELECT rec.name, rec.fence, rec.permits,
-       array(SELECT p.host FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence),
-       array(SELECT p.pid FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence),
-       array(SELECT p.thread FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence),
-       array(SELECT p.acquired_at FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence),
-       array(SELECT extract(epoch FROM p.expires_at - now.t)::float8 FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence),
-       array(SELECT p.fence FROM {self.quoted} AS p
-             WHERE p.name = rec.name AND p.token <> '' AND p.expires_at > now.t
-             ORDER BY p.fence)
+       {arrays}
 FROM {self.quoted} AS rec, now
 WHERE rec.token = '' AND {where}
 ORDER BY rec.name
 """
 
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
         return self._info("rec.name = %(name)s")
 
-    @property
+    @functools.cached_property
     def list_semaphores(self) -> str:
         return self._info("starts_with(rec.name, %(prefix)s)")

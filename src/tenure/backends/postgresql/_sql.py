@@ -42,12 +42,24 @@ Parameters are psycopg's ``%(name)s``: ``name`` text, ``token`` text, ``ttl`` fl
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from tenure.backends._sql_common import SCHEMA_VERSION, schema_mark
 
-__all__ = ["FENCE_FLOOR", "IDLE_SINCE", "SWEEP_LOCK_TIMEOUT", "VALUE_COLUMNS", "Statements"]
+__all__ = [
+    "ENDED",
+    "FENCE_FLOOR",
+    "IDLE_SINCE",
+    "NOW",
+    "SWEEP_LOCK_TIMEOUT",
+    "VALUE_COLUMNS",
+    "Statements",
+    "ending",
+    "renewing",
+]
 
-_NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+NOW = "now AS MATERIALIZED (SELECT clock_timestamp() AS t)"
+"""The ``now`` CTE every statement opens with: the server's clock, read once."""
 FENCE_FLOOR = "(extract(epoch FROM now.t) * 1000000)::bigint"
 """The server's clock in microseconds since the epoch, in a statement with the ``now`` CTE
 (exact: ``extract`` returns numeric since PostgreSQL 14; ~1.8e15 fits a bigint)."""
@@ -59,6 +71,10 @@ then gives up (and tries again next time) rather than be part of a deadlock anot
 session would have to be aborted for."""
 VALUE_COLUMNS = ("value", "value_token")
 """The election value's columns, added by ``add_values`` to a table made before them."""
+ENDED = "expires_at = now.t, host = NULL, pid = NULL, thread = NULL"
+"""A semaphore's permit or a read-write lock's entry, ended: kept, not live, as the time its
+name was last used; no holder (``pid`` NULL) tells it from a lease that lapsed. (A token
+names its one lease, which is over: it stays.)"""
 # A release ends the lease at the server's now: the row's expires_at is then the time its
 # name was last used, which the clean-up (`sweep`) judges it by.
 _FREE = (
@@ -75,19 +91,62 @@ FROM {table} AS held, now
 """
 
 
+# Every kind's release and break, one template: ONE statement that ends the rows `where`
+# picks (`free`: the assignments that end a lease; `locked`: a CTE locking them first, in key
+# order, named in `using`) and queues a NOTIFY of `payload` on `channel` per row ended,
+# delivered when it commits (PostgreSQL sends a repeated one once). Output: one row per row
+# ended (`answer`'s columns first, read from `returning`).
+def ending(
+    target: str, free: str, where: str, payload: str, *,
+    returning: str = "1", answer: str = "", locked: str = "", using: str = "now",
+) -> str:
+    return f"""
+WITH {NOW},{locked}
+ended AS (
+    UPDATE {target} SET {free}
+    FROM {using}
+    WHERE {where}
+    RETURNING {returning}
+)
+SELECT {answer}pg_notify(%(channel)s, {payload}) FROM ended
+"""
+
+
+# Every kind's batch of renewals, one template. Inputs: names, tokens (text arrays), ttls
+# (float8 array), in step. Resets each lease `live` finds still held to now + its ttl, in
+# one statement (`locked`: a CTE locking them first, named in `using`). Output: (name,
+# token) of each one extended (`token`: the column naming a lease's token).
+def renewing(
+    target: str, alias: str, live: str, *,
+    token: str = "token", locked: str = "", using: str = "now, wanted",
+) -> str:
+    return f"""
+WITH {NOW},
+wanted AS (
+    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
+        AS wanted(name, token, ttl)
+){locked}
+UPDATE {target} AS {alias}
+SET expires_at = now.t + wanted.ttl * interval '1 second'
+FROM {using}
+WHERE {alias}.name = wanted.name AND {alias}.{token} = wanted.token{live}
+RETURNING {alias}.name, {alias}.{token}
+"""
+
+
 @dataclasses.dataclass(frozen=True)
 class Statements:
     table: str
     """The validated table name, unquoted; also the LISTEN/NOTIFY channel."""
 
-    @property
+    @functools.cached_property
     def quoted(self) -> str:
         return f'"{self.table}"'
 
     # Inputs: table (the quoted name, as text). Output: one row (exists, comment, values),
     # where comment carries the schema version and values says whether the election value's
     # columns are there (all of VALUE_COLUMNS). Read-only.
-    @property
+    @functools.cached_property
     def schema(self) -> str:
         names = ", ".join(f"'{column}'" for column in VALUE_COLUMNS)
         return (
@@ -101,11 +160,11 @@ class Statements:
     # serialises first-use creation by many processes (concurrent CREATE TABLE IF NOT EXISTS
     # can fail on pg_type's unique index), and the comment records the schema version.
     # The transaction-scoped lock is gone at commit; no session lock is ever left behind.
-    @property
+    @functools.cached_property
     def create_lock(self) -> str:
         return "SELECT pg_advisory_xact_lock(hashtext('tenure create ' || %(table)s))"
 
-    @property
+    @functools.cached_property
     def create(self) -> str:
         return f"""
 CREATE TABLE IF NOT EXISTS {self.quoted} (
@@ -126,14 +185,14 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     # columns. IF NOT EXISTS: a process that raced us there (or one whose `schema` was
     # read before another's ALTER committed) changes nothing. Nullable, no default: only the
     # catalogue changes, no row is rewritten; the table's lock is held just that long.
-    @property
+    @functools.cached_property
     def add_values(self) -> str:
         return (
             f"ALTER TABLE {self.quoted} "
             + ", ".join(f"ADD COLUMN IF NOT EXISTS {column} text" for column in VALUE_COLUMNS)
         )
 
-    @property
+    @functools.cached_property
     def comment(self) -> str:
         # A utility statement takes no bind parameters; the text is our own constant.
         return f"COMMENT ON TABLE {self.quoted} IS '{schema_mark(SCHEMA_VERSION)}'"
@@ -149,10 +208,10 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     #                     remaining lease in seconds (NULL if the row only appeared during
     #                     this statement), read from the statement's snapshot.
     # In DO UPDATE, `held` is the existing row, `excluded` the proposed one.
-    @property
+    @functools.cached_property
     def acquire(self) -> str:
         return f"""
-WITH {_NOW},
+WITH {NOW},
 taken AS (
     INSERT INTO {self.quoted} AS held
         (name, fence, token, expires_at, acquired_at, host, pid, thread, value, value_token)
@@ -187,25 +246,20 @@ SELECT (SELECT fence FROM taken),
     # Inputs: name, token, channel. Frees the lease if this token holds it and it has not
     # expired, and queues a NOTIFY on `channel` with the name as payload, delivered to the
     # listeners when the statement commits. Output: one row if released, none otherwise.
-    @property
+    @functools.cached_property
     def release(self) -> str:
-        return f"""
-WITH {_NOW},
-released AS (
-    UPDATE {self.quoted} AS held SET {_FREE}
-    FROM now
-    WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
-    RETURNING held.name
-)
-SELECT pg_notify(%(channel)s, name) FROM released
-"""
+        return ending(
+            f"{self.quoted} AS held", _FREE,
+            "held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t",
+            "name", returning="held.name",
+        )
 
     # Inputs: name, token, value. Replaces the value if this token holds a live lease and
     # wrote the value stored with it. Output: one row if replaced, none otherwise.
-    @property
+    @functools.cached_property
     def set_value(self) -> str:
         return f"""
-WITH {_NOW}
+WITH {NOW}
 UPDATE {self.quoted} AS held SET value = %(value)s
 FROM now
 WHERE held.name = %(name)s AND held.token = %(token)s AND held.value_token = %(token)s
@@ -215,56 +269,39 @@ RETURNING 1
 
     # Inputs: name, token, ttl. Resets the expiry to now + ttl if this token holds a live
     # lease. Output: one row if extended, none otherwise.
-    @property
+    @functools.cached_property
     def extend(self) -> str:
         return f"""
-WITH {_NOW}
+WITH {NOW}
 UPDATE {self.quoted} AS held SET expires_at = now.t + %(ttl)s * interval '1 second'
 FROM now
 WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
 RETURNING 1
 """
 
-    # Inputs: names, tokens (text arrays), ttls (float8 array), in step. Extends every lease
-    # still held by its token, in one statement. Output: (name, token) of each one extended.
-    @property
+    # See `renewing`: every lease still held by its token.
+    @functools.cached_property
     def extend_many(self) -> str:
-        return f"""
-WITH {_NOW},
-wanted AS (
-    SELECT * FROM unnest(%(names)s::text[], %(tokens)s::text[], %(ttls)s::float8[])
-        AS wanted(name, token, ttl)
-)
-UPDATE {self.quoted} AS held
-SET expires_at = now.t + wanted.ttl * interval '1 second'
-FROM now, wanted
-WHERE held.name = wanted.name AND held.token = wanted.token AND held.expires_at > now.t
-RETURNING held.name, held.token
-"""
+        return renewing(self.quoted, "held", " AND held.expires_at > now.t")
 
     # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
-    @property
+    @functools.cached_property
     def owned(self) -> str:
         return f"""
-WITH {_NOW}
+WITH {NOW}
 SELECT 1 FROM {self.quoted} AS held, now
 WHERE held.name = %(name)s AND held.token = %(token)s AND held.expires_at > now.t
 """
 
     # Inputs: name, channel. Frees a live lease whoever holds it (the operator's break),
     # keeps the fence, notifies waiters. Output: one row if a live lease was freed.
-    @property
+    @functools.cached_property
     def break_lock(self) -> str:
-        return f"""
-WITH {_NOW},
-broken AS (
-    UPDATE {self.quoted} AS held SET {_FREE}
-    FROM now
-    WHERE held.name = %(name)s AND held.token IS NOT NULL AND held.expires_at > now.t
-    RETURNING held.name
-)
-SELECT pg_notify(%(channel)s, name) FROM broken
-"""
+        return ending(
+            f"{self.quoted} AS held", _FREE,
+            "held.name = %(name)s AND held.token IS NOT NULL AND held.expires_at > now.t",
+            "name", returning="held.name",
+        )
 
     # Inputs: gc_after (seconds), limit. The clean-up: deletes at most `limit` rows whose
     # lease ended (expiry or release time) before IDLE_SINCE, or that a tenure before
@@ -272,14 +309,14 @@ SELECT pg_notify(%(channel)s, name) FROM broken
     # idle condition is judged on each row's latest version once it is locked (FOR UPDATE
     # re-checks it under READ COMMITTED), so a lease granted meanwhile is never deleted; an
     # acquire waiting for a deleted row inserts it anew. Output: one row (rows deleted).
-    @property
+    @functools.cached_property
     def sweep(self) -> str:
         idle = (
             f"held.expires_at < {IDLE_SINCE} "
             "OR (held.token IS NULL AND held.expires_at IS NULL)"
         )
         return f"""
-WITH {_NOW},
+WITH {NOW},
 idle AS (
     SELECT held.name FROM {self.quoted} AS held, now
     WHERE {idle}
@@ -297,22 +334,22 @@ SELECT count(*) FROM gone
     # Input: name. Output: at most one row (name, fence, live, host, pid, thread,
     # acquired_at, ttl_left, value), value only while its writer holds the live lease.
     # Read-only, one snapshot.
-    @property
+    @functools.cached_property
     def inspect(self) -> str:
-        return f"WITH {_NOW} " + _INFO.format(table=self.quoted) + " WHERE held.name = %(name)s"
+        return f"WITH {NOW} " + _INFO.format(table=self.quoted) + " WHERE held.name = %(name)s"
 
     # Input: prefix. Output: the rows of `inspect` for every name starting with prefix, in
     # byte order (the column's collation is "C"). starts_with() compares text: a LIKE
     # pattern would read % and _ in the prefix as wildcards. MVCC: blocks no writer.
-    @property
+    @functools.cached_property
     def list_locks(self) -> str:
         return (
-            f"WITH {_NOW} " + _INFO.format(table=self.quoted)
+            f"WITH {NOW} " + _INFO.format(table=self.quoted)
             + " WHERE starts_with(held.name, %(prefix)s) ORDER BY held.name"
         )
 
     # The waiters' dedicated connection subscribes with this (channel names are identifiers:
     # quoted, like the table).
-    @property
+    @functools.cached_property
     def listen(self) -> str:
         return f"LISTEN {self.quoted}"

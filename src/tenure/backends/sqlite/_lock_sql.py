@@ -168,15 +168,25 @@ WHERE name = :name AND token = :token AND expires_at > {NOW}
 {RETURNING_HEAD}
 """
 
-# Inputs :name :token :ttl. One row changed = our live lease was extended.
-EXTEND = f"""
-UPDATE tenure_locks SET expires_at = {NOW} + :ttl
-WHERE name = :name AND token = :token AND expires_at > {NOW}
+
+# Every kind's extend, one template. Inputs :name :token :ttl. One row changed = our live
+# lease was extended (`lease`: what else tells a lease row in `table`).
+def extending(table: str, lease: str = "") -> str:
+    return f"""
+UPDATE {table} SET expires_at = {NOW} + :ttl
+WHERE name = :name AND token = :token{lease} AND expires_at > {NOW}
 """
 
-OWNED = f"""
-SELECT 1 FROM tenure_locks WHERE name = :name AND token = :token AND expires_at > {NOW}
+
+# Every kind's ownership check, one template. Inputs :name :token. A row = our lease is live.
+def owning(table: str, lease: str = "") -> str:
+    return f"""
+SELECT 1 FROM {table} WHERE name = :name AND token = :token{lease} AND expires_at > {NOW}
 """
+
+
+EXTEND = extending("tenure_locks")
+OWNED = owning("tenure_locks")
 
 # Inputs :name. A row = a live lease was broken; it names the waiter to ring.
 BREAK = f"""
@@ -204,11 +214,33 @@ INSERT INTO tenure_sweep (kind, after) VALUES (:kind, :after)
 ON CONFLICT (kind) DO UPDATE SET after = excluded.after
 """
 
-# Inputs :after :batch. The window of one pass: how many names follow the cursor (up to
-# :batch) and the last of them. Fewer than :batch: the sweep reached the end and wraps.
-LOCK_WINDOW = """
+
+# Every kind's clean-up window, one template. Inputs :after :batch. The window of one pass:
+# how many records follow the cursor (up to :batch) and the last of them (`record`: what
+# tells a record row in `table`). Fewer than :batch: the sweep reached the end and wraps.
+def sweep_window(table: str, record: str = "") -> str:
+    return f"""
 SELECT count(*), max(name) FROM
-    (SELECT name FROM tenure_locks WHERE name > :after ORDER BY name LIMIT :batch)
+    (SELECT name FROM {table} WHERE {record}name > :after ORDER BY name LIMIT :batch)
+"""
+
+
+LOCK_WINDOW = sweep_window("tenure_locks")
+
+
+# The clean-up of a kind whose record is the row of token '' beside its leases (semaphores,
+# read-write locks). Inputs :after :last :gc_after. Deletes every row (the record and its
+# ended leases) of each name of the window whose record was last in use gc_after ago or
+# more, with no live lease (and `unused`: nothing else in use). SQLite reads the whole
+# subquery before it deletes a row.
+def swept_records(table: str, unused: str = "") -> str:
+    return f"""
+DELETE FROM {table} WHERE name IN (
+    SELECT r.name FROM {table} AS r
+    WHERE r.token = '' AND r.name > :after AND r.name <= :last
+      AND r.expires_at <= {NOW} - :gc_after
+      AND NOT EXISTS (SELECT 1 FROM {table} AS l
+                      WHERE l.name = r.name AND l.token != '' AND l.expires_at > {NOW}){unused})
 """
 
 # Inputs :after :last :gc_after. Deletes the window's idle rows: the last lease ended (or

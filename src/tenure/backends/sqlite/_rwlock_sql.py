@@ -25,6 +25,7 @@ statement of one step judges expiry at the same instant.
 from __future__ import annotations
 
 from tenure.backends.sqlite._clock import NOW
+from tenure.backends.sqlite._lock_sql import extending, owning, sweep_window, swept_records
 
 __all__ = [
     "BREAK",
@@ -192,16 +193,8 @@ DELETE FROM tenure_rwlocks WHERE name = :name AND token = :token AND token != ''
 RETURNING expires_at > :now
 """
 
-# Inputs :name :token :ttl. One row changed = our live lease was extended.
-EXTEND = f"""
-UPDATE tenure_rwlocks SET expires_at = {NOW} + :ttl
-WHERE name = :name AND token = :token AND token != '' AND expires_at > {NOW}
-"""
-
-OWNED = f"""
-SELECT 1 FROM tenure_rwlocks
-WHERE name = :name AND token = :token AND token != '' AND expires_at > {NOW}
-"""
+EXTEND = extending("tenure_rwlocks", " AND token != ''")
+OWNED = owning("tenure_rwlocks", " AND token != ''")
 
 # Inputs :name :now. Removes every lease of the name (the record row, its fence and the
 # places stay); one row per lease removed, 1 if it was live.
@@ -231,25 +224,8 @@ WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
 
 # ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 
-# Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
-# :batch), and the last one.
-WINDOW = """
-SELECT count(*), max(name) FROM
-    (SELECT name FROM tenure_rwlocks WHERE token = '' AND name > :after ORDER BY name
-     LIMIT :batch)
-"""
-
-# Inputs :after :last :gc_after. Deletes every row (the record and its ended leases) of each
-# name of the window whose record was last in use gc_after ago or more, with no live lease
-# and no live place in the queue (a free name with a waiter is in use). SQLite reads the
-# whole subquery before it deletes a row.
-COLLECT = f"""
-DELETE FROM tenure_rwlocks WHERE name IN (
-    SELECT r.name FROM tenure_rwlocks AS r
-    WHERE r.token = '' AND r.name > :after AND r.name <= :last
-      AND r.expires_at <= {NOW} - :gc_after
-      AND NOT EXISTS (SELECT 1 FROM tenure_rwlocks AS l
-                      WHERE l.name = r.name AND l.token != '' AND l.expires_at > {NOW})
+WINDOW = sweep_window("tenure_rwlocks", "token = '' AND ")
+# No live place in the queue either: a free name with a waiter is in use.
+COLLECT = swept_records("tenure_rwlocks", f"""
       AND NOT EXISTS (SELECT 1 FROM tenure_waiters AS w
-                      WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > {NOW}))
-"""
+                      WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > {NOW})""")

@@ -19,6 +19,7 @@ planned end: a permit released early keeps the record that much longer, never le
 from __future__ import annotations
 
 from tenure.backends.sqlite._clock import CLOCK_US, NOW
+from tenure.backends.sqlite._lock_sql import extending, owning, sweep_window, swept_records
 
 __all__ = [
     "ACQUIRE_STATE",
@@ -175,15 +176,8 @@ WHERE name = :name AND token != '' AND (token = :token OR expires_at <= {NOW})
 RETURNING token = :token, expires_at > {NOW}
 """
 
-# Inputs :name :token :ttl. One row changed = our live permit was extended.
-EXTEND = f"""
-UPDATE tenure_permits SET expires_at = {NOW} + :ttl
-WHERE name = :name AND token = :token AND expires_at > {NOW}
-"""
-
-OWNED = f"""
-SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token AND expires_at > {NOW}
-"""
+EXTEND = extending("tenure_permits")
+OWNED = owning("tenure_permits")
 
 # Inputs :name. Returns one row per permit removed, 1 if it was live.
 BREAK = f"""
@@ -208,22 +202,5 @@ WHERE {_LIVE} ORDER BY fence
 
 # ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 
-# Inputs :after :batch. The pass's window of records: how many follow the cursor (up to
-# :batch), and the last one.
-WINDOW = """
-SELECT count(*), max(name) FROM
-    (SELECT name FROM tenure_permits WHERE token = '' AND name > :after ORDER BY name
-     LIMIT :batch)
-"""
-
-# Inputs :after :last :gc_after. Deletes every row (the record and its ended permits) of each
-# name of the window whose record was last in use gc_after ago or more and that has no live
-# permit. (SQLite reads the whole subquery before it deletes a row.)
-COLLECT = f"""
-DELETE FROM tenure_permits WHERE name IN (
-    SELECT r.name FROM tenure_permits AS r
-    WHERE r.token = '' AND r.name > :after AND r.name <= :last
-      AND r.expires_at <= {NOW} - :gc_after
-      AND NOT EXISTS (SELECT 1 FROM tenure_permits AS p
-                      WHERE p.name = r.name AND p.token != '' AND p.expires_at > {NOW}))
-"""
+WINDOW = sweep_window("tenure_permits", "token = '' AND ")
+COLLECT = swept_records("tenure_permits")
