@@ -189,11 +189,15 @@ class AsyncAttempt:
         (``busy``: the refusal just received). Spurious returns are fine. Called before any
         try (an election's observer watching for a change), it must take nothing: no lease,
         no place, no wake-up meant for a waiter."""
+        await io.sleep(self.before_place_lapses(timeout))
+
+    def before_place_lapses(self, timeout: float) -> float:
+        """``timeout``, cut so that a queued waiter's next try (which refreshes its place)
+        comes before the place lapses, whatever the back-off wanted: every wait is bounded
+        by this."""
         if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        await io.sleep(timeout)
+            return min(timeout, self.spec.queue_ttl / 3)
+        return timeout
 
     @property
     def holds_place(self) -> bool:

@@ -63,11 +63,9 @@ class BlockingAttempt(Attempt):
     store: BlockingShell[Any]
 
     def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: before the place lapses.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
         wait_for_notice(
-            self.store.store.waiters, notice_key(self.spec.kind, self.name), timeout
+            self.store.store.waiters, notice_key(self.spec.kind, self.name),
+            self.before_place_lapses(timeout),
         )
 
 

@@ -27,10 +27,8 @@ class AsyncMemoryAttempt(AsyncAttempt):
     store: AsyncMemoryBackend
 
     async def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queue_ttl is not None:  # the next try must refresh the place in time
-            timeout = min(timeout, self.spec.queue_ttl / 3)
         key = wake_key(self.spec.kind, self.name)
-        await wait_for_notice(self.store.server.waiters, key, timeout)
+        await wait_for_notice(self.store.server.waiters, key, self.before_place_lapses(timeout))
 
 
 class AsyncMemoryBackend(AsyncStore):

@@ -53,9 +53,7 @@ class AsyncSQLiteAttempt(AsyncBlockingAttempt):
         if ticket is None:
             await super().wait(timeout, busy)
             return
-        if self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: before the place lapses.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
+        timeout = self.before_place_lapses(timeout)
         if not ticket.placed:
             await io.sleep(timeout)
             return

@@ -55,9 +55,7 @@ class SQLiteAttempt(BlockingAttempt):
         if ticket is None:
             super().wait(timeout, busy)
             return
-        if self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: before the place lapses.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
+        timeout = self.before_place_lapses(timeout)
         if not ticket.placed:
             io.sleep(timeout)
             return

@@ -58,12 +58,8 @@ class MongoDBAttempt(Attempt):
     store: MongoDBStore
 
     def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
         key = STATEMENTS[self.spec.kind].wake_key(self.name)
-        wait_for_notice(self.store.waiters, key, timeout)
+        wait_for_notice(self.store.waiters, key, self.before_place_lapses(timeout))
 
 
 class MongoDBStore(Store):

@@ -34,8 +34,4 @@ class AsyncPostgreSQLAttempt(AsyncAttempt):
                                         self.holder)
 
     async def wait(self, timeout: float, busy: Busy) -> None:
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        await self.store.wait(self.channel, timeout, self.mark)
+        await self.store.wait(self.channel, self.before_place_lapses(timeout), self.mark)

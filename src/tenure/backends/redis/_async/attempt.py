@@ -125,8 +125,7 @@ class AsyncRedisAttempt(AsyncAttempt):
             # Redis ends a timed-out BLPOP only on its timer (up to BLOCKING_TIMER late): it
             # asks that much less, so that the wait never outlasts ``timeout`` (which the
             # place's refresh, the next try, must come within).
-            assert self.spec.queue_ttl is not None
-            timeout = min(timeout, self.spec.queue_ttl / 3)
+            timeout = self.before_place_lapses(timeout)
             seconds = min(timeout, store._waits.longest) - BLOCKING_TIMER
             if seconds < SHORTEST_WAIT:
                 await io.sleep(timeout)
