@@ -19,9 +19,8 @@ What happens on failure, up front:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from tenure import _forks, _observe
 from tenure._async.acquisition import AsyncAcquisition
@@ -35,6 +34,7 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
+from tenure._lease_options import LeaseOptions
 from tenure._types import LeaseSpec, Renewal
 from tenure._validation import validate_timeout, validate_ttl
 
@@ -59,31 +59,20 @@ class AsyncLease:
     """How messages name what this handle holds ("lock", "permit")."""
 
     def __init__(
-        self,
-        client: AsyncLocks,
-        spec: LeaseSpec,
-        name: str,
-        ttl: float,
-        *,
-        timeout: float | None,
-        blocking: bool,
-        renew: bool,
-        max_renewals: int | None,
-        on_lost: Callable[[Any], Any] | None,
-        reentrant: bool,
+        self, client: AsyncLocks, spec: LeaseSpec, name: str, options: LeaseOptions
     ) -> None:
         self.spec = spec
         self.store: AsyncStore = client.store
         self.client = client
         self.clock = client.clock
         self.name = name
-        self.ttl = ttl
-        self.timeout = timeout
-        self.blocking = blocking
-        self.renew = renew
-        self.max_renewals = max_renewals
-        self.on_lost = on_lost
-        self.reentrant = reentrant
+        self.ttl = options.ttl
+        self.timeout = options.timeout
+        self.blocking = options.blocking
+        self.renew = options.renew
+        self.max_renewals = options.max_renewals
+        self.on_lost = options.on_lost
+        self.reentrant = options.reentrant
         self.lost = io.Event()
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}

@@ -23,6 +23,7 @@ from tenure._sync.semaphore import Semaphore
 from tenure._sync.store import PRIMITIVES, Store
 from tenure._concurrency import sync_io as io
 from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
+from tenure._lease_options import LeaseOptions
 from tenure._types import Capabilities, Kind, LeaseSpec, LockInfo, Mode
 from tenure._urls import load_backend_module, resolve_url
 from tenure._validation import (
@@ -228,23 +229,20 @@ class Locks:
         reentrant = options.get("reentrant", False)
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
             raise InvalidArgumentType("renew and reentrant must be bools")
-        renew, blocking, limit = self._lease_options(
+        renew, blocking, limit = self._checked_flags(
             renew, options.get("blocking", True), options.get("max_renewals")
         )
-        ttl = options.get("ttl")
-        return Lock(
-            self,
-            validate_name(name),
-            self.default_ttl if ttl is None else validate_ttl(ttl),
+        name = validate_name(name)
+        settings = LeaseOptions(
+            ttl=self._ttl(options.get("ttl")),
             timeout=validate_timeout(options.get("timeout")),
             blocking=blocking,
             renew=renew,
             max_renewals=limit,
             on_lost=validate_callback(options.get("on_lost"), "on_lost"),
             reentrant=reentrant,
-            spec=spec,
-            noun=noun,
         )
+        return Lock(self, name, settings, spec=spec, noun=noun)
 
     def semaphore(
         self,
@@ -271,18 +269,17 @@ class Locks:
         Raises ConfigurationError on a backend without semaphores, saying why.
         """
         self._offered("semaphore")
-        renew, blocking, max_renewals = self._lease_options(renew, blocking, max_renewals)
-        return Semaphore(
-            self,
-            validate_name(name),
-            validate_limit(limit),
-            self.default_ttl if ttl is None else validate_ttl(ttl),
+        renew, blocking, max_renewals = self._checked_flags(renew, blocking, max_renewals)
+        name, limit = validate_name(name), validate_limit(limit)
+        settings = LeaseOptions(
+            ttl=self._ttl(ttl),
             timeout=validate_timeout(timeout),
             blocking=blocking,
             renew=renew,
             max_renewals=max_renewals,
             on_lost=validate_callback(on_lost, "on_lost"),
         )
+        return Semaphore(self, name, limit, settings)
 
     def election(self, name: str, ttl: float | None = None) -> Election:
         """A handle on the leader election ``name``; nothing is sent until campaign.
@@ -294,9 +291,8 @@ class Locks:
         Raises ConfigurationError on a backend without lease values, saying why.
         """
         self._offered("election")
-        return Election(
-            self, validate_name(name), self.default_ttl if ttl is None else validate_ttl(ttl)
-        )
+        name = validate_name(name)
+        return Election(self, name, self._ttl(ttl))
 
     def supports(self, primitive: str) -> bool:
         """Whether this backend offers ``primitive`` ("lock", "semaphore", "election",
@@ -333,10 +329,15 @@ class Locks:
             "rwlock" in offers or "fair" in offers
         )
 
+    def _ttl(self, ttl: object) -> float:
+        """A handle's lease in seconds: ``ttl``, checked, or the client's ``default_ttl``."""
+        return self.default_ttl if ttl is None else validate_ttl(ttl)
+
     @staticmethod
-    def _lease_options(
+    def _checked_flags(
         renew: object, blocking: object, max_renewals: object
     ) -> tuple[bool, bool, int | None]:
+        """``renew``, ``blocking`` and ``max_renewals``, checked (a cap needs renewal)."""
         if not isinstance(renew, bool):
             raise InvalidArgumentType(f"renew must be a bool, not {type(renew).__name__}")
         if not isinstance(blocking, bool):
