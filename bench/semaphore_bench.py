@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))  # the test harness starts the servers
 from tests.backends import row  # noqa: E402
 
 import tenure  # noqa: E402
-from tenure._async.client import store_class  # noqa: E402
+from tenure._async.connect import store_class  # noqa: E402
 from tenure._urls import load_backend_module  # noqa: E402
 
 REPORT = ROOT / "docs" / "benchmarks-semaphore.md"

@@ -31,7 +31,7 @@ from safety.history import History, Section, now_ns
 from safety.linearizable import checked
 from safety.proxy import Mode, Proxy
 from safety.resource import Resource
-from tenure._sync.client import store_class
+from tenure._sync.connect import store_class
 from tenure.verify import describe_violation
 
 __all__ = [

@@ -37,7 +37,7 @@ def yes(flag: bool) -> str:
 def primitives(backend: type, primitive: str) -> str:
     """Whether this backend offers ``primitive`` beyond the mutex, or refuses it (with a
     note below the table)."""
-    from tenure._async.client import store_class
+    from tenure._async.connect import store_class
 
     store = store_class(backend)
     if primitive in store.refusals:

@@ -31,7 +31,7 @@ pytest_plugins = ["tests.cpu_report", *backends.server_modules()]
 def offers(backend: str, primitive: str) -> bool:
     """Whether the backend behind a marker implements ``primitive`` (a module's PRIMITIVE),
     as its store declares (``AsyncStore.offers``)."""
-    from tenure._async.client import store_class
+    from tenure._async.connect import store_class
     from tenure._urls import load_backend_module
 
     module = load_backend_module(f"{backends.row(backend).scheme}://", "_async")

@@ -9,7 +9,8 @@
 """
 
 
-from tenure._async.client import AsyncLocks, connect_async
+from tenure._async.client import AsyncLocks
+from tenure._async.connect import connect_async
 from tenure._async.election import AsyncElection, AsyncLeadership
 from tenure._async.lock import AsyncLock
 from tenure._async.rwlock import QUEUE_TTL, AsyncReadWriteLock
@@ -26,7 +27,8 @@ from tenure._errors import (
     TenureError,
 )
 from tenure._fencing import FenceGuard, StaleFence
-from tenure._sync.client import Locks, connect
+from tenure._sync.client import Locks
+from tenure._sync.connect import connect
 from tenure._sync.election import Election, Leadership
 from tenure._sync.lock import Lock
 from tenure._sync.rwlock import ReadWriteLock

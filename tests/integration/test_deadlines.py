@@ -31,8 +31,8 @@ from collections.abc import Iterator
 import pytest
 
 import tenure
+from tenure._async.acquisition import DEADLINE_SLACK
 from tenure._async.client import CLEANUP_GRACE
-from tenure._async.lease import DEADLINE_SLACK
 from tenure.backends.zookeeper._async.session import STOP_LIMIT
 
 TIMEOUT = 1.0

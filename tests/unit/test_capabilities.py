@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import tenure
-from tenure._async.client import store_class
+from tenure._async.connect import store_class
 from tenure._registry import builtin_backends
 from tenure._urls import load_backend_module
 

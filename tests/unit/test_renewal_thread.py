@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._concurrency import async_io
+from tenure._concurrency import renewal_loop
 from tests.timing import scaled
 
 
@@ -88,10 +88,10 @@ def test_each_event_loop_renews_on_the_one_renewal_thread() -> None:
             await lock.release()
 
     asyncio.run(hold("first"))
-    assert async_io._renewal_loop is not None
-    first = async_io._renewal_loop.thread
+    first = renewal_loop.renewal_thread()
+    assert first is not None
     asyncio.run(hold("second"))  # a new loop: the scheduler of the process serves it too
-    assert async_io._renewal_loop.thread is first and first.is_alive()
+    assert renewal_loop.renewal_thread() is first and first.is_alive()
 
 
 def test_a_lease_left_held_when_its_loop_ended_is_renewed_no_more() -> None:

@@ -1,28 +1,25 @@
-"""The client: ``connect_async(url)`` returns one; it makes lock handles, the ``locked``
-decorator, and the operator's views (inspect, list, break)."""
+"""The client: ``connect_async(url)`` returns one (``tenure._async.connect``); it makes lock
+handles, the ``locked`` decorator, and the operator's views (inspect, list, break)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import inspect
-import os
-import string
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from tenure import _observe
+from tenure._async.decorator import locking_each_call
 from tenure._async.election import AsyncElection
 from tenure._async.lock import AsyncLock
+from tenure._async.renewal_connections import AsyncRenewalConnections
 from tenure._async.rwlock import AsyncReadWriteLock, LockOptions, queued_spec
 from tenure._async.semaphore import AsyncSemaphore
 from tenure._async.store import PRIMITIVES, AsyncStore
 from tenure._concurrency import async_io as io
 from tenure._errors import ConfigurationError, InvalidArgument, InvalidArgumentType
+from tenure._lease_options import LeaseOptions
 from tenure._types import Capabilities, Kind, LeaseSpec, LockInfo, Mode
-from tenure._urls import load_backend_module, resolve_url
 from tenure._validation import (
     validate_callback,
     validate_limit,
@@ -32,7 +29,7 @@ from tenure._validation import (
     validate_ttl,
 )
 
-__all__ = ["KINDS", "AsyncLocks", "connect_async"]
+__all__ = ["DEFAULT_TTL", "KINDS", "AsyncLocks"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,34 +51,6 @@ a server that answers; one that does not is not waited for (the lease's TTL ends
 failed ``tenure run`` against a down server exits at once."""
 
 
-def connect_async(
-    url: str | None = None,
-    *,
-    default_ttl: float = DEFAULT_TTL,
-    clock: Callable[[], float] = time.monotonic,
-    **options: Any,
-) -> AsyncLocks:
-    """A client for the backend named by ``url``.
-
-    ``url`` defaults to ``$TENURE_URL``, else the per-user SQLite file (see the docs for its
-    path). ``options`` go to the backend (each backend documents its own); an unknown one
-    raises ConfigurationError. ``clock`` is the client's monotonic clock, injectable for tests.
-    """
-    resolved = resolve_url(url)
-    module = load_backend_module(resolved, "_async")
-    return AsyncLocks(store_class(module.BACKEND).from_url(resolved, **options),
-                      default_ttl=default_ttl, clock=clock)
-
-
-def store_class(backend: object) -> type[AsyncStore]:
-    """A backend module's ``BACKEND``, checked to be a store (a third-party module that
-    names something else fails here, saying so, not at its first acquire)."""
-    if isinstance(backend, type) and issubclass(backend, AsyncStore):
-        return backend
-    raise ConfigurationError(f"not a tenure store: {backend!r} (a backend module's BACKEND "
-                             "must subclass tenure's AsyncStore / Store)")
-
-
 class AsyncLocks:
     """Makes lock handles on one backend. Thread-safe; close it when done (or use ``async
     with``)."""
@@ -100,14 +69,7 @@ class AsyncLocks:
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.clock = clock
-        self._renewals: AsyncStore | None = None
-        """The store renewals go through (``renewal_store``), made at the first renewing
-        lease; ``_renewals_pid``: the process that made it."""
-        self._renewals_pid = 0
-        self._renewals_mutex = io.ThreadMutex()
-        self._connecting: object = None
-        """The renewal backend's first connection, under way (``io.begin_on_renewal_loop``):
-        closing waits for it, or it would open connections nobody closes."""
+        self._renewals = AsyncRenewalConnections(store)
         _observe.prepare()
 
     def __repr__(self) -> str:
@@ -226,23 +188,20 @@ class AsyncLocks:
         reentrant = options.get("reentrant", False)
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
             raise InvalidArgumentType("renew and reentrant must be bools")
-        renew, blocking, limit = self._lease_options(
+        renew, blocking, limit = self._checked_flags(
             renew, options.get("blocking", True), options.get("max_renewals")
         )
-        ttl = options.get("ttl")
-        return AsyncLock(
-            self,
-            validate_name(name),
-            self.default_ttl if ttl is None else validate_ttl(ttl),
+        name = validate_name(name)
+        settings = LeaseOptions(
+            ttl=self._ttl(options.get("ttl")),
             timeout=validate_timeout(options.get("timeout")),
             blocking=blocking,
             renew=renew,
             max_renewals=limit,
             on_lost=validate_callback(options.get("on_lost"), "on_lost"),
             reentrant=reentrant,
-            spec=spec,
-            noun=noun,
         )
+        return AsyncLock(self, name, settings, spec=spec, noun=noun)
 
     def semaphore(
         self,
@@ -269,18 +228,17 @@ class AsyncLocks:
         Raises ConfigurationError on a backend without semaphores, saying why.
         """
         self._offered("semaphore")
-        renew, blocking, max_renewals = self._lease_options(renew, blocking, max_renewals)
-        return AsyncSemaphore(
-            self,
-            validate_name(name),
-            validate_limit(limit),
-            self.default_ttl if ttl is None else validate_ttl(ttl),
+        renew, blocking, max_renewals = self._checked_flags(renew, blocking, max_renewals)
+        name, limit = validate_name(name), validate_limit(limit)
+        settings = LeaseOptions(
+            ttl=self._ttl(ttl),
             timeout=validate_timeout(timeout),
             blocking=blocking,
             renew=renew,
             max_renewals=max_renewals,
             on_lost=validate_callback(on_lost, "on_lost"),
         )
+        return AsyncSemaphore(self, name, limit, settings)
 
     def election(self, name: str, ttl: float | None = None) -> AsyncElection:
         """A handle on the leader election ``name``; nothing is sent until campaign.
@@ -292,9 +250,8 @@ class AsyncLocks:
         Raises ConfigurationError on a backend without lease values, saying why.
         """
         self._offered("election")
-        return AsyncElection(
-            self, validate_name(name), self.default_ttl if ttl is None else validate_ttl(ttl)
-        )
+        name = validate_name(name)
+        return AsyncElection(self, name, self._ttl(ttl))
 
     def supports(self, primitive: str) -> bool:
         """Whether this backend offers ``primitive`` ("lock", "semaphore", "election",
@@ -331,10 +288,15 @@ class AsyncLocks:
             "rwlock" in offers or "fair" in offers
         )
 
+    def _ttl(self, ttl: object) -> float:
+        """A handle's lease in seconds: ``ttl``, checked, or the client's ``default_ttl``."""
+        return self.default_ttl if ttl is None else validate_ttl(ttl)
+
     @staticmethod
-    def _lease_options(
+    def _checked_flags(
         renew: object, blocking: object, max_renewals: object
     ) -> tuple[bool, bool, int | None]:
+        """``renew``, ``blocking`` and ``max_renewals``, checked (a cap needs renewal)."""
         if not isinstance(renew, bool):
             raise InvalidArgumentType(f"renew must be a bool, not {type(renew).__name__}")
         if not isinstance(blocking, bool):
@@ -353,32 +315,11 @@ class AsyncLocks:
         Options are those of ``lock()``; a call that can't get the lock within ``timeout``
         raises LockTimeout and does not run the function.
         """
-        if not isinstance(name_template, str):
-            raise InvalidArgumentType("the name template must be a str")
-        fields = {f for _, f, _, _ in string.Formatter().parse(name_template) if f is not None}
+        decorate = locking_each_call(
+            name_template, lambda name: self.lock(name, ttl, **lock_options)
+        )
         # Validate the options once, at decoration time, not at the first call.
         self.lock("template-check", ttl, **lock_options)
-
-        def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-            io.check_function_kind(function)
-            signature = inspect.signature(function)
-            unknown = {f.split(".")[0].split("[")[0] for f in fields} - set(signature.parameters)
-            if unknown - {""}:
-                raise InvalidArgument(
-                    f"name template {name_template!r} uses {sorted(unknown)}, which "
-                    f"{function.__qualname__} does not take"
-                )
-
-            @functools.wraps(function)
-            async def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                name = name_template.format(**bound.arguments)
-                async with self.lock(name, ttl, **lock_options):
-                    return await function(*args, **kwargs)
-
-            return locked_call
-
         return decorate
 
     async def inspect(self, name: str, kind: str = "lock") -> LockInfo | None:
@@ -407,38 +348,16 @@ class AsyncLocks:
         return await self.store.break_leases(self._recorded(kind), name)
 
     def renewal_store(self, name: str) -> AsyncStore:
-        """The store the renewal scheduler renews through (for a lease of ``name``). Under
-        asyncio the scheduler runs on a thread of its own, so that a blocked event loop
-        cannot starve renewals: it renews through ``store.renewal_store()``, made once per
-        client (and process). The threads flavour renews through the store itself."""
-        if not io.RENEWS_ON_OWN_LOOP:
-            return self.store
-        with self._renewals_mutex:
-            made = self._renewals is None or self._renewals_pid != os.getpid()
-            if made:
-                # A forked child makes its own: the parent's connections are not its own.
-                self._renewals = self.store.renewal_store()
-                self._renewals_pid = os.getpid()
-            renewals = self._renewals
-            assert renewals is not None
-        if made and renewals is not self.store:
-            # Connect now, not in the first renewal: that one is due at ttl/3 and must not
-            # spend its lease on a connection set-up (a cluster's discovery, TLS, auth).
-            self._connecting = io.begin_on_renewal_loop(
-                functools.partial(_connect, renewals, name)
-            )
-        return renewals
+        """The store the renewal scheduler renews through (for a lease of ``name``): under
+        asyncio ``store.renewal_store()``, made once per client and process, the store
+        itself in the threads flavour (``tenure._async.renewal_connections``)."""
+        return self._renewals.store_for(name)
 
     async def aclose(self) -> None:
         # Undo steps of failed acquires still need the connections: let them finish first.
         await io.drain_cleanups(CLEANUP_GRACE)
         await self.store.aclose()
-        with self._renewals_mutex:
-            renewals = self._renewals
-            ours = self._renewals_pid == os.getpid()
-        if renewals is not None and renewals is not self.store and ours:
-            # Its connections belong to the renewal thread's loop: closed there.
-            await io.on_renewal_loop(renewals.aclose, after=self._connecting)
+        await self._renewals.aclose()
 
     async def __aenter__(self) -> AsyncLocks:
         return self
@@ -450,10 +369,3 @@ class AsyncLocks:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-async def _connect(store: AsyncStore, name: str) -> None:
-    """Have ``store`` open its connections (to the server of ``name``, where it matters):
-    a read whose answer nobody needs. A failure is the first renewal's to report."""
-    with contextlib.suppress(Exception):
-        await store.inspect(Kind.LOCK, name)

@@ -17,64 +17,38 @@
 - ``current_owner``: who counts as one owner for re-entrancy: the thread, or the asyncio task.
 - The renewal thread (``RENEWS_ON_OWN_LOOP``): renewals must not wait for the holder's event
   loop, which CPU-bound code may block for longer than a lease (issue 23). They run on one
-  daemon thread per process with an event loop of its own (``start_renewals``,
-  ``renewal_signal``, ``on_renewal_loop``); what they learn reaches the holder's loop through
-  ``deliver`` (``call_soon_threadsafe``). ``ThreadMutex`` guards what both threads touch.
+  daemon thread per process with an event loop of its own (``renewal_loop``, whose
+  ``start_renewals``, ``begin_on_renewal_loop`` and ``on_renewal_loop`` are exported here,
+  with ``renewal_signal``); what they learn reaches the holder's loop through ``deliver``
+  (``call_soon_threadsafe``). ``ThreadMutex`` guards what both threads touch.
+
+The names both flavours export, and what they share (``DeadlineExceeded``, ``ThreadResult``),
+are ``edge``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import inspect
 import logging
-import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, ParamSpec, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
+from tenure._concurrency import edge, renewal_loop
 from tenure._errors import InvalidArgumentType
 
-__all__ = [
-    "RENEWS_ON_OWN_LOOP",
-    "DeadlineExceeded",
-    "ThreadMutex",
-    "begin_on_renewal_loop",
-    "deliver",
-    "gone",
-    "home",
-    "on_renewal_loop",
-    "renewal_scope",
-    "renewal_signal",
-    "start_renewals",
-    "bounded",
-    "settle",
-    "Event",
-    "Mutex",
-    "ThreadResult",
-    "Signal",
-    "check_function_kind",
-    "complete",
-    "current_owner",
-    "current_owner_name",
-    "gather",
-    "drain_cleanups",
-    "invoke_callback",
-    "run_blocking",
-    "result_of",
-    "run_cleanup",
-    "scope",
-    "sleep",
-    "start_background",
-]
+__all__ = list(edge.NAMES)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 logger = logging.getLogger("tenure")
 
 Event = asyncio.Event
+DeadlineExceeded = edge.DeadlineExceeded
+ThreadResult = edge.ThreadResult
 
 
 class Mutex:
@@ -122,17 +96,6 @@ async def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwar
     loop = asyncio.get_running_loop()
     # A worker thread can't be cancelled: a cancelled caller waits for it (see complete).
     return await complete(loop.run_in_executor(None, functools.partial(function, *args, **kwargs)))
-
-
-class DeadlineExceeded(TimeoutError):
-    """A call ``bounded`` gave up on. It may still be running (a request already sent can
-    still take effect on the server): ``pending`` finishes with it, for an undo to wait on
-    so that it never overtakes the call it undoes."""
-
-    def __init__(self, seconds: float, pending: Any) -> None:
-        super().__init__(f"no answer within {seconds:.3f} s")
-        self.seconds = seconds
-        self.pending = pending
 
 
 async def bounded(
@@ -215,7 +178,7 @@ async def cleanup_now(function: Callable[..., Any], *args: Any) -> None:
     task = asyncio.ensure_future(function(*args))
     await _finish_despite_cancellation(task)
     if not task.cancelled() and task.exception() is not None:
-        _log_cleanup_failure_of(task.exception())
+        edge.log_cleanup_failure(task.exception())
 
 
 async def drain_cleanups(timeout: float) -> None:
@@ -230,15 +193,7 @@ async def drain_cleanups(timeout: float) -> None:
 def _log_cleanup_failure(task: asyncio.Future[Any]) -> None:
     _cleanups.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        _log_cleanup_failure_of(task.exception())
-
-
-def _log_cleanup_failure_of(error: BaseException | None) -> None:
-    # One line at INFO (the lease ends by its TTL anyway: nothing for the user to do); the
-    # traceback only for those debugging.
-    logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
-                type(error).__name__, error)
-    logger.debug("tenure: the clean-up's failure", exc_info=error)
+        edge.log_cleanup_failure(task.exception())
 
 
 def scope() -> object:
@@ -298,14 +253,6 @@ def check_function_kind(function: Callable[..., Any]) -> None:
         )
 
 
-class ThreadResult(Protocol[T]):
-    """A result another thread completes (kazoo's ``IAsyncResult``)."""
-
-    def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
-    def get(self, block: bool = True, timeout: float | None = None) -> T: ...
-    def wait(self, timeout: float | None = None) -> bool: ...
-
-
 async def result_of(result: ThreadResult[T], timeout: float) -> T:
     """The value of ``result`` (or its error), awaited without blocking the loop; raises
     TimeoutError after ``timeout`` seconds."""
@@ -344,102 +291,19 @@ RENEWS_ON_OWN_LOOP = True
 threads flavour renews on a thread of its own already, through the caller's backend)."""
 
 
-class _RenewalLoop:
-    """A daemon thread running an event loop, for the renewal scheduler: started at the
-    first renewing lease of the process, idle (blocked in its selector) when nothing is
-    renewed, never inherited by a forked child. It outlives a closed client on purpose: the
-    scheduler serves every client of the process, and the connections the clients opened on
-    this loop stay bound to it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        self.thread = threading.Thread(
-            target=self._serve, args=(ready,), name="tenure-renewal-loop", daemon=True
-        )
-        self.thread.start()
-        ready.wait()
-
-    def _serve(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(ready.set)
-        self.loop.run_forever()
-
-
-_renewal_loop: _RenewalLoop | None = None
-_renewal_loop_mutex = threading.Lock()
-
-
-def _the_renewal_loop() -> asyncio.AbstractEventLoop:
-    global _renewal_loop
-    with _renewal_loop_mutex:
-        if _renewal_loop is None:
-            _renewal_loop = _RenewalLoop()
-        return _renewal_loop.loop
-
-
-class _Process:
-    """Stands for this process in the renewal scheduler's registry; replaced in a child."""
-
-
-_process = _Process()
-
-
-def _forget_renewals_after_fork() -> None:
-    # The thread did not survive the fork, and its loop is the parent's: a child that renews
-    # starts its own. The parent's loop object is dropped, not closed (its selector and
-    # self-pipe are copies the child has no use for).
-    global _renewal_loop, _renewal_loop_mutex, _process
-    _renewal_loop = None
-    _renewal_loop_mutex = threading.Lock()
-    _process = _Process()
-
-
-os.register_at_fork(after_in_child=_forget_renewals_after_fork)
+start_renewals = renewal_loop.start_renewals
+begin_on_renewal_loop = renewal_loop.begin_on_renewal_loop
+on_renewal_loop = renewal_loop.on_renewal_loop
 
 
 def renewal_scope() -> object:
     """The key of the renewal scheduler: one per process, whatever loop its holders run."""
-    return _process
-
-
-def start_renewals(function: Callable[[], Coroutine[Any, Any, Any]], name: str) -> None:
-    """Run ``function()`` on the renewal thread's loop (started if need be)."""
-    loop = _the_renewal_loop()
-
-    def start() -> None:
-        task = loop.create_task(function(), name=name)
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-
-    loop.call_soon_threadsafe(start)
+    return edge.this_process()
 
 
 def renewal_signal() -> Signal:
     """A wake-up for the renewal scheduler, awaited on the renewal thread's loop."""
-    return Signal(_the_renewal_loop())
-
-
-def begin_on_renewal_loop(function: Callable[[], Coroutine[Any, Any, Any]]) -> object:
-    """Start ``function()`` on the renewal thread's loop; a handle for ``on_renewal_loop``'s
-    ``after``."""
-    return asyncio.run_coroutine_threadsafe(function(), _the_renewal_loop())
-
-
-async def on_renewal_loop(
-    function: Callable[[], Coroutine[Any, Any, T]], after: object = None
-) -> T:
-    """``function()`` run on the renewal thread's loop (the connections it opened belong to
-    that loop), once the call ``after`` stands for (from ``begin_on_renewal_loop``) has
-    ended, however; awaited from the caller's loop."""
-
-    async def run() -> T:
-        if isinstance(after, concurrent.futures.Future):
-            await asyncio.wait([asyncio.wrap_future(after)])
-        return await function()
-
-    future = asyncio.run_coroutine_threadsafe(run(), _the_renewal_loop())
-    return await asyncio.wrap_future(future)
+    return Signal(renewal_loop.renewal_loop())
 
 
 def home() -> object:

@@ -5,47 +5,16 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import logging
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
+from tenure._concurrency import edge
 from tenure._errors import InvalidArgumentType
 
-__all__ = [
-    "RENEWS_ON_OWN_LOOP",
-    "DeadlineExceeded",
-    "ThreadMutex",
-    "begin_on_renewal_loop",
-    "deliver",
-    "gone",
-    "home",
-    "on_renewal_loop",
-    "renewal_scope",
-    "renewal_signal",
-    "start_renewals",
-    "bounded",
-    "settle",
-    "Event",
-    "Mutex",
-    "ThreadResult",
-    "Signal",
-    "check_function_kind",
-    "complete",
-    "current_owner",
-    "current_owner_name",
-    "gather",
-    "drain_cleanups",
-    "invoke_callback",
-    "run_blocking",
-    "result_of",
-    "run_cleanup",
-    "scope",
-    "sleep",
-    "start_background",
-]
+__all__ = list(edge.NAMES)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -54,6 +23,8 @@ logger = logging.getLogger("tenure")
 Event = threading.Event
 Mutex = threading.Lock
 ThreadMutex = threading.Lock
+DeadlineExceeded = edge.DeadlineExceeded
+ThreadResult = edge.ThreadResult
 
 
 class Signal:
@@ -85,15 +56,6 @@ def run_blocking(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     return function(*args, **kwargs)
 
 
-class DeadlineExceeded(TimeoutError):
-    """See ``async_io.DeadlineExceeded``."""
-
-    def __init__(self, seconds: float, pending: Any) -> None:
-        super().__init__(f"no answer within {seconds:.3f} s")
-        self.seconds = seconds
-        self.pending = pending
-
-
 def bounded(
     call: Callable[[], T], seconds: float | None, credit: Callable[[], float] | None = None,
     *, finish_if_interrupted: bool = False,
@@ -108,7 +70,7 @@ def bounded(
     not overtake it; a second interrupt raises at once."""
     if seconds is None:
         return call()
-    future = _runner().submit(call)
+    future = _runner.get().submit(call)
     credited = 0.0 if credit is None else credit()
     wait = seconds
     began = time.monotonic()
@@ -168,25 +130,8 @@ class _DaemonRunner:
                 self._idle += 1
 
 
-_daemon_runner: _DaemonRunner | None = None
-_daemon_runner_mutex = threading.Lock()
-
-
-def _runner() -> _DaemonRunner:
-    global _daemon_runner
-    with _daemon_runner_mutex:
-        if _daemon_runner is None:
-            _daemon_runner = _DaemonRunner()
-        return _daemon_runner
-
-
-def _forget_runner_after_fork() -> None:
-    global _daemon_runner, _daemon_runner_mutex
-    _daemon_runner = None  # its threads did not survive the fork
-    _daemon_runner_mutex = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_runner_after_fork)
+_runner = edge.PerProcess(_DaemonRunner)
+"""A forked child starts its own: the parent's threads did not survive the fork."""
 
 
 def settle(pending: Any, timeout: float) -> None:
@@ -199,13 +144,7 @@ def cleanup_now(function: Callable[..., Any], *args: Any) -> None:
     try:
         function(*args)
     except Exception as exc:
-        _log_cleanup_failure_of(exc)
-
-
-def _log_cleanup_failure_of(error: BaseException) -> None:
-    logger.info("tenure: clean-up failed (%s: %s); the lease's TTL will end it",
-                type(error).__name__, error)
-    logger.debug("tenure: the clean-up's failure", exc_info=error)
+        edge.log_cleanup_failure(exc)
 
 
 def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
@@ -213,7 +152,7 @@ def run_cleanup(function: Callable[..., Any], *args: Any) -> None:
         try:
             function(*args)
         except Exception as exc:
-            _log_cleanup_failure_of(exc)
+            edge.log_cleanup_failure(exc)
         finally:
             with _cleanups_mutex:
                 _cleanups.discard(threading.current_thread())
@@ -236,23 +175,8 @@ def drain_cleanups(timeout: float) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-class _Process:
-    """Stands for this process in per-scope registries; replaced in a forked child."""
-
-
-_process = _Process()
-
-
-def _forget_process_after_fork() -> None:
-    global _process
-    _process = _Process()
-
-
-os.register_at_fork(after_in_child=_forget_process_after_fork)
-
-
 def scope() -> object:
-    return _process
+    return edge.this_process()
 
 
 def start_background(function: Callable[[], Any], name: str) -> None:
@@ -282,14 +206,6 @@ def check_function_kind(function: Callable[..., Any]) -> None:
         )
 
 
-class ThreadResult(Protocol[T]):
-    """A result another thread completes (kazoo's ``IAsyncResult``)."""
-
-    def rawlink(self, callback: Callable[[ThreadResult[T]], Any]) -> None: ...
-    def get(self, block: bool = True, timeout: float | None = None) -> T: ...
-    def wait(self, timeout: float | None = None) -> bool: ...
-
-
 def result_of(result: ThreadResult[T], timeout: float) -> T:
     """The value of ``result`` (or its error), waited for in this thread; raises
     TimeoutError after ``timeout`` seconds. Waited for on the result itself, which the
@@ -303,29 +219,15 @@ def result_of(result: ThreadResult[T], timeout: float) -> T:
 POOL_THREADS = 32
 """Threads shared by every ``gather`` of the process, started lazily."""
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_mutex = threading.Lock()
 
 
-def _forget_pool_after_fork() -> None:
-    # A forked child inherits the pool object but none of its threads (and perhaps a mutex
-    # held by one of them): it starts its own at first use.
-    global _pool, _pool_mutex
-    _pool = None
-    _pool_mutex = threading.Lock()
+def _new_pool() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=POOL_THREADS, thread_name_prefix="tenure-gather"
+    )
 
 
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    with _pool_mutex:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=POOL_THREADS, thread_name_prefix="tenure-gather"
-            )
-        return _pool
+_pool = edge.PerProcess(_new_pool)
 
 
 def gather(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
@@ -333,7 +235,7 @@ def gather(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
     results in order, each call's ``Exception`` in place of its result."""
     if not calls:
         return []
-    pool = _shared_pool() if len(calls) > 1 else None
+    pool = _pool.get() if len(calls) > 1 else None
     futures = [pool.submit(call) for call in calls[1:]] if pool is not None else []
     results: list[T | Exception] = []
     try:

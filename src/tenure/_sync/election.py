@@ -22,6 +22,7 @@ from tenure._errors import (
     LockTimeout,
     NotOwned,
 )
+from tenure._lease_options import LeaseOptions
 from tenure._types import Busy, Holder, Kind, Leader, LeaseSpec
 from tenure._validation import validate_timeout
 
@@ -59,18 +60,9 @@ class Leadership(Lease):
         value: str,
         on_lost: Callable[[Leadership], Any] | None,
     ) -> None:
-        super().__init__(
-            client,
-            LeaseSpec(value=value),
-            name,
-            ttl,
-            timeout=None,
-            blocking=True,
-            renew=True,
-            max_renewals=None,
-            on_lost=on_lost,
-            reentrant=False,
-        )
+        # A leader renews while it leads; a campaign waits as long as its caller says.
+        options = LeaseOptions(ttl=ttl, renew=True, on_lost=on_lost)
+        super().__init__(client, LeaseSpec(value=value), name, options)
         self._term: int | None = None
 
     @property

@@ -3,8 +3,8 @@
 """One lease model for every primitive: acquire, release, extend, fencing, re-entrancy and loss,
 written once. A lock holds one lease per name, a semaphore permit is one of ``limit`` leases:
 both are an ``Lease`` whose ``LeaseSpec`` (data: the kind and its parameters) it hands
-to the store's verbs (``tenure._sync.store``); waiting between tries is the store's
-attempt's business.
+to the store's verbs (``tenure._sync.store``). One acquire call's tries, waits and undo are
+``acquisition.py``'s; waiting between tries is the store's attempt's business.
 Written for threads; ``scripts/unasync.py`` generates the threads flavour.
 
 What happens on failure, up front:
@@ -13,44 +13,38 @@ What happens on failure, up front:
   learns this (``lost`` is set, ``on_lost`` runs, ``check()`` and ``release()`` raise
   ``LockLost``) but cannot be stopped mid-instruction; only a fence check by the protected
   resource rejects its late writes. See ``tenure.FenceGuard``.
-- A failed or cancelled acquire undoes itself: it releases whatever the server may have
-  granted under its token, and starts no renewal. If the server is unreachable for that undo,
-  the lease's TTL removes it.
+- A failed or cancelled acquire undoes itself (``acquisition.py``): it releases whatever the
+  server may have granted under its token, and starts no renewal. If the server is
+  unreachable for that undo, the lease's TTL removes it.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
-import logging
-from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
-from tenure import _forks, _observe, _tokens
+from tenure import _forks, _observe
+from tenure._sync.acquisition import Acquisition
 from tenure._sync.hold import Hold, would_wait
 from tenure._sync.renewer import renewer_for
-from tenure._backoff import Backoff
 from tenure._concurrency import sync_io as io
 from tenure._errors import (
-    BackendError,
     InvalidArgument,
     InvalidArgumentType,
     LockLost,
     LockTimeout,
     NotOwned,
 )
-from tenure._types import Busy, Grant, LeaseSpec, Renewal
+from tenure._lease_options import LeaseOptions
+from tenure._types import LeaseSpec, Renewal
 from tenure._validation import validate_timeout, validate_ttl
 
 if TYPE_CHECKING:
     from tenure._sync.client import Locks
-    from tenure._sync.store import Attempt, Store
+    from tenure._sync.store import Store
 
 __all__ = ["DEFAULT", "Lease", "Hold", "would_wait"]
-
-logger = logging.getLogger("tenure")
-
 
 class _Default(enum.Enum):
     TIMEOUT = "the handle's own timeout"
@@ -58,14 +52,6 @@ class _Default(enum.Enum):
 
 DEFAULT = _Default.TIMEOUT
 """acquire()'s timeout when not given: the ``timeout`` the handle was created with."""
-
-DEADLINE_SLACK = 0.5
-"""Seconds an ``acquire(timeout=T)`` may overrun T while a server call is under way: a
-server that accepts connections but never answers (hung, partitioned, paused) costs at most
-T + this, whatever the driver's own timeouts. Connection set-up that the server completed
-during the call (a first contact, a reconnect) is added to the bound (see
-``tenure._concurrency.setup_time``): a healthy but slow server's busy lock is a timeout,
-not a BackendError."""
 
 
 class Lease:
@@ -75,31 +61,20 @@ class Lease:
     """How messages name what this handle holds ("lock", "permit")."""
 
     def __init__(
-        self,
-        client: Locks,
-        spec: LeaseSpec,
-        name: str,
-        ttl: float,
-        *,
-        timeout: float | None,
-        blocking: bool,
-        renew: bool,
-        max_renewals: int | None,
-        on_lost: Callable[[Any], Any] | None,
-        reentrant: bool,
+        self, client: Locks, spec: LeaseSpec, name: str, options: LeaseOptions
     ) -> None:
         self.spec = spec
         self.store: Store = client.store
         self.client = client
         self.clock = client.clock
         self.name = name
-        self.ttl = ttl
-        self.timeout = timeout
-        self.blocking = blocking
-        self.renew = renew
-        self.max_renewals = max_renewals
-        self.on_lost = on_lost
-        self.reentrant = reentrant
+        self.ttl = options.ttl
+        self.timeout = options.timeout
+        self.blocking = options.blocking
+        self.renew = options.renew
+        self.max_renewals = options.max_renewals
+        self.on_lost = options.on_lost
+        self.reentrant = options.reentrant
         self.lost = io.Event()
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}
@@ -156,127 +131,18 @@ class Lease:
                 return True
             self._acquire_while_held(held)
 
-        store = self.store
         if self.renew and self._renewing_store is None:
             # A new client's renewal connections (asyncio) start opening now, beside this
             # acquire, rather than when the first renewal is already due.
             self.renewing_store  # noqa: B018
-        process = _tokens.current
-        token = process.token()
-        holder = process.holder(io.current_owner_name())
-        attempt = store.attempt(self.name, self.spec, token, self.ttl, holder)
-        deadline = None if wait is None else self.clock() + wait
-        backoff: Backoff | None = None  # made at the first refusal: most acquires get none
-        # The first try may wait too: _try_or_wait.
-        eager = blocking and attempt.combines_try_and_wait
-        first_try = self.clock()
-        attempts = 0
+        acquisition = Acquisition(self, wait)
         with _observe.acquire_span(self) as span:
-            while True:
-                started = self.clock()
-                attempts += 1
-                try:
-                    limit = self._call_limit(deadline, started)
-                    combined = None
-                    if eager:
-                        eager = False
-                        combined = self._try_or_wait(attempt, deadline, started, limit)
-                    if combined is not None:
-                        outcome = combined
-                    elif limit is None:  # no partial, no extra frame: the common case
-                        outcome = io.complete(attempt.try_once())
-                    else:
-                        # Interrupted (Ctrl-C), the call still ends before the undo and the
-                        # queue leave below start: they must not overtake it.
-                        outcome = io.bounded(
-                            attempt.try_once, limit, credit=self._setup_seconds,
-                            finish_if_interrupted=True,
-                        )
-                except io.DeadlineExceeded as late:
-                    io.run_cleanup(self._undo, token, started + self.ttl, late.pending)
-                    if attempt.holds_place:
-                        io.run_cleanup(attempt.leave)
-                    raise BackendError(
-                        f"{store.describe()}: no answer to acquire of {self.name!r} within "
-                        f"the caller's timeout ({wait} s) + {DEADLINE_SLACK} s"
-                    ) from store.unanswered(late.seconds)
-                except BaseException:
-                    # The grant may have landed before the failure (an error, a cancellation,
-                    # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued
-                    # kind may hold a place from this very call, so it leaves before raising.
-                    if attempt.holds_place:
-                        self._give_up(attempt, deadline)
-                    # A local store's release cannot hang: undone before the exception
-                    # leaves, the caller's next step (a listing) never sees the grant.
-                    cleanup = io.cleanup_now if store.local else io.run_cleanup
-                    cleanup(self._undo, token, started + self.ttl, None)
-                    raise
-                now = self.clock()
-                if isinstance(outcome, Grant):
-                    self._begin(owner, token, outcome.fence, started - outcome.age)
-                    _observe.acquired(self, outcome.fence, now - first_try, attempts, span)
-                    return True
-                _observe.contended(self)
-                if combined is not None:
-                    continue  # it waited already: the next try hands over the answer after it
-                if not blocking or (deadline is not None and now >= deadline):
-                    _observe.busy(self, now - first_try, attempts)
-                    # A store may queue a refused attempt at once (SQLite's locks, every
-                    # queued kind): a try that gives up leaves the queue as one that waited
-                    # does. Where the attempt holds nothing, no clean-up runs at all.
-                    if attempt.holds_place:
-                        self._give_up(attempt, deadline)
-                    return False
-                if backoff is None:
-                    backoff = Backoff(
-                        maximum=store.max_backoff,
-                        initial=store.max_backoff if store.notifies else 0.001,
-                    )
-                pause = backoff.next_pause(outcome.ttl_left)
-                if deadline is not None:
-                    pause = min(pause, deadline - now)
-                try:
-                    io.bounded(functools.partial(attempt.wait, pause, outcome),
-                                     self._call_limit(deadline, self.clock()))
-                except io.DeadlineExceeded:
-                    pass  # a wait that overran is a spurious wake-up: the next try decides
-                except BaseException:
-                    self._give_up(attempt, deadline)
-                    raise
-
-    def _try_or_wait(
-        self, attempt: Attempt, deadline: float | None, started: float,
-        limit: float | None,
-    ) -> Grant | Busy | None:
-        """The first try of a blocking acquire, made together with the wait after a refusal
-        where the store's attempt offers it (``Attempt.try_or_wait``); None: make a
-        plain try. The wait lasts what the first pause after a refusal would
-        (``max_backoff``, the notifying stores' first pause), within the caller's deadline."""
-        wait = self.store.max_backoff
-        if deadline is not None:
-            wait = min(wait, deadline - started)
-        if wait <= 0:
-            return None
-        if limit is None:
-            return io.complete(attempt.try_or_wait(wait))
-        return io.bounded(
-            functools.partial(attempt.try_or_wait, wait), limit, credit=self._setup_seconds
-        )
-
-    def _give_up(self, attempt: Attempt, deadline: float | None) -> None:
-        """Leave whatever queue ``attempt`` joined. A queued kind (and a local store's
-        queue) leaves before ``acquire`` answers False or raises (a timeout, an error, a
-        cancellation, Ctrl-C), so neither the caller's next step nor another waiter still
-        finds its place; if the server fails that step, the place lapses within its queue
-        lease. Other attempts leave in the background (their wait state is a courtesy)."""
-        if not attempt.leaves_at_once:
-            io.run_cleanup(attempt.leave)
-            return
-        try:
-            io.bounded(attempt.leave, self._call_limit(deadline, self.clock()))
-        except Exception as exc:
-            logger.info("tenure: leaving the queue of %r failed (%s: %s); the place lapses "
-                        "within its queue lease", self.name, type(exc).__name__, exc)
+            granted = acquisition.run(blocking)
+            if granted is None:
+                return False
+            self._begin(owner, granted.token, granted.fence, granted.began)
+            _observe.acquired(self, granted.fence, granted.waited, granted.tries, span)
+            return True
 
     def _acquire_while_held(self, held: Hold) -> None:
         """A non-reentrant handle asked again while it holds: a lock waits (like
@@ -461,34 +327,6 @@ class Lease:
         self.release()
 
     # ---- internals ---------------------------------------------------------------------
-
-    def _setup_seconds(self) -> float:
-        return self.store.setup_seconds
-
-    def _call_limit(self, deadline: float | None, now: float) -> float | None:
-        """How long one server call of an acquire may take: to the caller's deadline plus
-        ``DEADLINE_SLACK`` (None: unbounded, or a local store, whose calls cannot hang)."""
-        if deadline is None or self.store.local:
-            return None
-        return max(0.0, deadline - now) + DEADLINE_SLACK
-
-    def _undo(self, token: str, lease_end: float, pending: Any) -> None:
-        """Release whatever a failed acquire may have been granted under ``token``, retrying
-        while the server can't be reached and such a lease could still be alive. ``pending``:
-        the acquire call given up on, still running; the release waits for it first (up to
-        the lease's end), so that it cannot overtake the grant it undoes."""
-        if pending is not None:
-            io.settle(pending, lease_end - self.clock())
-        pause = 0.05
-        while True:
-            try:
-                self.store.release(self.spec.kind, self.name, token)
-                return
-            except Exception:
-                if self.clock() + pause >= lease_end:
-                    raise
-            io.sleep(pause)
-            pause = min(pause * 2, 1.0)
 
     def _owner(self) -> object:
         # A non-reentrant handle behaves like threading.Lock: the handle is the owner, so any

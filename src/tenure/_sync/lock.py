@@ -8,11 +8,11 @@ threads flavour.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tenure._sync.lease import DEFAULT, Lease, Hold
 from tenure._errors import InvalidArgument
+from tenure._lease_options import LeaseOptions
 from tenure._types import LeaseSpec
 
 if TYPE_CHECKING:
@@ -35,29 +35,12 @@ class Lock(Lease):
         self,
         client: Locks,
         name: str,
-        ttl: float,
+        options: LeaseOptions,
         *,
-        timeout: float | None,
-        blocking: bool,
-        renew: bool,
-        max_renewals: int | None,
-        on_lost: Callable[[Lock], Any] | None,
-        reentrant: bool,
         spec: LeaseSpec | None = None,
         noun: str | None = None,
     ) -> None:
-        super().__init__(
-            client,
-            LeaseSpec() if spec is None else spec,
-            name,
-            ttl,
-            timeout=timeout,
-            blocking=blocking,
-            renew=renew,
-            max_renewals=max_renewals,
-            on_lost=on_lost,
-            reentrant=reentrant,
-        )
+        super().__init__(client, LeaseSpec() if spec is None else spec, name, options)
         if noun is not None:
             self.noun = noun
 

@@ -9,11 +9,11 @@ the threads flavour.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tenure._sync.lease import Lease, Hold
 from tenure._errors import InvalidArgument
+from tenure._lease_options import LeaseOptions
 from tenure._types import Kind, LeaseSpec
 
 if TYPE_CHECKING:
@@ -29,31 +29,9 @@ class Semaphore(Lease):
 
     noun = "permit"
 
-    def __init__(
-        self,
-        client: Locks,
-        name: str,
-        limit: int,
-        ttl: float,
-        *,
-        timeout: float | None,
-        blocking: bool,
-        renew: bool,
-        max_renewals: int | None,
-        on_lost: Callable[[Semaphore], Any] | None,
-    ) -> None:
-        super().__init__(
-            client,
-            LeaseSpec(Kind.SEMAPHORE, limit=limit),
-            name,
-            ttl,
-            timeout=timeout,
-            blocking=blocking,
-            renew=renew,
-            max_renewals=max_renewals,
-            on_lost=on_lost,
-            reentrant=False,
-        )
+    def __init__(self, client: Locks, name: str, limit: int, options: LeaseOptions) -> None:
+        # ``options.reentrant`` stays False: a permit is one lease per handle, not per task.
+        super().__init__(client, LeaseSpec(Kind.SEMAPHORE, limit=limit), name, options)
         self.limit = limit
 
     def __repr__(self) -> str:
