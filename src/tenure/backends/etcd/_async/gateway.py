@@ -30,70 +30,32 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import time
-from typing import Any
 
 import httpx
 
 from tenure._concurrency import async_io as io
-from tenure._errors import ConfigurationError
+from tenure.backends.etcd._answers import (
+    AUTH_NOT_ENABLED,
+    FAILED_PRECONDITION,
+    JSON,
+    NO_TOKEN,
+    UNAVAILABLE,
+    TokenRejected,
+    Unavailable,
+    auth_header,
+    code_and_message,
+    decode,
+    tls_context,
+    tls_failure,
+)
 from tenure.backends.etcd._config import EtcdSettings
 from tenure.backends.etcd._errors import EtcdError, NotFound
 
 __all__ = ["AsyncGateway", "NotFound"]
 
-JSON = dict[str, Any]
-
-
-UNAVAILABLE = 14
-"""gRPC's UNAVAILABLE: etcd's "leader changed" and "no leader", while members elect."""
-INVALID_ARGUMENT = 3
-"""gRPC's INVALID_ARGUMENT: among others "user name is empty" (auth on, no token sent) and
-"authentication failed, invalid user ID or password"."""
-FAILED_PRECONDITION = 9
-"""gRPC's FAILED_PRECONDITION: among others "authentication is not enabled"."""
-PERMISSION_DENIED = 7
-UNAUTHENTICATED = 16
-"""gRPC's UNAUTHENTICATED (HTTP 401): "invalid auth token", e.g. an expired one."""
-NO_USER = "user name is empty"
-"""etcd's answer to a request without a token once auth is enabled."""
-AUTH_NOT_ENABLED = "authentication is not enabled"
-NO_TOKEN = ""
-"""``_token`` when the server has auth disabled: send no token, do not log in again."""
 UNAVAILABLE_PAUSE = 0.05
 """Seconds between two tries of a request that a member answered with UNAVAILABLE."""
-
-
-class _Unavailable(Exception):
-    """A member answered UNAVAILABLE: try again until the request's deadline."""
-
-
-class _TokenRejected(Exception):
-    """The token sent was refused (expired, or none sent while auth is on): log in again."""
-
-
-def _code_and_message(response: httpx.Response) -> tuple[Any, str]:
-    """gRPC code and message of an error answer (the gateway's JSON error body)."""
-    try:
-        answer = json.loads(response.text.splitlines()[0]) if response.text.strip() else {}
-    except ValueError:
-        answer = {}
-    if not isinstance(answer, dict):
-        answer = {}
-    message = answer.get("message") or answer.get("error") or response.text[:200]
-    return answer.get("code"), str(message)
-
-
-def _tls_failure(exc: BaseException | None) -> ssl.SSLError | None:
-    """The TLS error under a transport error (httpx wraps httpcore wraps ssl), if any."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ssl.SSLError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
 
 
 class AsyncGateway:
@@ -187,7 +149,7 @@ class AsyncGateway:
                     # or a renewal would go to the same silent member until the lease ends.
                     self._preferred = (index + 1) % len(clients)
                 continue
-            except _Unavailable as exc:
+            except Unavailable as exc:
                 # "leader changed", "no leader": an election is under way, usually over in
                 # well under a second. Ask again (another member first) until the deadline;
                 # every request tenure sends is safe to repeat (see above).
@@ -197,7 +159,7 @@ class AsyncGateway:
                 continue
             self._preferred = index
             return answers
-        tls = _tls_failure(last)
+        tls = tls_failure(last)
         if tls is not None:
             # Not a slow cluster: a certificate refused (ours or theirs). Say which options
             # decide it, not "no member answered".
@@ -215,21 +177,21 @@ class AsyncGateway:
         self, client: httpx.AsyncClient, path: str, body: JSON | str, timeout: float
     ) -> list[JSON]:
         """One member, one request: log in when needed, send, log in again if the token was
-        refused, decode. Transport errors and _Unavailable go to the caller (next member)."""
+        refused, decode. Transport errors and Unavailable go to the caller (next member)."""
         started = time.monotonic()
         content = body if isinstance(body, str) else json.dumps(body)
         token = await self._ensure_token(client, timeout)
         self.requests += 1
         response = await client.post(
-            path, content=content, headers=_auth(token), timeout=timeout
+            path, content=content, headers=auth_header(token), timeout=timeout
         )
         try:
-            return self._decode(path, response)
-        except _TokenRejected:
+            return decode(path, response, self.settings)
+        except TokenRejected:
             if self.settings.username is None:
                 raise EtcdError(
                     f"the members have authentication enabled: "
-                    f"give user:password in the URL ({path}: {_code_and_message(response)[1]})"
+                    f"give user:password in the URL ({path}: {code_and_message(response)[1]})"
                 ) from None
         # The token expired (or auth was enabled since we learnt it was off): log in and
         # send once more, to the same member, within what is left of the deadline.
@@ -240,47 +202,17 @@ class AsyncGateway:
         token = await self._ensure_token(client, left)
         left = max(0.001, timeout - (time.monotonic() - started))
         self.requests += 1
-        response = await client.post(path, content=content, headers=_auth(token), timeout=left)
+        response = await client.post(
+            path, content=content, headers=auth_header(token), timeout=left
+        )
         try:
-            return self._decode(path, response)
-        except _TokenRejected:
-            code, message = _code_and_message(response)
+            return decode(path, response, self.settings)
+        except TokenRejected:
+            code, message = code_and_message(response)
             raise EtcdError(
                 f"{path}: {message} (code {code}), right after "
                 f"logging in as {self.settings.username!r}"
             ) from None
-
-    def _decode(self, path: str, response: httpx.Response) -> list[JSON]:
-        if response.status_code == 200:
-            try:
-                answers: list[JSON] = [
-                    json.loads(line) for line in response.text.splitlines() if line.strip()
-                ]
-            except ValueError as exc:
-                raise EtcdError(
-                    f"{path} answered 200 with no JSON"
-                ) from exc
-            if answers:
-                return answers
-        code, message = _code_and_message(response)
-        if code == 5:
-            raise NotFound(message)
-        if code == UNAVAILABLE:
-            raise _Unavailable(f"{message} (code {code})")
-        if code == UNAUTHENTICATED or response.status_code == 401 or (
-            code == INVALID_ARGUMENT and NO_USER in message
-        ):
-            raise _TokenRejected(message)
-        hint = ""
-        if code == PERMISSION_DENIED:
-            hint = (
-                f"; user {self.settings.username!r} needs read and write permission on the "
-                f"keys with prefix {self.settings.namespace + '/'!r}"
-            )
-        raise EtcdError(
-            f"{path}: {message} "
-            f"(code {code}, HTTP {response.status_code}){hint}"
-        )
 
     async def _ensure_token(self, client: httpx.AsyncClient, timeout: float) -> str | None:
         """The token to send (logging in first if there is none yet): None without
@@ -306,9 +238,9 @@ class AsyncGateway:
             if token:
                 self._token = str(token)
                 return self._token
-        code, message = _code_and_message(response)
+        code, message = code_and_message(response)
         if code == UNAVAILABLE:
-            raise _Unavailable(f"{message} (code {code})")  # a login goes through Raft
+            raise Unavailable(f"{message} (code {code})")  # a login goes through Raft
         if code == FAILED_PRECONDITION and AUTH_NOT_ENABLED in message:
             # Credentials for a server without auth: work without a token, as etcd's own
             # client does; a later "user name is empty" (auth enabled since) logs in then.
@@ -353,7 +285,7 @@ class AsyncGateway:
             request["start_revision"] = str(start_revision)
         # The token as it is: none yet (a forked child) or expired only cancels this watch,
         # and the caller's next read logs in.
-        headers = _auth(self._token or None)
+        headers = auth_header(self._token or None)
         limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
         self.requests += 1
@@ -399,23 +331,3 @@ class AsyncGateway:
 async def _close_all(clients: list[httpx.AsyncClient]) -> None:
     for client in clients:
         await client.aclose()
-
-
-def _auth(token: str | None) -> dict[str, str]:
-    return {"Authorization": token} if token else {}
-
-
-def tls_context(settings: EtcdSettings) -> ssl.SSLContext:
-    """The TLS context of ``etcds://`` members: the server's certificate checked against
-    ``ssl_ca`` or the system store, and the client certificate presented when given.
-    ConfigurationError when a file cannot be read or the key does not match."""
-    try:
-        context = ssl.create_default_context(cafile=settings.ssl_ca or None)
-        if settings.ssl_cert:
-            context.load_cert_chain(settings.ssl_cert, settings.ssl_key)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigurationError(
-            f"etcd {settings.display}: cannot use the TLS files (ssl_ca={settings.ssl_ca!r}, "
-            f"ssl_cert={settings.ssl_cert!r}, ssl_key={settings.ssl_key!r}): {exc}"
-        ) from exc
-    return context
