@@ -15,7 +15,7 @@ from typing import NoReturn, TextIO
 
 import tenure
 from tenure._urls import default_sqlite_path, redact, resolve_url
-from tenure._validation import validate_limit, validate_name, validate_timeout, validate_ttl
+from tenure._validation import validate_name
 from tenure.cli import (
     EXIT_BUSY,
     EXIT_LOST,
@@ -30,7 +30,7 @@ from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
 from tenure.cli.logs import owned_stderr
-from tenure.cli.options import add_wait_options
+from tenure.cli.options import add_wait_options, run_options
 from tenure.cli.progress import VERBOSE
 from tenure.cli.verify import COMMANDS as VERIFY_COMMANDS
 from tenure.cli.verify import add_commands as add_verify_commands
@@ -338,33 +338,9 @@ def _connect(options: argparse.Namespace) -> tenure.Locks:
 
 
 def _run(options: argparse.Namespace) -> int:
-    from tenure.cli.run import RunOptions, run
+    from tenure.cli.run import run
 
-    if options.timeout is not None:
-        validate_timeout(options.timeout)
-    for flag in ("busy_exit_code", "lost_exit_code"):
-        code = getattr(options, flag)
-        if not 0 <= code <= 255:
-            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
-    if not options.grace >= 0:
-        raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
-    if options.semaphore is not None:
-        validate_limit(options.semaphore)
-    return run(
-        RunOptions(
-            name=validate_name(options.name),
-            command=options.argv,
-            url=options.url,
-            ttl=validate_ttl(options.ttl),
-            timeout=options.timeout,
-            no_wait=options.no_wait,
-            busy_exit_code=options.busy_exit_code,
-            lost_exit_code=options.lost_exit_code,
-            grace=options.grace,
-            semaphore=options.semaphore,
-            verbosity=options.verbosity,
-        )
-    )
+    return run(run_options(options, semaphore=options.semaphore))
 
 
 def _ls(options: argparse.Namespace) -> int:

@@ -22,13 +22,11 @@ How it is built, and why:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from typing import TextIO
 
 import tenure
@@ -42,11 +40,12 @@ from tenure.cli import (
     CommandError,
 )
 from tenure.cli.inspect import describe_holder, describe_lease
+from tenure.cli.options import RunOptions
 from tenure.cli.progress import QUIET, WaitReport
 from tenure.cli.signals import Arrival, SignalInbox, inbox
 
 __all__ = [
-    "ABORTING", "FORWARDED", "RunOptions", "curable", "describe_failure", "run", "should_forward",
+    "ABORTING", "FORWARDED", "curable", "describe_failure", "run", "should_forward",
 ]
 
 FORWARDED = frozenset(
@@ -64,28 +63,6 @@ WAIT_SLICE = 0.25
 RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Pauses before the attempts that follow a failed one (the last repeats): a server that
 refuses connections is not hammered, one that comes back is found within a second."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    name: str
-    command: Sequence[str]
-    url: str | None
-    ttl: float
-    timeout: float | None
-    """None: wait forever."""
-    no_wait: bool
-    busy_exit_code: int
-    lost_exit_code: int
-    grace: float
-    """Seconds between SIGTERM and SIGKILL when the lease is lost."""
-    semaphore: int | None = None
-    """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
-    verbosity: int = 0
-    """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
-    leader_value: str | None = None
-    """Campaign in the election NAME with this value instead of taking the lock NAME
-    (``tenure elect``): CMD runs while this process is the leader."""
 
 
 class _Interrupted(Exception):
