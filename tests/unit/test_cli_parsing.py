@@ -15,7 +15,8 @@ import pytest
 
 import tenure
 from tenure.cli import EXIT_BUSY, EXIT_LOST, EXIT_USAGE
-from tenure.cli.main import COMMANDS, MANUAL_URL, _parse, build_parser, main
+from tenure.cli.main import COMMANDS, _parse, build_parser, main
+from tenure.cli.parsers import MANUAL_URL
 from tenure.cli.run import should_forward
 from tenure.cli.signals import SI_KERNEL, Arrival
 

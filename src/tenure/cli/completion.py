@@ -72,23 +72,28 @@ def _commands(parser: argparse.ArgumentParser) -> list[_Command]:
     return found
 
 
-def _words(commands: list[_Command], pick: str) -> dict[str, str]:
-    """Per subcommand, its flags (pick="all") or those that take a value (pick="value")."""
-    return {
-        command.name: " ".join(
-            flag for option in command.options
-            if pick == "all" or option.takes_value for flag in option.flags
+def _cases(commands: list[_Command], case: str) -> str:
+    """The script's case lines, one a subcommand: ``case`` with its ``{name}``, ``{flags}``,
+    the flags that take a value (``{valued}``) and the fixed values of its positional
+    argument (``{choices}``) filled in, each list joined by spaces."""
+    return "\n".join(
+        case.format(
+            name=command.name,
+            flags=" ".join(flag for option in command.options for flag in option.flags),
+            valued=" ".join(
+                flag for option in command.options if option.takes_value
+                for flag in option.flags
+            ),
+            choices=" ".join(command.choices),
         )
         for command in commands
-    }
+    )
 
 
 def _bash(commands: list[_Command]) -> str:
-    flags, valued = _words(commands, "all"), _words(commands, "value")
-    cases = "\n".join(
-        f'                       {c.name}) flags="{flags[c.name]}"; valued="{valued[c.name]}"; '
-        f'choices="{" ".join(c.choices)}" ;;'
-        for c in commands
+    cases = _cases(
+        commands,
+        '                       {name}) flags="{flags}"; valued="{valued}"; choices="{choices}" ;;',
     )
     names = " ".join(c.name for c in commands)
     return (
@@ -201,11 +206,8 @@ complete -F _tenure tenure
 
 
 def _zsh(commands: list[_Command]) -> str:
-    flags, valued = _words(commands, "all"), _words(commands, "value")
-    cases = "\n".join(
-        f"             {c.name}) flags=({flags[c.name]}); valued=({valued[c.name]}); "
-        f"choices=({' '.join(c.choices)}) ;;"
-        for c in commands
+    cases = _cases(
+        commands, "             {name}) flags=({flags}); valued=({valued}); choices=({choices}) ;;"
     )
     listed = "\n".join(f"    '{c.name}:{_quote(c.help)}'" for c in commands)
     return f"""\

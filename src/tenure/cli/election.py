@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 import tenure
-from tenure._validation import validate_name, validate_timeout, validate_ttl
+from tenure._validation import validate_name
 from tenure.cli import EXIT_BUSY, EXIT_LOST, EXIT_NOTHING, EXIT_OK, CommandError
-from tenure.cli.options import add_wait_options
+from tenure.cli.options import add_wait_options, run_options
 
 __all__ = ["COMMANDS", "add_commands", "describe_leader"]
 
@@ -104,28 +104,6 @@ def _leader(options: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _elect(options: argparse.Namespace) -> int:
-    from tenure.cli.run import RunOptions, run
+    from tenure.cli.run import run
 
-    if options.timeout is not None:
-        validate_timeout(options.timeout)
-    for flag in ("busy_exit_code", "lost_exit_code"):
-        code = getattr(options, flag)
-        if not 0 <= code <= 255:
-            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
-    if not options.grace >= 0:
-        raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
-    return run(
-        RunOptions(
-            name=validate_name(options.name),
-            command=options.argv,
-            url=options.url,
-            ttl=validate_ttl(options.ttl),
-            timeout=options.timeout,
-            no_wait=options.no_wait,
-            busy_exit_code=options.busy_exit_code,
-            lost_exit_code=options.lost_exit_code,
-            grace=options.grace,
-            verbosity=options.verbosity,
-            leader_value=options.value,
-        )
-    )
+    return run(run_options(options, leader_value=options.value))

@@ -192,38 +192,39 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
     read-write lock): exit 0 if a live lease was broken, 1 if nothing was held. When nothing
     of ``kind`` was held but the name is held as another primitive, say which, and the flag
     that breaks it."""
+    broke, nothing = _break_messages(locks, name, kind)
+    if locks.break_lock(name, kind=kind):
+        out.write(broke + "\n")
+        return EXIT_OK
+    out.write(nothing + "\n")
+    return _held_elsewhere(locks, name, kind, out)
+
+
+def _break_messages(locks: tenure.Locks, name: str, kind: str) -> tuple[str, str]:
+    """What a break of ``kind`` says when it broke a live lease, and when nothing was held."""
+    shown = _printable(name)
     if kind == "rwlock":
-        if locks.break_lock(name, kind="rwlock"):
-            out.write(
-                f"broke read-write lock {_printable(name)}: its readers or writer are gone "
-                "(they learn this at their next renewal, check or release); its queue of "
-                "waiters stays\n"
-            )
-            return EXIT_OK
-        out.write(f"read-write lock {_printable(name)} was not held: nothing to break\n")
-        return _held_elsewhere(locks, name, kind, out)
+        return (
+            f"broke read-write lock {shown}: its readers or writer are gone (they learn this "
+            "at their next renewal, check or release); its queue of waiters stays",
+            f"read-write lock {shown} was not held: nothing to break",
+        )
     if kind == "semaphore":
-        if locks.break_lock(name, kind="semaphore"):
-            out.write(
-                f"broke semaphore {_printable(name)}: every permit is gone; their holders "
-                "learn this at their next renewal, check or release\n"
-            )
-            return EXIT_OK
-        out.write(f"semaphore {_printable(name)} had no live permit: nothing to break\n")
-        return _held_elsewhere(locks, name, kind, out)
+        return (
+            f"broke semaphore {shown}: every permit is gone; their holders learn this at "
+            "their next renewal, check or release",
+            f"semaphore {shown} had no live permit: nothing to break",
+        )
     # Read first only to say whose lease it was; the break itself is one atomic step.
     before = locks.inspect(name)
-    if locks.break_lock(name):
-        whose = ""
-        if before is not None and before.holder is not None:
-            whose = f" held by {describe_holder(before)} (fence {before.fence})"
-        out.write(
-            f"broke {_printable(name)}: the lease{whose} is gone; its holder learns this at "
-            "its next renewal, check or release\n"
-        )
-        return EXIT_OK
-    out.write(f"lock {_printable(name)} was not held: nothing to break\n")
-    return _held_elsewhere(locks, name, kind, out)
+    whose = ""
+    if before is not None and before.holder is not None:
+        whose = f" held by {describe_holder(before)} (fence {before.fence})"
+    return (
+        f"broke {shown}: the lease{whose} is gone; its holder learns this at its next "
+        "renewal, check or release",
+        f"lock {shown} was not held: nothing to break",
+    )
 
 
 BREAK_FLAGS = {"lock": "", "semaphore": " --semaphore", "rwlock": " --rwlock"}

@@ -1,23 +1,22 @@
 """The ``tenure`` command line: argument parsing, dispatch, and turning errors into one line
 of stderr and a documented exit status. The commands live in ``run`` (its wait reports in
-``progress``), ``inspect``, ``demo``, ``completion``."""
+``progress``), ``inspect``, ``demo``, ``completion``; the help's layout and the exit status
+table every parser shares in ``parsers``."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 import tenure
 from tenure._urls import default_sqlite_path, redact, resolve_url
-from tenure._validation import validate_limit, validate_name, validate_timeout, validate_ttl
+from tenure._validation import validate_name
 from tenure.cli import (
-    EXIT_BUSY,
     EXIT_LOST,
     EXIT_NOTHING,
     EXIT_SIGNAL_BASE,
@@ -30,7 +29,8 @@ from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
 from tenure.cli.logs import owned_stderr
-from tenure.cli.options import add_wait_options
+from tenure.cli.options import add_wait_options, run_options
+from tenure.cli.parsers import EXIT_STATUSES, MANUAL_URL, Formatter, Parser
 from tenure.cli.progress import VERBOSE
 from tenure.cli.verify import COMMANDS as VERIFY_COMMANDS
 from tenure.cli.verify import add_commands as add_verify_commands
@@ -41,25 +41,6 @@ CMD_COMMANDS = ("run", "elect")
 """Commands whose CMD follows ``--``, untouched by option parsing."""
 COMMANDS = ("run", "ls", "show", "break", "demo", "completion", *ELECTION_COMMANDS,
             *VERIFY_COMMANDS)
-
-# The manual on the documentation site: docs/ is not in the wheel, so --help cannot point
-# there (the site is built from docs/cli.md).
-MANUAL_URL = "https://tenure-dev.github.io/tenure/cli/"
-
-EXIT_STATUSES = f"""\
-exit status:
-  0     success (run: the command's own status)
-  1     break: nothing was held; show: no such lock; demo: the locked run was not exact
-  {EXIT_USAGE}     bad input: arguments, lock name, ttl, URL, backend option
-  {EXIT_UNAVAILABLE}    the backend is unreachable or failing
-  {EXIT_SOFTWARE}    internal error (a bug: please report it; TENURE_DEBUG=1 shows the traceback)
-  {EXIT_BUSY}    run: the lock was not obtained; nothing was run (--busy-exit-code)
-  {EXIT_LOST}    run: the lease was lost while the command ran; it was terminated
-        (--lost-exit-code)
-  126   run: the command could not be executed; 127: not found
-  128+N run: the command died of signal N, or tenure got signal N while waiting
-"""
-
 
 RUN_EXAMPLES = """\
 examples:
@@ -73,35 +54,13 @@ examples:
 """
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions (one paragraph) are wrapped to the terminal; epilogs (tables, examples,
-    laid out by hand with newlines) are kept as written."""
-
-    def __init__(self, prog: str) -> None:
-        # argparse reads $COLUMNS, else the terminal, else 80; past 100 lines get hard to read.
-        width = min(shutil.get_terminal_size().columns, 100) - 2
-        super().__init__(prog, width=width)
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if "\n" in text:
-            return super()._fill_text(text, width, indent)
-        return argparse.HelpFormatter._fill_text(self, text, width, indent)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage errors become one line of stderr (no usage dump), like every other error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise CommandError(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="tenure",
         description="Distributed locks with fencing tokens: run a command under a lock, look "
         "at the locks a backend holds, break one, or watch the oversold-stock demo.",
         epilog=EXIT_STATUSES + f"\nThe full manual: {MANUAL_URL}",
-        formatter_class=_Formatter,
+        formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
     url_help = (
@@ -110,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--url", default=None, metavar="U", help=url_help)
     # --url is accepted before or after the command; given after, it wins.
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--url", default=argparse.SUPPRESS, metavar="U", help=url_help)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -119,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
             name, parents=[common], help=summary, description=description,
-            epilog=epilog, formatter_class=_Formatter,
+            epilog=epilog, formatter_class=Formatter,
         )
         return sub
 
@@ -338,33 +297,9 @@ def _connect(options: argparse.Namespace) -> tenure.Locks:
 
 
 def _run(options: argparse.Namespace) -> int:
-    from tenure.cli.run import RunOptions, run
+    from tenure.cli.run import run
 
-    if options.timeout is not None:
-        validate_timeout(options.timeout)
-    for flag in ("busy_exit_code", "lost_exit_code"):
-        code = getattr(options, flag)
-        if not 0 <= code <= 255:
-            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
-    if not options.grace >= 0:
-        raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
-    if options.semaphore is not None:
-        validate_limit(options.semaphore)
-    return run(
-        RunOptions(
-            name=validate_name(options.name),
-            command=options.argv,
-            url=options.url,
-            ttl=validate_ttl(options.ttl),
-            timeout=options.timeout,
-            no_wait=options.no_wait,
-            busy_exit_code=options.busy_exit_code,
-            lost_exit_code=options.lost_exit_code,
-            grace=options.grace,
-            semaphore=options.semaphore,
-            verbosity=options.verbosity,
-        )
-    )
+    return run(run_options(options, semaphore=options.semaphore))
 
 
 def _ls(options: argparse.Namespace) -> int:

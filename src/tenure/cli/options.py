@@ -1,14 +1,40 @@
 """Options ``tenure run`` and ``tenure elect`` share: how long to wait, what to say, and
-the exit status when nothing was obtained (flock(1)'s -n, -w, -E; -q and -v)."""
+the exit status when nothing was obtained (flock(1)'s -n, -w, -E; -q and -v); checked, the
+parsed options of either become one ``RunOptions`` for ``tenure.cli.run``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Sequence
 
-from tenure.cli import EXIT_BUSY
+from tenure._validation import validate_limit, validate_name, validate_timeout, validate_ttl
+from tenure.cli import EXIT_BUSY, CommandError
 from tenure.cli.progress import QUIET, VERBOSE
 
-__all__ = ["add_wait_options"]
+__all__ = ["RunOptions", "add_wait_options", "run_options"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    name: str
+    command: Sequence[str]
+    url: str | None
+    ttl: float
+    timeout: float | None
+    """None: wait forever."""
+    no_wait: bool
+    busy_exit_code: int
+    lost_exit_code: int
+    grace: float
+    """Seconds between SIGTERM and SIGKILL when the lease is lost."""
+    semaphore: int | None = None
+    """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
+    verbosity: int = 0
+    """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
+    leader_value: str | None = None
+    """Campaign in the election NAME with this value instead of taking the lock NAME
+    (``tenure elect``): CMD runs while this process is the leader."""
 
 
 def add_wait_options(parser: argparse.ArgumentParser, obtained: str) -> None:
@@ -32,3 +58,35 @@ def add_wait_options(parser: argparse.ArgumentParser, obtained: str) -> None:
                       help="report the wait: a live line on a terminal, else one line when it "
                            f"starts and one when {obtained} is obtained; with -v, also the "
                            "backend driver's own log lines")
+
+
+def run_options(
+    options: argparse.Namespace, *, semaphore: int | None = None, leader_value: str | None = None
+) -> RunOptions:
+    """The checked options of ``tenure run`` (with its ``semaphore`` limit, if any) or
+    ``tenure elect`` (with its ``leader_value``); the first bad one raises, in the order the
+    commands have always checked them."""
+    if options.timeout is not None:
+        validate_timeout(options.timeout)
+    for flag in ("busy_exit_code", "lost_exit_code"):
+        code = getattr(options, flag)
+        if not 0 <= code <= 255:
+            raise CommandError(f"--{flag.replace('_', '-')} must be 0..255, not {code}")
+    if not options.grace >= 0:
+        raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
+    if semaphore is not None:
+        validate_limit(semaphore)
+    return RunOptions(
+        name=validate_name(options.name),
+        command=options.argv,
+        url=options.url,
+        ttl=validate_ttl(options.ttl),
+        timeout=options.timeout,
+        no_wait=options.no_wait,
+        busy_exit_code=options.busy_exit_code,
+        lost_exit_code=options.lost_exit_code,
+        grace=options.grace,
+        semaphore=semaphore,
+        verbosity=options.verbosity,
+        leader_value=leader_value,
+    )

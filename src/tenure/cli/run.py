@@ -7,8 +7,9 @@ How it is built, and why:
 - The wait for the lock is made of short acquire attempts with a look at the signals between
   them. An attempt the server fails to answer in time (a stall), or once it has answered a
   timeout or a dropped connection, is retried until the user's deadline: only ``-w`` ends
-  the wait, as ``acquire(timeout=...)`` does in Python (``curable``). A server unreachable
-  from the start, or an error no retry can cure (a refused password), ends it at once.
+  the wait, as ``acquire(timeout=...)`` does in Python (``tenure.cli.failures``). A server
+  unreachable from the start, or an error no retry can cure (a refused password), ends it
+  at once.
 - CMD is started with ``posix_spawnp`` with an empty signal mask and default dispositions, so
   it sees signals exactly as if the shell had started it.
 - Signals the kernel generated from the terminal (Ctrl-C, Ctrl-\\) already reach CMD, which
@@ -22,13 +23,10 @@ How it is built, and why:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import re
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from typing import TextIO
 
 import tenure
@@ -41,13 +39,13 @@ from tenure.cli import (
     EXIT_UNAVAILABLE,
     CommandError,
 )
+from tenure.cli.failures import curable, describe_failure, one_line
 from tenure.cli.inspect import describe_holder, describe_lease
+from tenure.cli.options import RunOptions
 from tenure.cli.progress import QUIET, WaitReport
 from tenure.cli.signals import Arrival, SignalInbox, inbox
 
-__all__ = [
-    "ABORTING", "FORWARDED", "RunOptions", "curable", "describe_failure", "run", "should_forward",
-]
+__all__ = ["ABORTING", "FORWARDED", "run", "should_forward"]
 
 FORWARDED = frozenset(
     {signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2}
@@ -64,28 +62,6 @@ WAIT_SLICE = 0.25
 RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Pauses before the attempts that follow a failed one (the last repeats): a server that
 refuses connections is not hammered, one that comes back is found within a second."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    name: str
-    command: Sequence[str]
-    url: str | None
-    ttl: float
-    timeout: float | None
-    """None: wait forever."""
-    no_wait: bool
-    busy_exit_code: int
-    lost_exit_code: int
-    grace: float
-    """Seconds between SIGTERM and SIGKILL when the lease is lost."""
-    semaphore: int | None = None
-    """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
-    verbosity: int = 0
-    """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
-    leader_value: str | None = None
-    """Campaign in the election NAME with this value instead of taking the lock NAME
-    (``tenure elect``): CMD runs while this process is the leader."""
 
 
 class _Interrupted(Exception):
@@ -219,50 +195,6 @@ def _wait(
             failure = exc
 
 
-_RETRY_NAMES = ("Timeout", "Connect", "Unavailable", "Disconnect", "NoNodes", "AutoReconnect")
-"""Words in a driver's error class names that mean the server is slow or out of reach."""
-_FINAL_NAMES = ("Auth", "Permission", "Access", "Denied")
-"""Words that mean the server answered and said no: waiting will not change its answer."""
-
-
-def curable(exc: tenure.BackendError, *, answered: bool) -> bool:
-    """Whether a later attempt may succeed where ``exc`` failed. A stall (the server did not
-    answer an attempt within its slice's deadline, which only the slicing imposes) always
-    is: ``acquire(timeout=...)`` would have waited it out. A timeout or a lost connection is
-    once the server has ``answered`` in this run (it went away: it may come back). At first
-    contact it is not, as in Python: a wrong host or a server that is down is told at once,
-    not waited on forever. Nor is a refusal (bad password, no permission, a server error):
-    waiting would only hide it."""
-    # The lease core's stall message first: its error chains the driver's last word (or a
-    # TimeoutError) as the cause, which at first contact would read as "server down".
-    if _STALL.search(str(exc)) is not None:
-        return True
-    error: BaseException | None = exc.__cause__
-    if error is None or not answered:
-        return False
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        name = type(error).__name__
-        if any(word in name for word in _FINAL_NAMES):
-            return False
-        if isinstance(error, (TimeoutError, ConnectionError)) or any(
-            word in name for word in _RETRY_NAMES
-        ):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-_STALL = re.compile(r"no answer to \w+ of .* within the caller's timeout \([^)]*\) \+ [\d.]+ s")
-"""The lease core's message when a call outlived its deadline: the server stalled."""
-
-
-def describe_failure(exc: tenure.BackendError) -> str:
-    """One line; the slices' own deadlines, which the user never gave, are not named."""
-    return _STALL.sub(lambda found: found[0].split(" within ")[0] + " in time", _one_line(exc))
-
-
 def _look(locks: tenure.Locks, name: str, kind: str) -> LockInfo | None:
     """Who holds ``name``, for the wait report; a failing look only makes the report vaguer."""
     try:
@@ -351,7 +283,7 @@ def _release(lock: Lease, lost_reason: str | None, err: TextIO) -> str | None:
             _say(err, f"the lease on {lock.name!r} was gone when the command ended: "
                       f"{lost_reason}")
     except tenure.BackendError as exc:
-        _say(err, f"could not release {lock.name!r} ({_one_line(exc)}); it expires on its "
+        _say(err, f"could not release {lock.name!r} ({one_line(exc)}); it expires on its "
                   f"own within {lock.ttl:g} s")
     return lost_reason
 
@@ -387,13 +319,9 @@ def _signal_child(child: int, signum: int) -> None:
 
 def _reason(exc: tenure.LockError) -> str:
     # LockError's message ends with "(lock 'name')": the callers name the lock themselves.
-    text = _one_line(exc)
+    text = one_line(exc)
     suffix = f" (lock {exc.name!r})"
     return text.removesuffix(suffix)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def _signame(signum: int) -> str:
