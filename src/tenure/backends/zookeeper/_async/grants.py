@@ -217,7 +217,7 @@ class AsyncZooKeeperGrants(AsyncStore):
             ])
             if not isinstance(stat, Exception):
                 if write[1] != self.session.clock and unrecorded is not None:
-                    self.session.remember(unrecorded[0], unrecorded[1], stat.version)
+                    self.session.fences.remember(unrecorded[0], unrecorded[1], stat.version)
                 break
             if isinstance(stat, NoNodeError):
                 if write[1] != self.session.clock:
@@ -320,7 +320,7 @@ class AsyncZooKeeperGrants(AsyncStore):
         if isinstance(named, tuple):
             data, stat = named
             return None if int(data or b"0") >= fence else (parent, fence, stat.version)
-        return parent, fence, self.session.recorded_version(parent, fence)
+        return parent, fence, self.session.fences.recorded_version(parent, fence)
 
     def _record_unrecorded(self, held: Held) -> None:
         """Write a first try's fence in the background (a renewal: the lease lives on)."""

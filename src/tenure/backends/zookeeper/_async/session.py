@@ -60,8 +60,9 @@ from kazoo.exceptions import (
 )
 
 from tenure._concurrency import async_io as io
-from tenure.backends.zookeeper._calls import commit, new_result, start
+from tenure.backends.zookeeper._calls import commit, start
 from tenure.backends.zookeeper._config import ZooKeeperSettings
+from tenure.backends.zookeeper._fence_records import FenceRecords
 from tenure.backends.zookeeper._nodes import is_entry, sequence_of
 
 __all__ = ["DECIDING", "AsyncSession", "entries"]
@@ -72,10 +73,6 @@ DECIDING = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 
 INTERRUPTIONS_KEPT = 64
 """How many interruptions the session remembers the description of, for loss reasons."""
-
-RECORDS_KEPT = 1024
-"""How many names' fence writes ``record_soon`` remembers the version of."""
-
 
 class AsyncSession:
     def __init__(self, settings: ZooKeeperSettings) -> None:
@@ -93,9 +90,8 @@ class AsyncSession:
         self.on_connected: Callable[[], object] | None = None
         """Called in kazoo's thread, without blocking, when the connection is (re)established."""
         self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
-        self._recorded: dict[str, tuple[int, int]] = {}
-        """``record_soon``'s last write of each path: the number and the version it wrote,
-        the version to try first next time (no read, when nobody else wrote since)."""
+        self.fences = FenceRecords()
+        """The names' last fences this session wrote (``record_soon``)."""
         self._listeners_mutex = threading.Lock()
 
     # ---- the session's state -------------------------------------------------------------
@@ -294,77 +290,15 @@ class AsyncSession:
         mtime: int = stat.mtime
         return mtime
 
-    def recorded(self, path: str) -> bool:
-        """Whether ``record_soon`` wrote ``path`` before (and can try without a read)."""
-        return path in self._recorded
-
-    def recorded_version(self, path: str, fence: int) -> int | None:
-        """The version our last write of ``path`` made, if it wrote a number below
-        ``fence`` (None: unknown, read first)."""
-        ours = self._recorded.get(path)
-        return None if ours is None or ours[0] >= fence else ours[1]
-
-    def remember(self, path: str, fence: int, version: int) -> None:
-        """A write of ours of ``fence`` to ``path`` made ``version``."""
-        self._recorded.pop(path, None)  # the newest last, the oldest dropped first
-        self._recorded[path] = (fence, version)
-        if len(self._recorded) > RECORDS_KEPT:
-            self._recorded.pop(next(iter(self._recorded)), None)
-
     def record_soon(
         self, path: str, fence: int, version: int | None, *, guess: bool = True
     ) -> Any:
-        """Raise ``path``'s data (a decimal number) to ``fence`` unless it already is at
-        least that, without waiting: a versioned set (``version``: the one read; None: the
-        one our last write of it made, if ``guess`` and there was one, else read it first),
-        read again and retried when another write came between. The steps chain in kazoo's
-        thread; the result is a kazoo async result set (to True) once the number is there
-        or nothing more can be done (a failure: the connection went, and with it every
-        lease this was for). The data never goes back: every write is versioned after a
-        read (or after our own write) showing a lower number."""
+        """``FenceRecords.record_soon`` through this session's client, without waiting."""
         with self._mutex:
             client = self._client if self._pid == os.getpid() else None
         if client is None:
             raise ConnectionError("not connected (the session was closed)")
-        done = new_result(client)
-        if version is None and guess and (ours := self._recorded.get(path)) is not None:
-            if ours[0] >= fence:
-                done.set(True)  # we wrote a number at least as high: it cannot go back
-                return done
-            version = ours[1]
-
-        def write(version: int) -> None:
-            start(client, "set", path, str(fence).encode(), version=version).rawlink(written)
-
-        def read() -> None:
-            start(client, "get", path).rawlink(judge)
-
-        def written(result: Any) -> None:
-            if isinstance(result.exception, BadVersionError):
-                read()  # another grant wrote it meanwhile: judge its number
-                return
-            if result.successful():
-                self.remember(path, fence, result.get(block=False).version)
-            done.set(True)
-
-        def judge(result: Any) -> None:
-            if not result.successful():
-                done.set(True)
-                return
-            data, stat = result.get(block=False)
-            if int(data or b"0") >= fence:
-                done.set(True)
-            else:
-                write(stat.version)
-
-        try:
-            if version is None:
-                read()
-            else:
-                write(version)
-        except (KazooException, OSError):
-            done.set(True)
-        return done
+        return self.fences.record_soon(client, path, fence, version, guess=guess)
 
     def watch_soon(
         self, path: str, watch: Callable[[Any], object], gone: Callable[[], object],

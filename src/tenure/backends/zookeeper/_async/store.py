@@ -126,7 +126,7 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
             ("create", (f"{parent}/{node_prefix(token, mode)}", record.encode()),
              {"ephemeral": True, "sequence": True, "makepath": True, "include_data": True}),
             ("get_children", (parent,), {}),
-            *([] if self.session.recorded(parent) else [("get", (parent,), {})]),
+            *([] if self.session.fences.recorded(parent) else [("get", (parent,), {})]),
         ])
         if isinstance(created, Exception):
             raise created
