@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tenure._sync.store import Attempt
+from tenure._sync.ordered_attempt import OrderedAttempt
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Holder, LeaseSpec, Mode
+from tenure._types import Busy, Grant, Mode
 from tenure.backends.etcd._sync.first_try import Held, QueuePlace, first_try
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
@@ -63,20 +63,11 @@ if TYPE_CHECKING:
 __all__ = ["EtcdAttempt"]
 
 
-class EtcdAttempt(Attempt):
+class EtcdAttempt(OrderedAttempt[QueuePlace]):
     """One acquire call's tries: the first writes (or refuses, leaving a place ready), the
     waits queue and watch, the later ones settle the place (module docstring)."""
 
     store: EtcdBackend
-
-    def __init__(
-        self, store: EtcdBackend, name: str, spec: LeaseSpec, *, token: str, ttl: float,
-        holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.place: QueuePlace | None = None
-        """The place the last refused try left (None: no try refused yet)."""
-        self.waited = False
 
     def try_once(self) -> Grant | Busy:
         place = self.place
@@ -95,28 +86,8 @@ class EtcdAttempt(Attempt):
             return Busy(None)
         return outcome
 
-    def wait(self, timeout: float, busy: Busy) -> None:
-        self.waited = True
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        if self.place is None:
-            # Not queued (an election's observer): wake at the next deletion under the name
-            # (a release, expiry or break), else after ``timeout``.
-            self.store.watch_name(self.spec.kind, self.name, timeout)
-            return
-        self._wait_in_place(self.place, timeout)
-
-    @property
-    def holds_place(self) -> bool:
-        return self.spec.queues or self.waited
-
-    def leave(self) -> None:
-        if self.spec.queues:
-            self.store.release(self.spec.kind, self.name, self.token)
-        elif self.place is not None:
-            self._leave(self.place)
+    def wait_unplaced(self, timeout: float) -> None:
+        self.store.watch_name(self.spec.kind, self.name, timeout)
 
     # ---- the steps of a queued waiter ------------------------------------------------------
 
@@ -148,7 +119,7 @@ class EtcdAttempt(Attempt):
             None,
         )
         if conflict is not None:
-            self._leave(place)
+            self.leave_place(place)
             raise limit_mismatch(place.name, conflict, place.limit)
         return self._take(place, None)
 
@@ -158,18 +129,7 @@ class EtcdAttempt(Attempt):
         if mode == Mode.WRITE:
             # Its own key is in the range, as a lock's waiter's.
             return self._take_in_turn(place, ahead_in)
-        answer = self.store.gateway.post("/v3/kv/txn", {"success": [
-            {"request_range": {"key": b64(place.key)}},
-            # Not count_only: etcd counts the whole range, before the revision filter.
-            newest_before(ahead_in, place.revision),
-        ]})
-        mine, ahead = (kvs(response) for response in answer["responses"])
-        place.watch_from = revision(answer) + 1
-        if not mine or int(mine[0]["create_revision"]) != place.revision:
-            place.revision = 0  # our place lapsed: join again at the back
-            return place
-        if ahead:
-            place.predecessor, place.predecessor_known = ahead[0]["key"], True
+        if not self._look_ahead(place, ahead_in, {"key": b64(place.key)}):
             return place
         return self._take(place, None)
 
@@ -178,20 +138,30 @@ class EtcdAttempt(Attempt):
         that may have seen the key ahead go; after a quiet timeout, a read first (every wait
         is followed by a fresh look, as watches can miss events, but a read is not a Raft
         write, as even a refused transaction with writes is)."""
-        if not place.woken:
-            answer = self.store.gateway.post("/v3/kv/txn", {"success": [
-                {"request_range": {"key": b64(place.key), "keys_only": True}},
-                newest_before(ahead_in, place.revision),
-            ]})
-            mine, ahead = (kvs(response) for response in answer["responses"])
-            place.watch_from = revision(answer) + 1
-            if not mine or int(mine[0]["create_revision"]) != place.revision:
-                place.revision = 0  # our place lapsed: join again at the back
-                return place
-            if ahead:
-                place.predecessor, place.predecessor_known = ahead[0]["key"], True
-                return place
+        if not place.woken and not self._look_ahead(
+            place, ahead_in, {"key": b64(place.key), "keys_only": True}
+        ):
+            return place
         return self._take(place, ahead_in)
+
+    def _look_ahead(self, place: QueuePlace, ahead_in: str, mine: JSON) -> bool:
+        """Read our key (``mine``: its range request) and the newest key of ``ahead_in``
+        older than it, in one read: True when nothing is ahead; else False, the place
+        marked lapsed (join again at the back) or holding the key to watch."""
+        answer = self.store.gateway.post("/v3/kv/txn", {"success": [
+            {"request_range": mine},
+            # Not count_only: etcd counts the whole range, before the revision filter.
+            newest_before(ahead_in, place.revision),
+        ]})
+        ours, ahead = (kvs(response) for response in answer["responses"])
+        place.watch_from = revision(answer) + 1
+        if not ours or int(ours[0]["create_revision"]) != place.revision:
+            place.revision = 0  # our place lapsed: join again at the back
+            return False
+        if ahead:
+            place.predecessor, place.predecessor_known = ahead[0]["key"], True
+            return False
+        return True
 
     def _take(self, place: QueuePlace, ahead_in: str | None) -> Grant | QueuePlace:
         """Move our key onto our holder lease, if it is still the key we queued and, with
@@ -239,7 +209,7 @@ class EtcdAttempt(Attempt):
                        Held(place.key, lease, place.revision, record))
         return Grant(place.revision)
 
-    def _wait_in_place(self, place: QueuePlace, timeout: float) -> None:
+    def wait_in_place(self, place: QueuePlace, timeout: float) -> None:
         store = self.store
         prefix = self._prefix(place)
         # One request keeps our place and the lease we will hold the name on alive: the
@@ -275,7 +245,7 @@ class EtcdAttempt(Attempt):
                 place.predecessor, None, place.watch_from, timeout
             )
 
-    def _leave(self, place: QueuePlace) -> None:
+    def leave_place(self, place: QueuePlace) -> None:
         """Give up a place: the queue key goes with its lease; the holder lease stays ours."""
         lease, place.holder_lease = place.holder_lease, None
         if place.revision and place.lease is not None:

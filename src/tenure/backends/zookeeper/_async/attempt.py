@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from tenure._async.store import AsyncAttempt
+from tenure._async.ordered_attempt import AsyncOrderedAttempt
 from tenure._concurrency import async_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Mode
@@ -59,15 +59,11 @@ if TYPE_CHECKING:
 __all__ = ["AsyncZooKeeperAttempt", "drop", "rewrite"]
 
 
-class AsyncZooKeeperAttempt(AsyncAttempt):
+class AsyncZooKeeperAttempt(AsyncOrderedAttempt[Place]):
     """The tries of one acquire call: the first creates a node (the store's ``join``); once
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: AsyncZooKeeperBackend
-    place: Place | None = None
-    """The waiter's place since the last refusal (None: never refused)."""
-    waited: bool = False
-    """A wait ran: it may have made a place, which giving up deletes."""
 
     async def try_once(self) -> Grant | Busy:
         place = self.place
@@ -79,26 +75,9 @@ class AsyncZooKeeperAttempt(AsyncAttempt):
         self.place = outcome
         return Busy(None)
 
-    async def wait(self, timeout: float, busy: Busy) -> None:
-        self.waited = True
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        if self.place is None:
-            await self._watch_name(timeout)
-        else:
-            await self._wait_in_queue(self.place, timeout)
-
-    @property
-    def holds_place(self) -> bool:
-        return self.spec.queues or self.waited
-
-    async def leave(self) -> None:
-        if self.spec.queues:
-            await self.store.release(self.spec.kind, self.name, self.token)
-        elif self.place is not None and self.place.path:
-            path, self.place.path = self.place.path, ""
+    async def leave_place(self, place: Place) -> None:
+        if place.path:
+            path, place.path = place.path, ""
             await self.store.session.delete(path)
 
     # ---- a place in the queue ----------------------------------------------------------------
@@ -158,7 +137,7 @@ class AsyncZooKeeperAttempt(AsyncAttempt):
         )
         return Grant(place.czxid)
 
-    async def _wait_in_queue(self, place: Place, timeout: float) -> None:
+    async def wait_in_place(self, place: Place, timeout: float) -> None:
         session = self.store.session
         # A refusal just made rewrote our node and listed the queue: its list is used as is.
         ahead, place.ahead = place.ahead, None
@@ -222,7 +201,7 @@ class AsyncZooKeeperAttempt(AsyncAttempt):
         finally:
             waiting = False
 
-    async def _watch_name(self, timeout: float) -> None:
+    async def wait_unplaced(self, timeout: float) -> None:
         """Not queued (an election's observer): wake when the name's nodes change (a
         release, expiry judged by a contender, break or new contender), else after
         ``timeout``."""

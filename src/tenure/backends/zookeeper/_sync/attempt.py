@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from tenure._sync.store import Attempt
+from tenure._sync.ordered_attempt import OrderedAttempt
 from tenure._concurrency import sync_io as io
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Mode
@@ -61,15 +61,11 @@ if TYPE_CHECKING:
 __all__ = ["ZooKeeperAttempt", "drop", "rewrite"]
 
 
-class ZooKeeperAttempt(Attempt):
+class ZooKeeperAttempt(OrderedAttempt[Place]):
     """The tries of one acquire call: the first creates a node (the store's ``join``); once
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: ZooKeeperBackend
-    place: Place | None = None
-    """The waiter's place since the last refusal (None: never refused)."""
-    waited: bool = False
-    """A wait ran: it may have made a place, which giving up deletes."""
 
     def try_once(self) -> Grant | Busy:
         place = self.place
@@ -81,26 +77,9 @@ class ZooKeeperAttempt(Attempt):
         self.place = outcome
         return Busy(None)
 
-    def wait(self, timeout: float, busy: Busy) -> None:
-        self.waited = True
-        if self.spec.queues and self.spec.queue_ttl is not None:
-            # The next try refreshes this waiter's place: it must come before the place
-            # lapses, whatever the back-off wanted.
-            timeout = min(timeout, self.spec.queue_ttl / 3)
-        if self.place is None:
-            self._watch_name(timeout)
-        else:
-            self._wait_in_queue(self.place, timeout)
-
-    @property
-    def holds_place(self) -> bool:
-        return self.spec.queues or self.waited
-
-    def leave(self) -> None:
-        if self.spec.queues:
-            self.store.release(self.spec.kind, self.name, self.token)
-        elif self.place is not None and self.place.path:
-            path, self.place.path = self.place.path, ""
+    def leave_place(self, place: Place) -> None:
+        if place.path:
+            path, place.path = place.path, ""
             self.store.session.delete(path)
 
     # ---- a place in the queue ----------------------------------------------------------------
@@ -160,7 +139,7 @@ class ZooKeeperAttempt(Attempt):
         )
         return Grant(place.czxid)
 
-    def _wait_in_queue(self, place: Place, timeout: float) -> None:
+    def wait_in_place(self, place: Place, timeout: float) -> None:
         session = self.store.session
         # A refusal just made rewrote our node and listed the queue: its list is used as is.
         ahead, place.ahead = place.ahead, None
@@ -224,7 +203,7 @@ class ZooKeeperAttempt(Attempt):
         finally:
             waiting = False
 
-    def _watch_name(self, timeout: float) -> None:
+    def wait_unplaced(self, timeout: float) -> None:
         """Not queued (an election's observer): wake when the name's nodes change (a
         release, expiry judged by a contender, break or new contender), else after
         ``timeout``."""
