@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 import operator
+import urllib.parse
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from tenure._errors import ConfigurationError
 
 __all__ = [
-    "DEFAULT_GC_AFTER", "flag_option", "gc_after_option", "integer_option", "number_option"
+    "DEFAULT_GC_AFTER", "flag_option", "gc_after_option", "integer_option", "merged_options",
+    "namespace_option", "number_option",
 ]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -105,3 +109,28 @@ def gc_after_option(owner: str, value: object) -> float | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in _FOREVER):
         return None
     return number_option(owner, "gc_after", value, unit=" seconds", above=0)
+
+
+def merged_options(
+    owner: str, query_text: str, options: Mapping[str, Any], known: Collection[str]
+) -> dict[str, Any]:
+    """A URL's query options with ``connect()``'s keywords over them; ConfigurationError
+    naming the ones ``owner`` does not know."""
+    query = dict(urllib.parse.parse_qsl(query_text, keep_blank_values=True))
+    merged: dict[str, Any] = {**query, **options}
+    unknown = set(merged) - set(known)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown {owner} option(s) {sorted(unknown)}; known: {list(known)}"
+        )
+    return merged
+
+
+def namespace_option(owner: str, value: object) -> str:
+    """The key prefix a consensus store's nodes live under (default "tenure"): one path
+    segment, so that it cannot reach outside itself."""
+    if not isinstance(value, str) or not value or "/" in value:
+        raise ConfigurationError(
+            f"{owner} option namespace must be a non-empty name without '/', not {value!r}"
+        )
+    return value

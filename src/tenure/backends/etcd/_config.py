@@ -16,7 +16,7 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import shared_credentials
-from tenure._options import number_option
+from tenure._options import merged_options, namespace_option, number_option
 from tenure._urls import redact
 
 __all__ = ["EtcdSettings", "parse"]
@@ -66,18 +66,8 @@ def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
         if username is None:
             raise ConfigurationError(f"etcd credentials need a user name: {display!r}")
     endpoints = tuple(_endpoint(host, scheme, display) for host in addresses)
-    query = dict(urllib.parse.parse_qsl(query_text, keep_blank_values=True))
-    merged: dict[str, Any] = {**query, **options}
-    unknown = set(merged) - set(URL_OPTIONS)
-    if unknown:
-        raise ConfigurationError(
-            f"unknown etcd option(s) {sorted(unknown)}; known: {list(URL_OPTIONS)}"
-        )
-    namespace = merged.get("namespace", "tenure")
-    if not isinstance(namespace, str) or not namespace or "/" in namespace:
-        raise ConfigurationError(
-            f"etcd option namespace must be a non-empty string without '/', not {namespace!r}"
-        )
+    merged = merged_options("etcd", query_text, options, URL_OPTIONS)
+    namespace = namespace_option("etcd", merged.get("namespace", "tenure"))
     tls = {key: merged.get(key) for key in ("ssl_ca", "ssl_cert", "ssl_key")}
     if scheme == "etcd" and any(tls.values()):
         raise ConfigurationError("ssl_ca, ssl_cert and ssl_key need an etcds:// URL")

@@ -15,7 +15,7 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import shared_credentials, split_location
-from tenure._options import number_option
+from tenure._options import merged_options, namespace_option, number_option
 from tenure._urls import redact
 
 __all__ = ["ZooKeeperSettings", "parse"]
@@ -68,18 +68,8 @@ def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
             raise ConfigurationError(f"a ZooKeeper URL needs host:port members: {display!r}")
         members.append(f"{parts.hostname}:{port}")
     chroot = chroot.rstrip("/")
-    query = dict(urllib.parse.parse_qsl(query_text, keep_blank_values=True))
-    merged: dict[str, Any] = {**query, **options}
-    unknown = set(merged) - set(OPTIONS)
-    if unknown:
-        raise ConfigurationError(
-            f"unknown ZooKeeper option(s) {sorted(unknown)}; known: {list(OPTIONS)}"
-        )
-    namespace = merged.get("namespace", "tenure")
-    if not isinstance(namespace, str) or not namespace or "/" in namespace:
-        raise ConfigurationError(
-            f"ZooKeeper option namespace must be a non-empty name without '/', not {namespace!r}"
-        )
+    merged = merged_options("ZooKeeper", query_text, options, OPTIONS)
+    namespace = namespace_option("ZooKeeper", merged.get("namespace", "tenure"))
     return ZooKeeperSettings(
         hosts=",".join(members) + (f"/{chroot}" if chroot else ""),
         namespace=namespace,
