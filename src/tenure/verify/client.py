@@ -75,6 +75,7 @@ class Client:
                 ready.put(self.client)
             with locks:
                 self.locks = locks
+                self.fair = locks.supports("fair")
                 go.wait()
                 looped = True
                 try:
@@ -214,7 +215,7 @@ class Client:
         if self.primitive == "rwlock":
             if mode == "read":
                 return self.locks.rwlock(name, ttl=ttl).read()
-            if self.random.random() < 0.5:
+            if self.fair and self.random.random() < 0.5:
                 return self.locks.lock(name, ttl=ttl, fair=True)  # the same write lease
             return self.locks.rwlock(name, ttl=ttl).write()
         if self.primitive == "election":
