@@ -57,9 +57,9 @@ def add_commands(command: CommandFactory) -> None:
         "some order of the calls, each placed between its invocation and its answer, is "
         "what a fenced lease would answer: at most one live holder, expiry only once the "
         "ttl may have run out, fences strictly increasing, 'not held' only where the lease "
-        "may have ended (--semaphore, --rwlock, --election: the rules of those primitives "
-        "instead; docs/verify.md). Exit 0 if so, 1 with the smallest excerpt that has no "
-        "valid order "
+        "may have ended (--semaphore, --rwlock or --election, one at most: the rules of those "
+        "primitives instead). Exit 0 if so, 1 with the smallest excerpt that "
+        "has no valid order "
         f"and why, {EXIT_UNDECIDED} if the check ran out of --budget. With --check FILE, "
         "check a saved history instead of running one.",
         EPILOG,
