@@ -134,8 +134,8 @@ class Operation:
             found.append("a granted acquire needs its fence")
         if self.kind == "leader" and self.primitive != "election":
             found.append("leader is an election's call")
-        if self.kind == "leader" and self.held and self.lease is None:
-            found.append("a leader answer needs the leader's lease (its value)")
+        if self.kind == "leader" and self.held and (self.lease is None or self.fence is None):
+            found.append("a leader answer needs the leader's lease (its value) and term")
         return found
 
     def _mode_problems(self) -> list[str]:

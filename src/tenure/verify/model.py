@@ -275,14 +275,15 @@ class LeaseModel:
         return self._ended(state, op, "owned() answered False")
 
     def _locked(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
+        side = "" if op.mode is None else f" ({op.mode} side)"  # a read-write lock's handle
         if op.held:
             if self._full(state, op):
                 return [state], ""
-            return [], f"answered held while {'free' if not state.leases else 'not full'}"
+            return [], f"answered held{side} while {self._why_not_full(state, op)}"
         rooms = self._room(state, op)
         if rooms:
             return rooms, ""
-        return [], "answered not held while " + self._why_full(state, op)
+        return [], f"answered not held{side} while " + self._why_full(state, op)
 
     def _inspect(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
         if not op.held or self.limit > 1 or op.fence is None:

@@ -101,14 +101,7 @@ class RwLockModel(LeaseModel):
     def _locked(self, state: State, index: int, op: Operation) -> Step:
         if op.held and not self.strict_refusals:
             return [state], ""  # a waiting place makes locked() True: proves little
-        if op.held:
-            if self._full(state, op):
-                return [state], ""
-            return [], f"answered held ({op.mode} side) while {self._why_not_full(state, op)}"
-        rooms = self._room(state, op)
-        if rooms:
-            return rooms, ""
-        return [], f"answered not held ({op.mode} side) while " + self._why_full(state, op)
+        return super()._locked(state, index, op)
 
     def _inspect(self, state: State, index: int, op: Operation) -> Step:
         if not op.held:
