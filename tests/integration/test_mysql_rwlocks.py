@@ -291,3 +291,22 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(mysql_ur
         writer = locks.rwlock(name, ttl=5).write()
         assert writer.acquire(blocking=False)
         writer.release()
+
+
+def test_inspect_does_not_list_a_lease_ended_after_its_now(mysql_url: str) -> None:
+    """inspect reads NOW when its statement starts and its snapshot later: a release that
+    commits in between has ended the entry at a later NOW (seq 0), which inspect must not
+    list as a live lease with fence 0 (``tenure verify --rwlock`` saw it)."""
+    name = f"rw:{uuid.uuid4().hex}"
+    with tenure.connect(mysql_url) as locks:
+        writer = locks.rwlock(name, ttl=30).write()
+        assert writer.acquire(blocking=False)
+        fence = writer.fence
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and [lease.fence for lease in info.leases] == [fence]
+        # What such an inspect's snapshot holds: the release's end, after its own NOW.
+        raw(mysql_url, "UPDATE tenure_locks_rwlock_entries SET seq = 0, "
+            "expires_at = UTC_TIMESTAMP(6) + INTERVAL 5 SECOND WHERE name = %s",
+            (name.encode(),))
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and info.leases == () and info.queued == 0

@@ -45,6 +45,52 @@ def test_semaphores_of_a_correct_store_are_linearizable(
     assert {(op.primitive, op.limit) for op in history} == {("semaphore", 2)}
 
 
+@pytest.mark.parametrize(("flag", "primitive", "read"), [("--rwlock", "rwlock", "inspect"),
+                                                        ("--election", "election", "leader")])
+def test_rwlocks_and_elections_of_a_correct_store_are_linearizable(
+        flag: str, primitive: str, read: str, capsys: pytest.CaptureFixture[str],
+        tmp_path: pathlib.Path) -> None:
+    saved = tmp_path / "run.jsonl"
+    status = main(["verify", "--url", f"memory://verify-{primitive}", *RUN, flag,
+                   "--save", str(saved)])
+    assert status == 0, capsys.readouterr().out
+    history, about = load(saved)
+    assert about["primitive"] == primitive
+    assert {op.primitive for op in history} == {primitive}
+    answered = [op for op in history if op.kind == read and op.outcome == "ok"]
+    assert any(op.held for op in answered)
+    if primitive == "rwlock":
+        modes = {op.mode for op in history if op.kind == "acquire" and op.outcome == "ok"}
+        assert modes == {"read", "write"}
+        assert any(op.fences for op in answered)
+    else:
+        assert all(op.lease and op.fence for op in answered if op.held)
+        assert any(not op.held for op in answered)
+
+    # The primitive travels with the history: --check checks it with the same model.
+    capsys.readouterr()
+    assert main(["verify", "--check", str(saved)]) == 0
+    assert f"checking {saved}: url memory://verify-{primitive}, primitive {primitive}" in (
+        capsys.readouterr().out)
+
+
+def test_a_store_granting_a_writer_among_readers_is_caught(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    status = main(["verify", "--url", register(monkeypatch), *RUN, "--rwlock"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "write granted while held: read lease" in out and "<- cannot be placed" in out
+
+
+@pytest.mark.parametrize("arguments", [
+    ["--semaphore", "2", "--rwlock"], ["--rwlock", "--election"],
+    ["--semaphore", "2", "--election"],
+])
+def test_one_primitive_per_run(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--url", "memory://", *arguments]) == EXIT_USAGE
+    assert "a run checks one primitive, give one" in capsys.readouterr().err
+
+
 def test_a_store_granting_while_held_is_caught(capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: pathlib.Path) -> None:

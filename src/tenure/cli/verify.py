@@ -35,6 +35,7 @@ CommandFactory = Callable[..., argparse.ArgumentParser]
 EPILOG = f"""\
 examples:
   tenure verify --url redis://cache:6379/0 --seconds 60 --save run.jsonl
+  tenure verify --url etcd://etcd:2379 --rwlock --seconds 60
   tenure verify --check run.jsonl --html timeline.html
 
 exit status:
@@ -56,7 +57,9 @@ def add_commands(command: CommandFactory) -> None:
         "some order of the calls, each placed between its invocation and its answer, is "
         "what a fenced lease would answer: at most one live holder, expiry only once the "
         "ttl may have run out, fences strictly increasing, 'not held' only where the lease "
-        "may have ended. Exit 0 if so, 1 with the smallest excerpt that has no valid order "
+        "may have ended (--semaphore, --rwlock or --election, one at most: the rules of those "
+        "primitives instead). Exit 0 if so, 1 with the smallest excerpt that "
+        "has no valid order "
         f"and why, {EXIT_UNDECIDED} if the check ran out of --budget. With --check FILE, "
         "check a saved history instead of running one.",
         EPILOG,
@@ -73,6 +76,16 @@ def add_commands(command: CommandFactory) -> None:
     verify.add_argument("--semaphore", type=int, default=None, metavar="N",
                         help="use counting semaphores of N permits instead of locks (at most "
                              "N live holders per name)")
+    verify.add_argument("--rwlock", action="store_true",
+                        help="use read-write locks instead of locks: clients take the read "
+                             "side, or less often the write side (also as a fair lock); "
+                             "checked: a writer alone, readers never with a writer, write "
+                             "fences above every earlier fence, read fences above every "
+                             "earlier write's, inspect() listing the live leases")
+    verify.add_argument("--election", action="store_true",
+                        help="use elections instead of locks: clients campaign, resign and "
+                             "ask leader(); checked: one leader at a time, terms strictly "
+                             "increasing, leader() naming the live leader with its term")
     verify.add_argument("--save", default=None, metavar="FILE",
                         help="write the recorded history to FILE (JSON lines)")
     verify.add_argument("--check", default=None, metavar="FILE",
@@ -101,7 +114,7 @@ def _verify(options: argparse.Namespace) -> int:
         if about:
             out.write(f"checking {options.check}: " + ", ".join(
                 f"{key} {redact(str(about[key])) if key == 'url' else about[key]}"
-                for key in ("url", "clients", "seconds", "ttl")
+                for key in ("url", "primitive", "clients", "seconds", "ttl")
                 if key in about) + "\n")
     else:
         from tenure.verify.workload import (
@@ -113,7 +126,8 @@ def _verify(options: argparse.Namespace) -> int:
 
         run = WorkloadOptions(url=options.url, clients=options.clients, seconds=options.seconds,
                               names=options.names, ttl=options.ttl, seed=options.seed,
-                              semaphore=options.semaphore)
+                              semaphore=options.semaphore, rwlock=options.rwlock,
+                              election=options.election)
         # Leases the run loses on purpose are not news.
         logging.getLogger("tenure").setLevel(logging.ERROR)
         try:
@@ -138,6 +152,11 @@ def _validate(options: argparse.Namespace) -> None:
         raise CommandError(f"--ttl must be 0.05..3600 seconds, not {options.ttl}")
     if options.semaphore is not None and not 1 <= options.semaphore <= 1000:
         raise CommandError(f"--semaphore must be 1..1000 permits, not {options.semaphore}")
+    chosen = [flag for flag, given in (("--semaphore", options.semaphore is not None),
+                                       ("--rwlock", options.rwlock),
+                                       ("--election", options.election)) if given]
+    if len(chosen) > 1:
+        raise CommandError(f"{' and '.join(chosen)}: a run checks one primitive, give one")
     if not options.budget > 0:
         raise CommandError(f"--budget must be > 0 seconds, not {options.budget}")
     if options.check is not None and options.save is not None:

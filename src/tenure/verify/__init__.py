@@ -7,9 +7,11 @@
 A history is a list of ``Operation`` (``tenure.verify.history`` says what each field
 means), saved and loaded as JSON lines (``save``, ``load``). ``check`` splits it by name and
 searches each part for an order of the calls that a fenced lease explains (the model:
-``tenure.verify.model``; the search: ``tenure.verify.search``). The client side of
+``tenure.verify.model``, and for read-write locks and elections
+``tenure.verify.primitives``; the search: ``tenure.verify.search``). The client side of
 ``tenure verify``, processes that call a store and record what happened, is
-``tenure.verify.workload``. docs/verify.md is the user's guide.
+``tenure.verify.workload`` (each client: ``tenure.verify.client``). docs/verify.md is the
+user's guide.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from tenure._errors import InvalidArgument
 from tenure.verify.history import READS, Operation, partition
 from tenure.verify.model import ClockAllowance, LeaseModel
+from tenure.verify.primitives import model_for
 from tenure.verify.search import Stuck, search
 
 __all__ = ["DEFAULT_BUDGET", "Report", "Violation", "check"]
@@ -49,18 +50,22 @@ def _context(operations: Sequence[Operation], stuck: Stuck) -> list[int]:
     """The calls around the point where ``stuck`` ended (``Violation.excerpt``)."""
     chosen = {stuck.blocking, *stuck.candidates}
     for state in stuck.states:
-        # The grant of the last fence (a fence that goes back is judged against it).
+        # The grant of the last fence, and of a read-write lock's last write fence (a fence
+        # that goes back is judged against them).
+        judged = {state.last_fence, state.last_write} - {None}
         chosen.update(i for i in stuck.placed if operations[i].kind == "acquire"
-                      and operations[i].fence == state.last_fence)
+                      and operations[i].fence in judged)
         for lease in state.leases:
             chosen.add(lease.set_by)
             chosen.update(i for i, op in enumerate(operations)
                           if op.kind == "acquire" and op.lease == lease.lease)
-    # The grant of any lease a chosen call is about (why its client believed it held).
+    # The grant of any lease a chosen call is about (why its client believed it held), and
+    # the release of a lease a read names (why it had ended: a resigned leader).
     leases = {operations[i].lease for i in chosen if operations[i].lease}
-    chosen.update(i for i in stuck.placed
-                  if operations[i].kind == "acquire" and operations[i].lease
-                  in leases)
+    read = {operations[i].lease for i in chosen if operations[i].kind in READS}
+    chosen.update(i for i in stuck.placed if (
+        (operations[i].kind == "acquire" and operations[i].lease in leases)
+        or (operations[i].kind == "release" and operations[i].lease in read)))
     return sorted(chosen, key=lambda i: (operations[i].invoked, i))
 
 
@@ -153,7 +158,9 @@ def check(
     budget: float = DEFAULT_BUDGET,
     strict_refusals: bool = False,
 ) -> Report:
-    """Check ``history`` against the fenced-lease model, one (primitive, name) at a time.
+    """Check ``history`` against the fenced-lease model of each call's primitive (a lock, a
+    semaphore, a read-write lock, an election: ``tenure.verify.primitives``), one
+    (primitive, name) at a time.
 
     Each name starts free. ``budget`` bounds the whole check (seconds); names not decided
     in time are reported in ``Report.unknown``. ``strict_refusals``: a refused acquire needs
@@ -181,8 +188,8 @@ def check(
         limits = {op.limit for op in calls}
         if len(limits) > 1:
             raise InvalidArgument(f"{key[0]} {key[1]!r} is used with limits {sorted(limits)}")
-        model = LeaseModel(limits.pop() if limits else 1, allowance,
-                           strict_refusals=strict_refusals)
+        model = model_for(key[0], limits.pop() if limits else 1, allowance,
+                          strict_refusals=strict_refusals)
         outcome = search(model, calls, deadline)
         if outcome.verdict == "violation":
             assert outcome.stuck is not None

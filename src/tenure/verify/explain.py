@@ -16,15 +16,19 @@ def _time(value: float, origin: float) -> str:
 
 
 def _state(state: State, origin: float) -> str:
-    last = "" if state.last_fence is None else f" (last fence {state.last_fence})"
+    # The last fences, unless a live lease shows them (a fence that goes back is judged
+    # against them; a read-write lock's reads against the last write's).
+    live = {None, *(lease.fence for lease in state.leases)}
+    last = "" if state.last_fence in live else f" (last fence {state.last_fence})"
+    if state.last_write not in live | {state.last_fence}:
+        last += f" (last write fence {state.last_write})"
     if not state.leases:
         return "free" + last
-    if any(lease.fence == state.last_fence for lease in state.leases):
-        last = ""
     parts = []
     for lease in state.leases:
         fence = "unknown fence" if lease.fence is None else f"fence {lease.fence}"
-        parts.append(f"lease {lease.lease} live ({fence}, may expire from "
+        mode = "" if lease.mode is None else f"{lease.mode} "
+        parts.append(f"{mode}lease {lease.lease} live ({fence}, may expire from "
                      f"{lease.ends_after - origin:.3f} s)")
     return ", ".join(parts) + last
 

@@ -64,6 +64,8 @@ def load(path: str | pathlib.Path) -> tuple[list[Operation], dict[str, Any]]:
         unknown = sorted(set(record) - set(_FIELDS))
         if unknown:
             raise InvalidArgument(f"{path}:{number}: unknown field(s) {', '.join(unknown)}")
+        if isinstance(record.get("fences"), list):
+            record["fences"] = tuple(record["fences"])  # JSON has no tuples
         try:
             operation = Operation(**record)
         except TypeError as exc:

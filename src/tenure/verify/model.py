@@ -35,7 +35,8 @@ state as the table in ``tenure.verify.history`` says, or is impossible in it:
 A step answers the states that can follow (none: the call is impossible here) and, when
 there are none, why. Read-write locks (modes) and elections (a lock whose fence is the term)
 fit the same state: a lease gains a mode, ``_room`` a mode rule, like
-``tenure.backends._ordered_queue``.
+``tenure.backends._ordered_queue`` (``tenure.verify.primitives`` holds those models; this
+module's ``_room`` is the limit rule).
 """
 
 from __future__ import annotations
@@ -77,12 +78,16 @@ class Lease(NamedTuple):
     """Its fence; None when its grant went unanswered."""
     set_by: int
     """The index (in its part of the history) of the call that granted or last extended it."""
+    mode: str | None = None
+    """A read-write lock's lease: "read" or "write"; None for the other primitives."""
 
 
 class State(NamedTuple):
     leases: tuple[Lease, ...]
     """Live leases, sorted (so equal states compare and hash equal)."""
     last_fence: int | None
+    last_write: int | None = None
+    """A read-write lock's highest write fence: a read granted later must be above it."""
 
 
 INITIAL = State((), None)
@@ -122,7 +127,7 @@ class LeaseModel:
     def _with(state: State, leases: list[Lease] | tuple[Lease, ...],
               last_fence: int | None = None) -> State:
         fence = state.last_fence if last_fence is None else last_fence
-        return State(tuple(sorted(leases)), fence)
+        return State(tuple(sorted(leases)), fence, state.last_write)
 
     def _without(self, state: State, gone: Lease) -> State:
         return self._with(state, [live for live in state.leases if live is not gone])
@@ -140,59 +145,92 @@ class LeaseModel:
     def _expirable(self, state: State, op: Operation) -> list[Lease]:
         return [live for live in state.leases if live.ends_after <= op.latest]
 
-    def _freed(self, state: State, op: Operation) -> list[State]:
-        """States with room for one more lease by ``op``'s time: as is, or with one lease
-        that may have run out by then expired."""
+    # ---- the rules a primitive may change (``tenure.verify.primitives``) -----------------
+
+    def _full(self, state: State, op: Operation) -> bool:
+        """Whether ``op``'s lease would be refused now, before any expiry."""
+        return len(state.leases) >= self.limit
+
+    def _room(self, state: State, op: Operation) -> list[State]:
+        """States with room for ``op``'s lease by ``op``'s time (the limit rule): as is, or
+        with one lease that may have run out by then expired."""
         if len(state.leases) < self.limit:
             return [state]
         return [self._expired(state, live) for live in self._expirable(state, op)]
+
+    def _why_full(self, state: State, op: Operation) -> str:
+        """Why ``_room`` found none: the leases in the way, none of which may have ended."""
+        return "; ".join(self._why_live(live, op) for live in state.leases)
+
+    def _why_not_full(self, state: State, op: Operation) -> str:
+        return "free" if not state.leases else f"only {len(state.leases)} of {self.limit} held"
+
+    def _fence_refused(self, room: State, op: Operation) -> str:
+        """Why ``op``'s fence cannot be granted in ``room`` ("": it can): a lock's is above
+        every fence before it; a semaphore's differs from the live permits' (permits granted
+        together may get theirs in any order)."""
+        assert op.fence is not None
+        if self.limit == 1:
+            if room.last_fence is not None and op.fence <= room.last_fence:
+                return (f"granted fence {op.fence}, not above fence {room.last_fence} "
+                        "granted before it")
+            return ""
+        if any(live.fence == op.fence for live in room.leases):
+            return f"granted fence {op.fence}, which a live permit holds"
+        return ""
+
+    def _granted(self, room: State, lease: Lease) -> State:
+        """``room`` with ``lease`` (of a known fence) granted."""
+        assert lease.fence is not None
+        last = lease.fence if room.last_fence is None else max(lease.fence, room.last_fence)
+        return self._with(room, [*room.leases, lease], last)
 
     @staticmethod
     def _at(time: float) -> str:
         return "never" if math.isinf(time) else f"{time:.3f} s"
 
     def _why_live(self, live: Lease, op: Operation) -> str:
-        return (f"lease {live.lease} (fence {live.fence if live.fence is not None else '?'}) "
-                f"could not have expired before {self._at(live.ends_after)} and the call "
-                f"completed at {self._at(op.latest)}")
-
-    def _why_full(self, state: State, op: Operation) -> str:
-        return "; ".join(self._why_live(live, op) for live in state.leases)
+        mode = "" if live.mode is None else f"{live.mode} "
+        return (f"{mode}lease {live.lease} (fence "
+                f"{live.fence if live.fence is not None else '?'}) could not have expired "
+                f"before {self._at(live.ends_after)} and the call completed at "
+                f"{self._at(op.latest)}")
 
     # ---- the calls ---------------------------------------------------------------------
 
     def _acquire(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
-        if op.outcome == "fail" and (self.strict_refusals or len(state.leases) >= self.limit):
-            if len(state.leases) >= self.limit:
+        if op.outcome == "fail" and (self.strict_refusals or self._full(state, op)):
+            if self._full(state, op):
                 return [state], ""
-            return [], "refused while " + ("free" if not state.leases else
-                                           f"only {len(state.leases)} of {self.limit} held")
+            return [], "refused while " + self._why_not_full(state, op)
         assert op.ttl is not None and op.lease is not None
         if self._find(state, op.lease) is not None:
             return [], f"lease {op.lease} was granted twice"
-        rooms = self._freed(state, op)
+        rooms = self._room(state, op)
         if op.outcome != "ok":
             # May have been granted (and then released by the client's clean-up at any
             # moment): a lease that may end at once, fence unknown. It explains "held"
-            # answers and blocks nothing, so it covers "not granted" too.
-            ghost = Lease(op.lease, op.invoked, None, index)
-            return [self._with(room, [*room.leases, ghost]) for room in rooms] or [state], ""
+            # answers and blocks nothing, so it covers "not granted" too, unless a lease had
+            # to end to make room for it: then "not granted" keeps that lease (which an
+            # election's leader() or an rwlock's inspect may name later).
+            ghost = Lease(op.lease, op.invoked, None, index, op.mode)
+            granted = [self._with(room, [*room.leases, ghost]) for room in rooms]
+            return (granted if granted and not self._full(state, op) else [state, *granted]), ""
         assert op.fence is not None
         if not rooms:
-            return [], "granted while held: " + self._why_full(state, op)
-        if self.limit == 1 and state.last_fence is not None and op.fence <= state.last_fence:
-            return [], (f"granted fence {op.fence}, not above fence {state.last_fence} "
-                        "granted before it")
-        lease = Lease(op.lease, self.allowance.earliest_end(op.invoked, op.ttl), op.fence, index)
-        last = op.fence if state.last_fence is None else max(op.fence, state.last_fence)
+            what = "granted" if op.mode is None else f"{op.mode} granted"
+            return [], f"{what} while held: " + self._why_full(state, op)
+        lease = Lease(op.lease, self.allowance.earliest_end(op.invoked, op.ttl), op.fence,
+                      index, op.mode)
         following = []
+        why = ""
         for room in rooms:
-            if any(live.fence == op.fence for live in room.leases):
-                continue
-            following.append(self._with(room, [*room.leases, lease], last))
-        if not following:
-            return [], f"granted fence {op.fence}, which a live permit holds"
-        return following, ""
+            refused = self._fence_refused(room, op)
+            if refused:
+                why = refused
+            else:
+                following.append(self._granted(room, lease))
+        return following, ("" if following else why)
 
     def _ended(self, state: State, op: Operation, what: str) -> tuple[list[State], str]:
         """``op`` answered that its lease is not live: it ended before, or may end now."""
@@ -237,14 +275,15 @@ class LeaseModel:
         return self._ended(state, op, "owned() answered False")
 
     def _locked(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
+        side = "" if op.mode is None else f" ({op.mode} side)"  # a read-write lock's handle
         if op.held:
-            if len(state.leases) >= self.limit:
+            if self._full(state, op):
                 return [state], ""
-            return [], f"answered held while {'free' if not state.leases else 'not full'}"
-        rooms = self._freed(state, op)
+            return [], f"answered held{side} while {self._why_not_full(state, op)}"
+        rooms = self._room(state, op)
         if rooms:
             return rooms, ""
-        return [], "answered not held while " + self._why_full(state, op)
+        return [], f"answered not held{side} while " + self._why_full(state, op)
 
     def _inspect(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
         if not op.held or self.limit > 1 or op.fence is None:

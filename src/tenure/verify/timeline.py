@@ -18,7 +18,8 @@ __all__ = ["render_timeline", "write_timeline"]
 MAX_CALLS = 3000
 """Calls drawn per name; a longer history is drawn around its violations only."""
 _COLOURS = {"acquire": "#4c78a8", "release": "#54a24b", "extend": "#f58518",
-            "owned": "#b279a2", "locked": "#9d9d9d", "inspect": "#bab0ac"}
+            "owned": "#b279a2", "locked": "#9d9d9d", "inspect": "#bab0ac",
+            "leader": "#bab0ac"}
 _LANE, _WIDTH, _LEFT = 22, 1400, 90
 
 

@@ -1,15 +1,7 @@
 """The client side of ``tenure verify``: processes that call a lease store at random and
 record every call (``Operation``) for the checker.
 
-Each client loops until the run's end: when it holds nothing it acquires one of the names
-(non-blocking, or waiting a fraction of the ttl), or asks ``locked()`` / ``inspect()``; when
-it holds a lease it extends it, releases it, asks ``owned()``, lets it run out (it stops
-using it), or pauses past its ttl before the next call, so that expiry, refusals and "not
-ours" answers all happen. Handles never renew on their own (``renew=False``): every call the
-store sees is a recorded one. A lease whose handle already knows it lost (``lock.lost``) is
-left alone, since the handle would answer without asking the store. An error or timeout is
-recorded as an unknown outcome, and the client gives that lease up.
-
+Each client (``tenure.verify.client``, which says what it calls) loops until the run's end.
 Clients are processes (forked, or spawned where another thread runs), each with its own
 connection; for a store that lives in one process (``memory://`` and its subclasses) they
 are threads of this process instead.
@@ -23,15 +15,14 @@ import logging
 import multiprocessing
 import pathlib
 import queue
-import random
 import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import tenure
+from tenure.verify.client import Client
 from tenure.verify.history import Operation
 from tenure.verify.jsonl import dump_lines, load
 
@@ -54,6 +45,22 @@ class WorkloadOptions:
     seed: int | None = None
     semaphore: int | None = None
     """Use semaphores of this many permits instead of locks."""
+    rwlock: bool = False
+    """Use read-write locks (and fair locks, their write side) instead of locks."""
+    election: bool = False
+    """Use elections (campaign, leader, resign) instead of locks."""
+
+    def __post_init__(self) -> None:
+        if (self.semaphore is not None) + self.rwlock + self.election > 1:
+            raise tenure.InvalidArgument("a run uses one primitive: semaphore, rwlock or "
+                                         "election, not two")
+
+    @property
+    def primitive(self) -> str:
+        """The run's primitive, as ``Operation.primitive`` names it."""
+        if self.semaphore is not None:
+            return "semaphore"
+        return "rwlock" if self.rwlock else "election" if self.election else "lock"
 
 
 class ClientFailed(tenure.TenureError):
@@ -151,7 +158,8 @@ def _in_process(url: str | None) -> bool:
 
 def _clean_up(options: WorkloadOptions, prefix: str) -> None:
     """Break what the run left held, so its names do not sit out their ttl."""
-    kind = "lock" if options.semaphore is None else "semaphore"
+    # An election is a lock with a value.
+    kind = "lock" if options.election else options.primitive
     try:
         with tenure.connect(options.url) as locks:
             for number in range(options.names):
@@ -185,169 +193,11 @@ def _client_main(job: _Job, out: str, signals: tuple[Any, ...]) -> None:
         # Leases this run loses on purpose are not news: keep the client's stderr quiet.
         logging.getLogger("tenure").setLevel(logging.ERROR)
     try:
-        history = _Client(options, prefix, seed, client).run(signals)
+        history = Client(options, prefix, seed, client, FINISH_GRACE).run(signals)
     except BaseException as exc:  # reported by the parent, which owns the exit status
         pathlib.Path(out).with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}")
         return
     pathlib.Path(out).write_text(dump_lines(history))
-
-
-@dataclasses.dataclass
-class _Held:
-    name: str
-    lease: str
-    lock: tenure.Lock | tenure.Semaphore
-
-
-class _Client:
-    def __init__(self, options: WorkloadOptions, prefix: str, seed: int, client: int) -> None:
-        self.options = options
-        self.names = [f"{prefix}{number}" for number in range(options.names)]
-        self.random = random.Random(seed)
-        self.client = client
-        self.acquired = 0
-        self.history: list[Operation] = []
-        self.held: _Held | None = None
-        # Handles given up, kept referenced: nothing of theirs runs, nothing is collected.
-        self.abandoned: list[tenure.Lock | tenure.Semaphore] = []
-
-    def run(self, signals: tuple[Any, ...]) -> list[Operation]:
-        ready, go, start, done, finish = signals
-        looped = False
-        try:
-            try:
-                locks = tenure.connect(self.options.url)
-                # A first call, so that connecting is not part of the run.
-                locks.inspect(self.names[0])
-            finally:
-                ready.put(self.client)
-            with locks:
-                self.locks = locks
-                go.wait()
-                looped = True
-                try:
-                    self._loop(start.value + self.options.seconds)
-                finally:
-                    done.put(self.client)
-                finish.wait(FINISH_GRACE + self.options.seconds)
-        except BaseException:
-            if not looped:
-                done.put(self.client)  # failed before the run: the parent must not wait
-            raise
-        return self.history
-
-    def _loop(self, end: float) -> None:
-        ttl = self.options.ttl
-        while time.monotonic() < end:
-            if self.held is not None and self.held.lock.lost.is_set():
-                self._give_up()
-            if self.held is None:
-                self._free_step()
-            else:
-                self._held_step()
-            # Mostly short pauses; now and then one past the ttl, so leases expire under
-            # their holders.
-            pause = ttl * (1.1 if self.random.random() < 0.01 else self.random.uniform(0, 0.05))
-            time.sleep(min(pause, max(0.0, end - time.monotonic())))
-
-    def _give_up(self) -> None:
-        assert self.held is not None
-        self.abandoned.append(self.held.lock)
-        self.held = None
-
-    def _free_step(self) -> None:
-        name = self.random.choice(self.names)
-        ttl = self.options.ttl
-        choice = self.random.random()
-        if choice < 0.6:
-            self.acquired += 1
-            lease = f"{self.client}.{self.acquired}"
-            lock = self._handle(name)
-            if self.random.random() < 0.5:
-                call: Callable[[], Any] = lambda: lock.acquire(blocking=False)  # noqa: E731
-            else:
-                wait = self.random.uniform(0.0, ttl / 5)
-                call = lambda: lock.acquire(timeout=wait)  # noqa: E731
-            answer, op = self._call(call, name=name, kind="acquire", lease=lease, ttl=ttl)
-            if answer:
-                self.history.append(dataclasses.replace(op, outcome="ok", fence=lock.fence))
-                self.held = _Held(name, lease, lock)
-            elif op.outcome == "unknown":
-                self.history.append(op)
-                self.abandoned.append(lock)
-            else:
-                self.history.append(dataclasses.replace(op, outcome="fail"))
-        elif choice < 0.8:
-            answer, op = self._call(lambda: self._handle(name).locked(),
-                                    name=name, kind="locked")
-            self.history.append(op if op.outcome == "unknown" else
-                                dataclasses.replace(op, held=bool(answer)))
-        else:
-            answer, op = self._call(lambda: self.locks.inspect(name, self.primitive), name=name,
-                                    kind="inspect")
-            if op.outcome != "unknown" and self.options.semaphore is not None:
-                # A semaphore's inspect is checked as locked(): all permits taken or not.
-                full = answer is not None and len(answer.leases) >= self.options.semaphore
-                op = dataclasses.replace(op, held=full)
-            elif op.outcome != "unknown":
-                # Held or not only: the fence inspect reports is not the holder's on every
-                # store (Redlock's is the largest counter of the nodes read, which refused
-                # attempts also move).
-                op = dataclasses.replace(op, held=answer is not None and answer.holder is not None)
-            self.history.append(op)
-
-    def _held_step(self) -> None:
-        held = self.held
-        assert held is not None
-        choice = self.random.random()
-        base = {"name": held.name, "lease": held.lease}
-        if choice < 0.45:
-            ttl = self.options.ttl
-            answer, op = self._call(held.lock.extend, kind="extend", ttl=ttl, **base)
-            self.history.append(op)
-            if op.outcome != "ok":
-                self._give_up()
-        elif choice < 0.8:
-            answer, op = self._call(held.lock.release, kind="release", **base)
-            self.history.append(op)
-            self.held = None
-        elif choice < 0.95:
-            answer, op = self._call(held.lock.owned, kind="owned", **base)
-            if op.outcome != "unknown":
-                op = dataclasses.replace(op, held=bool(answer))
-            self.history.append(op)
-            if not answer:
-                self._give_up()
-        else:
-            self._give_up()  # let it run out
-
-    @property
-    def primitive(self) -> str:
-        return "lock" if self.options.semaphore is None else "semaphore"
-
-    def _handle(self, name: str) -> Any:
-        """A new handle (a lock, or one permit of the semaphore) on ``name``."""
-        if self.options.semaphore is None:
-            return self.locks.lock(name, ttl=self.options.ttl)
-        return self.locks.semaphore(name, limit=self.options.semaphore, ttl=self.options.ttl)
-
-    def _call(self, call: Callable[[], Any], **fields: Any) -> tuple[Any, Operation]:
-        """Make ``call`` and record it: ok, fail (LockLost / NotOwned), or unknown (any other
-        error)."""
-        if self.options.semaphore is not None:
-            fields.update(primitive="semaphore", limit=self.options.semaphore)
-        invoked = time.monotonic()
-        try:
-            answer = call()
-        except (tenure.LockLost, tenure.NotOwned):
-            return None, Operation(client=self.client, invoked=invoked,
-                                   completed=time.monotonic(), outcome="fail", **fields)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            return None, Operation(client=self.client, invoked=invoked, completed=None,
-                                   outcome="unknown", error=error[:200], **fields)
-        return answer, Operation(client=self.client, invoked=invoked,
-                                 completed=time.monotonic(), outcome="ok", **fields)
 
 
 def describe_run(options: WorkloadOptions) -> dict[str, Any]:
@@ -356,4 +206,5 @@ def describe_run(options: WorkloadOptions) -> dict[str, Any]:
 
     return {"url": redact(resolve_url(options.url)), "clients": options.clients,
             "seconds": options.seconds, "names": options.names, "ttl": options.ttl,
-            "semaphore": options.semaphore, "started": time.time()}
+            "primitive": options.primitive, "semaphore": options.semaphore,
+            "started": time.time()}

@@ -1,7 +1,8 @@
 """A test double: ``broken+memory://``, the memory store with a deliberately broken grant
 (threads flavour only: ``tenure.connect``). Every third acquire of a held name is granted
 anyway (the holder's lease is thrown away first), which is the failure Jepsen found in etcd
-3.4.3's locks. ``tenure verify`` must catch it. Tests register it with
+3.4.3's locks; of a read-write lock, every third acquire refused while only readers hold
+(a writer granted while readers hold). ``tenure verify`` must catch it. Tests register it with
 ``register(monkeypatch)``."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tenure._types import Busy, Grant, Holder, LeaseSpec
+from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
 from tenure.backends.memory._sync import MemoryBackend
 
 __all__ = ["BACKEND", "BrokenMemoryBackend"]
@@ -20,11 +20,18 @@ class BrokenMemoryBackend(MemoryBackend):
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
         outcome = super().acquire(name, spec, token, ttl, holder)
+        if spec.kind is Kind.RWLOCK and not self._readers_only(name):
+            return outcome  # a read-write lock's bug under test: a writer among readers
         if isinstance(outcome, Busy) and next(_refusals) % 3 == 0:
             # The bug under test: grant while held.
             self.break_leases(spec.kind, name)
             return super().acquire(name, spec, token, ttl, holder)
         return outcome
+
+    def _readers_only(self, name: str) -> bool:
+        info = self.inspect(Kind.RWLOCK, name)
+        return info is not None and bool(info.leases) and all(
+            lease.mode == Mode.READ for lease in info.leases)
 
     def describe(self) -> str:
         return "broken+memory://"

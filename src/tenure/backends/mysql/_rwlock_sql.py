@@ -253,17 +253,21 @@ COMMIT;
     # One row per live lease, oldest grant first (or one row of NULL lease columns for a
     # record with none), each with the record's name, fence and live places; one consistent
     # read, blocking no writer. Columns: name, fence, queued, mode, host, pid, thread,
-    # acquired_at, microseconds left, lease fence.
+    # acquired_at, microseconds left, lease fence. NOW is read when the statement starts and
+    # the read's snapshot is taken after it: a release committed in between ended its entry
+    # at a later NOW, so seq 0 (as for ``extend``) marks it ended (``tenure verify --rwlock``
+    # saw such a writer listed with fence 0).
     def _info(self, where: str) -> str:
         records, entries = self.records, self.entries
         return f"""
 SELECT r.name, r.fence,
        (SELECT COUNT(*) FROM {entries} AS p
-        WHERE p.name = r.name AND p.entry = 'place' AND p.expires_at > {NOW}),
+        WHERE p.name = r.name AND p.entry = 'place' AND p.expires_at > {NOW} AND p.seq > 0),
        l.mode, l.host, l.pid, l.thread, l.acquired_at,
        TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq
 FROM {records} AS r
-LEFT JOIN {entries} AS l ON l.name = r.name AND l.entry = 'lease' AND l.expires_at > {NOW}
+LEFT JOIN {entries} AS l
+    ON l.name = r.name AND l.entry = 'lease' AND l.expires_at > {NOW} AND l.seq > 0
 WHERE {where}
 ORDER BY r.name, l.seq
 """

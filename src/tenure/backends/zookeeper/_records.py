@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Kind, LeaseInfo, LockInfo
+from tenure._types import Kind, LeaseInfo, LockInfo, Mode
 from tenure.backends.zookeeper._nodes import Record, mode_of
 
 __all__ = ["lock_info"]
@@ -55,10 +55,15 @@ def lock_info(
 
 
 def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[Any]) -> LockInfo:
-    """A read-write lock: every live node not marked queued holds the name (only a grant
-    writes one), oldest first, with the mode its name says; the live queued ones wait."""
+    """A read-write lock: a live node not marked queued holds the name, oldest first, with
+    the mode its name says, if it is in its turn (a writer with no live node ahead, a reader
+    with no live write node ahead); the others wait. A first try's node is written unmarked
+    and rewritten as queued once ranked behind a holder or a waiter: until then it is not in
+    its turn, and is counted as waiting (``tenure verify --rwlock`` saw it listed beside the
+    writer it waited for)."""
     leases = []
     queued = 0
+    ahead = writes_ahead = 0
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, Exception):
             continue  # gone meanwhile
@@ -67,12 +72,14 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
         left = (stat.mtime + record.ttl_ms - now) / 1000
         if left <= 0:
             continue
-        if record.queued:
+        mode = mode_of(node)
+        in_turn = not (writes_ahead if mode == Mode.READ else ahead)
+        ahead += 1
+        writes_ahead += mode == Mode.WRITE
+        if record.queued or not in_turn:
             queued += 1
             continue
-        leases.append(LeaseInfo(
-            record.holder, _utc(record.since), left, stat.czxid, mode=mode_of(node)
-        ))
+        leases.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid, mode=mode))
     # The name's fence is written just after a grant: the newest lease may be ahead of it.
     fence = max([fence, *(lease.fence or 0 for lease in leases)])
     return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),

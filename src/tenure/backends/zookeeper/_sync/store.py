@@ -51,8 +51,9 @@ and the fence argument): the same nodes, with the mode in the node's name (``_no
   with the place's ``queue_ttl``.
 - **Waiting**: ``attempt``'s docstring.
 - **Granted from the queue**, **release**, **renewal**, **break** as for locks; a waiter
-  that gives up deletes its node. ``inspect`` reports every live node not marked queued as
-  a lease with its mode, and counts the live queued ones.
+  that gives up deletes its node. ``inspect`` reports every live node not marked queued and
+  in its turn as a lease with its mode, and counts the other live ones as waiting (a first
+  try's node is unmarked until ranked: ``_records``).
 """
 
 from __future__ import annotations
