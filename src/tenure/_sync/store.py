@@ -247,9 +247,10 @@ class Store(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _wrap_verbs(cls, ("acquire", "release", "extend_many", "owned", "inspect",
-                          "list_records", "break_leases", "set_value", "close"),
-                    _translating)
+        if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
+            _wrap_verbs(cls, ("acquire", "release", "extend_many", "owned", "inspect",
+                              "list_records", "break_leases", "set_value", "close"),
+                        _translating)
 
     @classmethod
     @abc.abstractmethod
