@@ -509,7 +509,13 @@ async def _cancel_all(config: Config) -> dict[str, Any]:
             _cancel_async(locks, config, count // 2, rng),
             asyncio.to_thread(_timeout_threads, config, count - count // 2, thread_rng),
         )
-        figures: dict[str, Any] = {**in_loop, **in_thread}
+    figures: dict[str, Any] = {**in_loop, **in_thread}
+    # On a networked store a cancelled acquire's undo runs in the background (docs/api.md,
+    # "Failure"); closing the client waits a moment for it (CLEANUP_GRACE). So "right after"
+    # is once the undo steps had that chance: what they left is judged, not how soon a
+    # loaded machine ran them (ci12 saw a PostgreSQL undo not yet run when the listing
+    # came, under a load of 14). An undo that failed or never ran still shows.
+    async with tenure.connect_async(config["url"]) as locks:
         held = [i.name for i in await locks.list_locks(config["name"]) if i.held]
         figures["held_right_after"] = held
         await asyncio.sleep(3 * ttl)
