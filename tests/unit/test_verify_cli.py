@@ -64,8 +64,10 @@ def test_rwlocks_and_elections_of_a_correct_store_are_linearizable(
         assert modes == {"read", "write"}
         assert any(op.fences for op in answered)
     else:
+        # (Whether some leader() call found no leader is up to the run's timing: ci15's,
+        # under load, found one every time. The model's checks of those answers are the
+        # hand-built histories' in test_verify_primitives.)
         assert all(op.lease and op.fence for op in answered if op.held)
-        assert any(not op.held for op in answered)
 
     # The primitive travels with the history: --check checks it with the same model.
     capsys.readouterr()
