@@ -24,6 +24,11 @@ from tenure.backends.zookeeper._nodes import encode_name
 from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
 
+# Long enough that no renewal (a third of the ttl in) falls in a test: a renewal writes
+# nodes, and the first also the name's fence, which would add requests to a count.
+TTL = 300.0
+
+
 def _sent_during(action: Callable[[], object]) -> collections.Counter[str]:
     before = collections.Counter(_calls.SENT)
     action()
@@ -34,7 +39,7 @@ def test_an_uncontended_cycle_is_three_requests_and_its_release_one(
     zookeeper_url: str, name: str
 ) -> None:
     with tenure.connect(zookeeper_url) as locks:
-        lock = locks.lock(name, ttl=10)
+        lock = locks.lock(name, ttl=TTL)
         assert lock.acquire()  # the first use makes the name's node
         lock.release()
         acquired = _sent_during(lock.acquire)
@@ -53,7 +58,7 @@ def test_a_first_try_fence_is_kept_once_renewed_or_broken(zookeeper_url: str, na
         backend = locks.backend
         assert isinstance(backend, ZooKeeperBackend)
         client = backend.session.client()
-        renewed = locks.lock(name, ttl=10)
+        renewed = locks.lock(name, ttl=TTL)
         assert renewed.acquire()
         renewed.extend()
         (held,) = [h for key, h in backend._held.items() if key[1] == name]
@@ -61,7 +66,7 @@ def test_a_first_try_fence_is_kept_once_renewed_or_broken(zookeeper_url: str, na
         client.delete(held.path)  # as the server does when the session ends
         info = locks.inspect(name)  # the same session: it sees its own writes
         assert info is not None and not info.held and info.fence == renewed.fence
-        broken = locks.lock(f"{name}:broken", ttl=10)
+        broken = locks.lock(f"{name}:broken", ttl=TTL)
         assert broken.acquire()
         assert other.break_lock(f"{name}:broken")
         info = other.inspect(f"{name}:broken")
@@ -76,7 +81,7 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
         assert isinstance(backend, ZooKeeperBackend)
         # Only the watch wakes the waiter: no timed re-check that lists the queue anyway.
         monkeypatch.setattr(backend, "max_backoff", 3600.0)
-        holder, waiter = holding.lock(name, ttl=10), waiting.lock(name, ttl=10)
+        holder, waiter = holding.lock(name, ttl=TTL), waiting.lock(name, ttl=TTL)
         assert holder.acquire()
         granted = threading.Event()
 
@@ -85,9 +90,10 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
                 granted.set()
 
         thread = threading.Thread(target=wait_for_it)
+        watches = _calls.SENT["exists"]
         thread.start()
         try:
-            _wait_until_queued(holding, name)
+            _wait_until_queued(holding, name, watches=watches)
             fence = holder.fence
             def hand_over() -> None:
                 holder.release()
@@ -120,8 +126,8 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
     ):
         for locks in (first, second):
             monkeypatch.setattr(locks.backend, "max_backoff", 3600.0)
-        holder = holding.lock(name, ttl=10)
-        one, two = first.lock(name, ttl=10), second.lock(name, ttl=10)
+        holder = holding.lock(name, ttl=TTL)
+        one, two = first.lock(name, ttl=TTL), second.lock(name, ttl=TTL)
         assert holder.acquire()
         granted = {id(one): threading.Event(), id(two): threading.Event()}
 
@@ -130,10 +136,12 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 granted[id(lock)].set()
 
         threads = [threading.Thread(target=wait_for, args=(lock,)) for lock in (one, two)]
+        watches = _calls.SENT["exists"]
         threads[0].start()
-        _wait_until_queued(holding, name, 2)
+        _wait_until_queued(holding, name, watches=watches)
+        watches = _calls.SENT["exists"]
         threads[1].start()
-        _wait_until_queued(holding, name, 3)
+        _wait_until_queued(holding, name, 3, watches=watches)
         try:
             holder.release()
             assert granted[id(one)].wait(60)
@@ -159,25 +167,28 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 two.release()
 
 
-def _wait_until_queued(locks: tenure.Locks, name: str, nodes: int = 2) -> None:
-    """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's, the last
-    one watched."""
+def _wait_until_queued(
+    locks: tenure.Locks, name: str, nodes: int = 2, *, watches: int
+) -> None:
+    """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's and the
+    newest waiter has sent the watch on the node ahead of it (an ``exists``: the count of
+    them passes ``watches``, read before that waiter started), so that none of its queueing
+    falls in a count that follows."""
     backend = locks.backend
     assert isinstance(backend, ZooKeeperBackend)
     client = backend.session.client()
     parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
     deadline = time.monotonic() + 60
-    while len(client.get_children(parent)) < nodes:
-        assert time.monotonic() < deadline, "the waiter never queued"
+    while len(client.get_children(parent)) < nodes or _calls.SENT["exists"] <= watches:
+        assert time.monotonic() < deadline, "the waiter never queued and watched"
         time.sleep(0.02)
-    time.sleep(0.2)  # its watch is set right after its node is made: not a bound, a margin
 
 
 def test_owned_while_a_renewal_of_ours_is_unanswered(zookeeper_url: str, name: str) -> None:
     """The node at a newer version than the holder last knew is a write of its own whose
     answer it has not read yet (only the holder writes its node): still owned."""
     with tenure.connect(zookeeper_url) as locks:
-        lock = locks.lock(name, ttl=10)
+        lock = locks.lock(name, ttl=TTL)
         assert lock.acquire()
         backend = locks.backend
         assert isinstance(backend, ZooKeeperBackend)

@@ -288,6 +288,7 @@ class AsyncRenewer:
                 hold.renewals += 1
                 hold.lease_deadline = started + hold.trusted_for
                 hold.error = None
+                hold.failed_renewals = 0
                 with self._mutex:
                     hold.next_due = _due_after(hold, started)
             else:
@@ -295,10 +296,18 @@ class AsyncRenewer:
 
     def _after_error(self, hold: Hold, error: Exception) -> None:
         now = self._clock()
+        first = hold.error  # the first failure since the last renewal, if this is not it
+        hold.failed_renewals += 1
         if now >= hold.lease_deadline:
-            self._report(hold, f"renewals failed until the lease ran out: {error}", error)
+            # The first failure tells why; the last is often only the lease's end arriving.
+            tries = f"{hold.failed_renewals} tries"
+            why = f"{error}" if first is None or str(first) == str(error) else (
+                f"{error}; the first try: {first}"
+            )
+            self._report(hold, f"renewals failed until the lease ran out ({tries}): {why}", error)
             return
-        hold.error = error
+        if first is None:
+            hold.error = error
         # Retry soon, but not in a tight loop, and once more right at the lease's end.
         with self._mutex:
             hold.next_due = min(

@@ -53,6 +53,8 @@ class Hold:
     lost: bool = False
     reason: str = ""
     error: BaseException | None = None
+    failed_renewals: int = 0
+    """Renewals failed since the last that succeeded (``error`` holds the first's error)."""
     renewer: Renewer | None = None
     """The scheduler watching this hold, if any."""
     granted_at: float = 0.0
