@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["load_factor", "scaled"]
+__all__ = ["RENEWED_FOR", "load_factor", "renewed_ttl", "scaled"]
 
 # Beyond this the test's own time grows without telling more; a machine that loaded is
 # not one the suite promises to pass on.
@@ -33,3 +33,17 @@ def load_factor() -> float:
 def scaled(seconds: float) -> float:
     """``seconds`` on an idle machine, stretched by the load now (see the module's text)."""
     return seconds * load_factor()
+
+
+RENEWED_FOR = 1.5
+"""How many of its ttls a test keeps a renewed lease before checking it is still held: past
+its first ttl (so only renewals can have kept it), four renewals in (one every third)."""
+
+
+def renewed_ttl() -> float:
+    """The ttl of a lease a test keeps alive by renewal: a second on an idle machine,
+    scaled. A renewal is due a third of the ttl in, so one that the machine delays by up to
+    two thirds of it is still in time; a 0.5 s lease left a 0.33 s margin, which a burst of
+    the suite's own load (56 runnable processes on 2 cores, seen in a run) could use up at
+    a moment when ``scaled`` saw a quiet machine."""
+    return scaled(1.0)

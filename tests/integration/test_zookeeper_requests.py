@@ -23,7 +23,6 @@ from tenure.backends.zookeeper import _calls
 from tenure.backends.zookeeper._nodes import encode_name
 from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
-
 # Long enough that no renewal (a third of the ttl in) falls in a test: a renewal writes
 # nodes, and the first also the name's fence, which would add requests to a count.
 TTL = 300.0

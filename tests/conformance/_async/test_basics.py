@@ -6,7 +6,7 @@ import pytest
 
 import tenure
 from tests.conformance import async_helpers as helpers
-from tests.timing import scaled
+from tests.timing import renewed_ttl
 
 
 @pytest.mark.smoke
@@ -127,12 +127,12 @@ async def test_expired_lease_release_raises_lock_lost(backend_url: str, name: st
 @pytest.mark.smoke
 async def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl)
         assert await lock.acquire()
         fence = lock.fence
-        for _ in range(3):
-            await helpers.sleep(ttl / 2)
+        for _ in range(3):  # past the first ttl, each extend a third of it after the last
+            await helpers.sleep(ttl / 3)
             await lock.extend()
         longer = 10 * ttl
         await lock.extend(longer)

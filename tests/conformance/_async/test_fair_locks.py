@@ -16,7 +16,7 @@ from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "fair"
 
@@ -170,13 +170,13 @@ async def test_release_needs_the_lease(backend_url: str, name: str) -> None:
 async def test_renewal_and_reentrancy(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl, fair=True, renew=True, on_lost=lost.append,
                           reentrant=True)
         async with lock:
             fence = lock.fence
             async with lock:
-                await helpers.sleep(3 * ttl)
+                await helpers.sleep(RENEWED_FOR * ttl)
                 assert await lock.owned()
                 lock.check()
             assert lock.fence == fence and await lock.owned() and lost == []

@@ -7,17 +7,17 @@ import pytest
 import tenure
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 
 async def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
         assert await lock.acquire()
         fence = lock.fence
-        await helpers.sleep(4 * ttl)
+        await helpers.sleep(RENEWED_FOR * ttl)
         assert await lock.owned()
         assert not lock.lost.is_set() and lost == []
         lock.check()

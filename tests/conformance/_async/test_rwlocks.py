@@ -15,7 +15,7 @@ from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 PRIMITIVE = "rwlock"
 
@@ -281,13 +281,13 @@ async def test_extend_restarts_the_lease(backend_url: str, name: str) -> None:
 async def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         rw = locks.rwlock(name, ttl=ttl, renew=True, on_lost=lost.append)
         readers = [rw.read(), rw.read()]
         for reader in readers:
             assert await reader.acquire()
         fences = [reader.fence for reader in readers]
-        await helpers.sleep(3 * ttl)
+        await helpers.sleep(RENEWED_FOR * ttl)
         for reader in readers:
             assert await reader.owned()
             reader.check()
@@ -297,7 +297,7 @@ async def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
             await reader.release()
         writer = rw.write()
         assert await writer.acquire()
-        await helpers.sleep(3 * ttl)
+        await helpers.sleep(RENEWED_FOR * ttl)
         assert await writer.owned() and lost == []
         await writer.release()
 

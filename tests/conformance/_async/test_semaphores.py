@@ -11,7 +11,7 @@ import pytest
 import tenure
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "semaphore"
 
@@ -224,11 +224,11 @@ async def test_concurrency_never_exceeds_the_limit(backend_url: str, name: str) 
 async def test_renewal_keeps_a_short_permit(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         permit = locks.semaphore(name, limit=1, ttl=ttl, renew=True, on_lost=lost.append)
         assert await permit.acquire()
         fence = permit.fence
-        await helpers.sleep(3 * ttl)
+        await helpers.sleep(RENEWED_FOR * ttl)
         assert await permit.owned()
         permit.check()
         assert permit.fence == fence and lost == []

@@ -8,7 +8,7 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
-from tests.timing import scaled
+from tests.timing import renewed_ttl
 
 
 @pytest.mark.smoke
@@ -129,12 +129,12 @@ def test_expired_lease_release_raises_lock_lost(backend_url: str, name: str) -> 
 @pytest.mark.smoke
 def test_extend_keeps_the_lease(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl)
         assert lock.acquire()
         fence = lock.fence
-        for _ in range(3):
-            helpers.sleep(ttl / 2)
+        for _ in range(3):  # past the first ttl, each extend a third of it after the last
+            helpers.sleep(ttl / 3)
             lock.extend()
         longer = 10 * ttl
         lock.extend(longer)

@@ -18,7 +18,7 @@ from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "fair"
 
@@ -172,13 +172,13 @@ def test_release_needs_the_lease(backend_url: str, name: str) -> None:
 def test_renewal_and_reentrancy(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl, fair=True, renew=True, on_lost=lost.append,
                           reentrant=True)
         with lock:
             fence = lock.fence
             with lock:
-                helpers.sleep(3 * ttl)
+                helpers.sleep(RENEWED_FOR * ttl)
                 assert lock.owned()
                 lock.check()
             assert lock.fence == fence and lock.owned() and lost == []

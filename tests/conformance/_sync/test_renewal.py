@@ -9,17 +9,17 @@ import pytest
 import tenure
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 
 def test_renewal_keeps_short_lease(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         lock = locks.lock(name, ttl=ttl, renew=True, on_lost=lost.append)
         assert lock.acquire()
         fence = lock.fence
-        helpers.sleep(4 * ttl)
+        helpers.sleep(RENEWED_FOR * ttl)
         assert lock.owned()
         assert not lock.lost.is_set() and lost == []
         lock.check()

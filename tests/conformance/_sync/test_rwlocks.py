@@ -17,7 +17,7 @@ from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 PRIMITIVE = "rwlock"
 
@@ -283,13 +283,13 @@ def test_extend_restarts_the_lease(backend_url: str, name: str) -> None:
 def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         rw = locks.rwlock(name, ttl=ttl, renew=True, on_lost=lost.append)
         readers = [rw.read(), rw.read()]
         for reader in readers:
             assert reader.acquire()
         fences = [reader.fence for reader in readers]
-        helpers.sleep(3 * ttl)
+        helpers.sleep(RENEWED_FOR * ttl)
         for reader in readers:
             assert reader.owned()
             reader.check()
@@ -299,7 +299,7 @@ def test_renewal_keeps_short_leases(backend_url: str, name: str) -> None:
             reader.release()
         writer = rw.write()
         assert writer.acquire()
-        helpers.sleep(3 * ttl)
+        helpers.sleep(RENEWED_FOR * ttl)
         assert writer.owned() and lost == []
         writer.release()
 

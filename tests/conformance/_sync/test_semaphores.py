@@ -13,7 +13,7 @@ import pytest
 import tenure
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import scaled
+from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "semaphore"
 
@@ -226,11 +226,11 @@ def test_concurrency_never_exceeds_the_limit(backend_url: str, name: str) -> Non
 def test_renewal_keeps_a_short_permit(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         lost: list[object] = []
-        ttl = scaled(0.5)
+        ttl = renewed_ttl()
         permit = locks.semaphore(name, limit=1, ttl=ttl, renew=True, on_lost=lost.append)
         assert permit.acquire()
         fence = permit.fence
-        helpers.sleep(3 * ttl)
+        helpers.sleep(RENEWED_FOR * ttl)
         assert permit.owned()
         permit.check()
         assert permit.fence == fence and lost == []
