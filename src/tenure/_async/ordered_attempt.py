@@ -41,8 +41,7 @@ class AsyncOrderedAttempt(AsyncAttempt, Generic[PlaceT]):
 
     async def leave(self) -> None:
         if self.spec.queues:
-            # A queued kind's place is a lease entry of the attempt's token: its release.
-            await self.store.release(self.spec.kind, self.name, self.token)
+            await super().leave()  # a queued kind's place is a lease entry: its release
         elif self.place is not None:
             await self.leave_place(self.place)
 

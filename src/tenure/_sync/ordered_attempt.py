@@ -43,8 +43,7 @@ class OrderedAttempt(Attempt, Generic[PlaceT]):
 
     def leave(self) -> None:
         if self.spec.queues:
-            # A queued kind's place is a lease entry of the attempt's token: its release.
-            self.store.release(self.spec.kind, self.name, self.token)
+            super().leave()  # a queued kind's place is a lease entry: its release
         elif self.place is not None:
             self.leave_place(self.place)
 
