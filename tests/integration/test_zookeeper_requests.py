@@ -1,5 +1,5 @@
-"""How many requests tenure sends ZooKeeper for a cycle and a handoff (``_calls.SENT``
-counts them by operation), where the name's last fence is kept, and ``owned()`` while a
+"""How many requests tenure sends ZooKeeper for a cycle and a handoff (counted by operation
+at each session's kazoo client), where the name's last fence is kept, and ``owned()`` while a
 renewal of ours is still unanswered.
 
 The counts are the backend's design (``_async/store.py``, "Requests"): an uncontended
@@ -12,14 +12,15 @@ machine may be slow.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
+import traceback
 from collections.abc import Callable
 
 import pytest
 
 import tenure
-from tenure.backends.zookeeper import _calls
 from tenure.backends.zookeeper._nodes import encode_name
 from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
@@ -28,24 +29,70 @@ from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 TTL = 300.0
 
 
-def _sent_during(action: Callable[[], object]) -> collections.Counter[str]:
-    before = collections.Counter(_calls.SENT)
-    action()
-    return collections.Counter(_calls.SENT) - before
+class Requests:
+    """The requests the given clients' ZooKeeper sessions send, by operation (a ``multi``
+    counts once). Counted at each session's kazoo client rather than by ``_calls.SENT``,
+    which counts the whole process: a previous test's client still at work in this worker
+    (a renewal, a fence write) must not add to this test's counts. Each request's origin is
+    kept, for the message of a count that fails."""
+
+    OPERATIONS = ("create", "get", "set", "delete", "exists", "get_children")
+
+    def __init__(self, *clients: tenure.Locks) -> None:
+        self.sent: collections.Counter[str] = collections.Counter()
+        self.origins: list[str] = []
+        self._mutex = threading.Lock()  # kazoo's thread sends some of them
+        for locks in clients:
+            backend = locks.backend
+            assert isinstance(backend, ZooKeeperBackend)
+            client = backend.session.client()
+            for operation in self.OPERATIONS:
+                self._count(client, f"{operation}_async", operation)
+            self._count(client, "transaction", "multi")
+
+    def _count(self, client: object, method: str, operation: str) -> None:
+        original = getattr(client, method)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            with self._mutex:
+                self.sent[operation] += 1
+                self.origins.append(
+                    f"{operation}:\n" + "".join(traceback.format_stack(limit=9)[:-1])
+                )
+            return original(*args, **kwargs)
+
+        setattr(client, method, counted)
+
+    def during(self, action: Callable[[], object]) -> Sent:
+        with self._mutex:
+            before, first = collections.Counter(self.sent), len(self.origins)
+        action()
+        with self._mutex:
+            return Sent(collections.Counter(self.sent) - before, self.origins[first:])
+
+
+@dataclasses.dataclass
+class Sent:
+    counts: collections.Counter[str]
+    origins: list[str]
+
+    def __str__(self) -> str:
+        return f"{dict(self.counts)}, sent from:\n" + "\n".join(self.origins)
 
 
 def test_an_uncontended_cycle_is_three_requests_and_its_release_one(
     zookeeper_url: str, name: str
 ) -> None:
     with tenure.connect(zookeeper_url) as locks:
+        requests = Requests(locks)
         lock = locks.lock(name, ttl=TTL)
         assert lock.acquire()  # the first use makes the name's node
         lock.release()
-        acquired = _sent_during(lock.acquire)
+        acquired = requests.during(lock.acquire)
         fence = lock.fence
-        released = _sent_during(lock.release)
-        assert released == {"multi": 1}, released
-        assert acquired == {"create": 1, "get_children": 1}, acquired
+        released = requests.during(lock.release)
+        assert released.counts == {"multi": 1}, released
+        assert acquired.counts == {"create": 1, "get_children": 1}, acquired
         info = locks.inspect(name)
         assert info is not None and not info.held and info.fence == fence
 
@@ -80,6 +127,7 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
         assert isinstance(backend, ZooKeeperBackend)
         # Only the watch wakes the waiter: no timed re-check that lists the queue anyway.
         monkeypatch.setattr(backend, "max_backoff", 3600.0)
+        requests = Requests(holding, waiting)
         holder, waiter = holding.lock(name, ttl=TTL), waiting.lock(name, ttl=TTL)
         assert holder.acquire()
         granted = threading.Event()
@@ -89,21 +137,22 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
                 granted.set()
 
         thread = threading.Thread(target=wait_for_it)
-        watches = _calls.SENT["exists"]
+        watches = requests.sent["exists"]
         thread.start()
         try:
-            _wait_until_queued(holding, name, watches=watches)
+            _wait_until_queued(holding, name, requests, watches)
             fence = holder.fence
+
             def hand_over() -> None:
                 holder.release()
                 granted.wait(60)
 
-            handoff = _sent_during(hand_over)
+            handoff = requests.during(hand_over)
             assert granted.is_set()
             # The release (one multi), the grant's rewrite of the waiter's node with the
             # read of the name's node beside it, and the fence write.
-            assert "get_children" not in handoff, handoff
-            assert handoff.total() <= 4, handoff
+            assert "get_children" not in handoff.counts, handoff
+            assert handoff.counts.total() <= 4, handoff
             assert waiter.fence is not None and fence is not None and waiter.fence > fence
         finally:
             thread.join(60)
@@ -125,6 +174,7 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
     ):
         for locks in (first, second):
             monkeypatch.setattr(locks.backend, "max_backoff", 3600.0)
+        requests = Requests(holding, first, second)
         holder = holding.lock(name, ttl=TTL)
         one, two = first.lock(name, ttl=TTL), second.lock(name, ttl=TTL)
         assert holder.acquire()
@@ -135,12 +185,12 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 granted[id(lock)].set()
 
         threads = [threading.Thread(target=wait_for, args=(lock,)) for lock in (one, two)]
-        watches = _calls.SENT["exists"]
+        watches = requests.sent["exists"]
         threads[0].start()
-        _wait_until_queued(holding, name, watches=watches)
-        watches = _calls.SENT["exists"]
+        _wait_until_queued(holding, name, requests, watches)
+        watches = requests.sent["exists"]
         threads[1].start()
-        _wait_until_queued(holding, name, 3, watches=watches)
+        _wait_until_queued(holding, name, requests, watches, nodes=3)
         try:
             holder.release()
             assert granted[id(one)].wait(60)
@@ -155,9 +205,9 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 one.release()
                 granted[id(two)].wait(60)
 
-            handoff = _sent_during(hand_over)
+            handoff = requests.during(hand_over)
             assert granted[id(two)].is_set()
-            assert handoff["get_children"] <= 1 and handoff["set"] <= 2, handoff
+            assert handoff.counts["get_children"] <= 1 and handoff.counts["set"] <= 2, handoff
             assert two.fence is not None and fence is not None and two.fence > fence
         finally:
             for thread in threads:
@@ -167,7 +217,7 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
 
 
 def _wait_until_queued(
-    locks: tenure.Locks, name: str, nodes: int = 2, *, watches: int
+    locks: tenure.Locks, name: str, requests: Requests, watches: int, *, nodes: int = 2
 ) -> None:
     """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's and the
     newest waiter has sent the watch on the node ahead of it (an ``exists``: the count of
@@ -178,7 +228,7 @@ def _wait_until_queued(
     client = backend.session.client()
     parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
     deadline = time.monotonic() + 60
-    while len(client.get_children(parent)) < nodes or _calls.SENT["exists"] <= watches:
+    while len(client.get_children(parent)) < nodes or requests.sent["exists"] <= watches:
         assert time.monotonic() < deadline, "the waiter never queued and watched"
         time.sleep(0.02)
 
