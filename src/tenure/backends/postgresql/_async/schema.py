@@ -49,9 +49,13 @@ class AsyncSchema:
         sql = self._sql
         params = {"table": sql.quoted}
         exists, comment, values = await fetch_row(connection, sql.schema, params)
-        if exists:
-            _check_schema(sql.table, comment)  # never alter a table that is not ours
-        if not exists or not values:
+        if exists and parse_schema_mark(comment) is not None:
+            _check_schema(sql.table, comment)
+        # A table without a mark is judged under the creation lock only: one that another
+        # process is creating right now can show here already (``to_regclass`` reads the
+        # latest catalog) while its comment does not yet (the statement's snapshot is
+        # older). The lock waits for that creation; the reads after it see the table whole.
+        if not exists or not values or parse_schema_mark(comment) is None:
             async with connection.transaction():
                 await connection.execute(sql.create_lock, params)
                 exists, comment, values = await fetch_row(connection, sql.schema, params)
@@ -59,16 +63,17 @@ class AsyncSchema:
                     await connection.execute(sql.create)
                     await connection.execute(sql.comment)
                     comment = schema_mark()
-                elif not values:
-                    _check_schema(sql.table, comment)
-                    try:
-                        await connection.execute(sql.add_values)
-                    except UPGRADE_REFUSED as exc:
-                        raise ConfigurationError(
-                            f"table {sql.table!r} was created by an older tenure and "
-                            f"this user may not add the columns elections need; have the "
-                            f"table's owner run: {sql.add_values.strip()}"
-                        ) from exc
+                else:
+                    _check_schema(sql.table, comment)  # never alter a table that is not ours
+                    if not values:
+                        try:
+                            await connection.execute(sql.add_values)
+                        except UPGRADE_REFUSED as exc:
+                            raise ConfigurationError(
+                                f"table {sql.table!r} was created by an older tenure and "
+                                f"this user may not add the columns elections need; have "
+                                f"the table's owner run: {sql.add_values.strip()}"
+                            ) from exc
         _check_schema(sql.table, comment)
 
     async def permits(self, pool: AsyncPool, *, create: bool, slots: bool = True) -> bool:

@@ -51,9 +51,13 @@ class Schema:
         sql = self._sql
         params = {"table": sql.quoted}
         exists, comment, values = fetch_row(connection, sql.schema, params)
-        if exists:
-            _check_schema(sql.table, comment)  # never alter a table that is not ours
-        if not exists or not values:
+        if exists and parse_schema_mark(comment) is not None:
+            _check_schema(sql.table, comment)
+        # A table without a mark is judged under the creation lock only: one that another
+        # process is creating right now can show here already (``to_regclass`` reads the
+        # latest catalog) while its comment does not yet (the statement's snapshot is
+        # older). The lock waits for that creation; the reads after it see the table whole.
+        if not exists or not values or parse_schema_mark(comment) is None:
             with connection.transaction():
                 connection.execute(sql.create_lock, params)
                 exists, comment, values = fetch_row(connection, sql.schema, params)
@@ -61,16 +65,17 @@ class Schema:
                     connection.execute(sql.create)
                     connection.execute(sql.comment)
                     comment = schema_mark()
-                elif not values:
-                    _check_schema(sql.table, comment)
-                    try:
-                        connection.execute(sql.add_values)
-                    except UPGRADE_REFUSED as exc:
-                        raise ConfigurationError(
-                            f"table {sql.table!r} was created by an older tenure and "
-                            f"this user may not add the columns elections need; have the "
-                            f"table's owner run: {sql.add_values.strip()}"
-                        ) from exc
+                else:
+                    _check_schema(sql.table, comment)  # never alter a table that is not ours
+                    if not values:
+                        try:
+                            connection.execute(sql.add_values)
+                        except UPGRADE_REFUSED as exc:
+                            raise ConfigurationError(
+                                f"table {sql.table!r} was created by an older tenure and "
+                                f"this user may not add the columns elections need; have "
+                                f"the table's owner run: {sql.add_values.strip()}"
+                            ) from exc
         _check_schema(sql.table, comment)
 
     def permits(self, pool: Pool, *, create: bool, slots: bool = True) -> bool:
