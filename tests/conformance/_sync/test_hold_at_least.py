@@ -90,6 +90,36 @@ def test_release_inside_the_window_keeps_the_name_held(
 
 
 @pytest.mark.parametrize("fair", SHAPES)
+def test_the_window_outlives_the_holders_client(
+    backend_url: str, name: str, fair: bool
+) -> None:
+    # A cron job exits right after its release: its connections (a ZooKeeper session and
+    # its ephemeral nodes, an etcd client's leases) end, and the name must stay held.
+    window = scaled(3.0)
+    with tenure.connect(backend_url) as locks:
+        offered(locks, fair)
+        lock = locks.lock(name, ttl=30, hold_at_least=window, fair=fair)
+        sent = time.monotonic()
+        assert lock.acquire(blocking=False)
+        fence = lock.fence
+        lock.release()
+    with tenure.connect(backend_url) as locks:
+        other = locks.lock(name, ttl=30, fair=fair)
+        if other.acquire(blocking=False):
+            assert time.monotonic() - sent >= window, "granted inside the window"
+        else:
+            info = locks.inspect(name, kind=record_kind(fair))
+            assert info is not None
+            if info.held:
+                assert [lease.fence for lease in info.leases] == [fence]
+            else:
+                assert time.monotonic() - sent >= window, "shown free inside the window"
+            assert free_by(other, time.monotonic() + window + scaled(10))
+        assert other.fence is not None and fence is not None and other.fence > fence
+        other.release()
+
+
+@pytest.mark.parametrize("fair", SHAPES)
 def test_release_after_the_window_frees_the_name_at_once(
     backend_url: str, name: str, fair: bool
 ) -> None:
