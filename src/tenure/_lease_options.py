@@ -23,3 +23,6 @@ class LeaseOptions:
     max_renewals: int | None = None
     on_lost: Callable[[Any], Any] | None = None
     reentrant: bool = False
+    hold_at_least: float = 0.0
+    """Seconds from the grant during which a release leaves the name held on the server
+    (a scheduled job's window: ``AsyncLease.release``); 0: a release frees it at once."""

@@ -14,6 +14,7 @@ __all__ = [
     "MAX_TTL",
     "MIN_TTL",
     "validate_callback",
+    "validate_hold_at_least",
     "validate_limit",
     "validate_max_renewals",
     "validate_name",
@@ -71,6 +72,25 @@ def validate_ttl(ttl: object, what: str = "ttl") -> float:
         raise InvalidArgument(f"{what} must be at least {MIN_TTL} s, not {ttl!r}")
     if seconds > MAX_TTL:
         raise InvalidArgument(f"{what} must be at most {MAX_TTL:.0f} s (a year), not {ttl!r}")
+    return seconds
+
+
+def validate_hold_at_least(hold_at_least: object) -> float:
+    """Seconds a lock stays held after its grant even when released sooner (0: none; None
+    means 0): a finite number >= 0, at most ``MAX_TTL``. It may exceed the ttl: the window
+    is what a release leaves behind, the ttl still ends a lease never released
+    (``AsyncLocks.lock``)."""
+    if hold_at_least is None:
+        return 0.0
+    seconds = _seconds(hold_at_least, "hold_at_least")
+    if seconds < 0:
+        raise InvalidArgument(
+            f"hold_at_least must be >= 0 seconds (0 or None: no window), not {hold_at_least!r}"
+        )
+    if seconds > MAX_TTL:
+        raise InvalidArgument(
+            f"hold_at_least must be at most {MAX_TTL:.0f} s (a year), not {hold_at_least!r}"
+        )
     return seconds
 
 

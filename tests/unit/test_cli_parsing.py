@@ -98,6 +98,7 @@ def test_defaults_are_as_documented() -> None:
     assert options.timeout is None and not options.no_wait
     assert options.busy_exit_code == EXIT_BUSY and options.lost_exit_code == EXIT_LOST
     assert options.grace == 5.0
+    assert options.hold_at_least is None  # no window: a release frees the name at once
 
 
 @pytest.mark.parametrize(
@@ -111,6 +112,14 @@ def test_defaults_are_as_documented() -> None:
         (["run", "job", "--no-wait", "--timeout", "1", "--", "true"], "not allowed with"),
         (["run", "job", "--busy-exit-code", "300", "--", "true"], "0..255"),
         (["run", "job", "--grace", "-1", "--", "true"], "--grace"),
+        (["run", "job", "--hold-at-least", "-1", "--", "true"], "--hold-at-least must be >= 0"),
+        (["run", "job", "--hold-at-least", "inf", "--", "true"],
+         "--hold-at-least must be finite"),
+        (["run", "job", "--hold-at-least", "nan", "--", "true"],
+         "--hold-at-least must be finite"),
+        (["run", "job", "--hold-at-least", "soon", "--", "true"], "invalid float value"),
+        (["run", "job", "--semaphore", "2", "--hold-at-least", "5", "--", "true"],
+         "--hold-at-least is for a lock, not a --semaphore"),
         (["run", "job"], "give the command after --"),
         (["run", "job", "true"], "unexpected 'true'"),
         (["run", "job", "--"], "give the command after --"),

@@ -114,6 +114,9 @@ class AsyncRenewer:
         self._reporting: dict[Hold, tuple[str, BaseException | None, bool]] = {}
         """Holds found lost, no longer renewed, whose loss (reason, error, expected) is on
         its way to the holder (``_report``); ``pending_loss`` lets the holder take it first."""
+        self._out: dict[Hold, list[io.Signal]] = {}
+        """Holds whose renewal is out (sent, not answered), each with the signals of those
+        waiting for that answer (``quiet``)."""
         self._mutex = io.ThreadMutex()
         self._running = False
         self._wake: io.Signal | None = None
@@ -151,6 +154,19 @@ class AsyncRenewer:
             self._holds.discard(hold)
             self._reporting.pop(hold, None)  # its holder took it (pending_loss), or released
             # No wake needed: the loop skips holds it no longer has, and exits when empty.
+
+    async def quiet(self, hold: Hold, timeout: float) -> None:
+        """Return once no renewal of ``hold`` is out, or after ``timeout`` seconds. After
+        ``unwatch`` no new one starts, so a step that must come after every renewal at the
+        server (a release leaving a short lease: ``AsyncLease._release_in_window``) waits
+        here for the one that may be on its way. A renewal is bounded by the lease's end."""
+        with self._mutex:
+            waiting = self._out.get(hold)
+            if waiting is None:
+                return
+            signal = io.Signal()
+            waiting.append(signal)
+        await signal.wait(timeout)
 
     def _report(
         self, hold: Hold, reason: str, error: BaseException | None = None,
@@ -250,6 +266,14 @@ class AsyncRenewer:
             await self._renew_batch(store, holds)
 
     async def _renew_batch(self, store: AsyncStore, holds: list[Hold]) -> None:
+        with self._mutex:
+            # Marked out (``quiet``) from here until answered; one released meanwhile is
+            # not renewed at all.
+            holds = [hold for hold in holds if hold in self._holds]
+            for hold in holds:
+                self._out[hold] = []
+        if not holds:
+            return
         started = self._clock()
         batch = [hold.renewal for hold in holds]
         # A renewal answered after the first of these leases ran out cannot save it, and
@@ -263,10 +287,13 @@ class AsyncRenewer:
             try:
                 # A connection set-up the server completed meanwhile is not the lease's
                 # problem: the bound grows by it, as an acquire's does.
-                results = await io.bounded(
-                    functools.partial(store.extend_many, batch), limit,
-                    credit=functools.partial(_setup_seconds, store),
-                )
+                try:
+                    results = await io.bounded(
+                        functools.partial(store.extend_many, batch), limit,
+                        credit=functools.partial(_setup_seconds, store),
+                    )
+                finally:
+                    self._answered(holds)
             except io.DeadlineExceeded as late:
                 raise BackendError(
                     f"{store.describe()}: a renewal got no answer within {limit:.3f} s, "
@@ -293,6 +320,14 @@ class AsyncRenewer:
                     hold.next_due = _due_after(hold, started)
             else:
                 self._report(hold, "renewal refused: the server no longer has this lease")
+
+    def _answered(self, holds: list[Hold]) -> None:
+        """The renewal of ``holds`` is no longer out: wake whoever waits (``quiet``), before
+        any loss is reported (an ``on_lost`` run on this thread may release one of them)."""
+        with self._mutex:
+            waiting = [signal for hold in holds for signal in self._out.pop(hold, ())]
+        for signal in waiting:
+            signal.set()
 
     def _after_error(self, hold: Hold, error: Exception) -> None:
         now = self._clock()

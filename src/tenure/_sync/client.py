@@ -24,6 +24,7 @@ from tenure._lease_options import LeaseOptions
 from tenure._types import Capabilities, Kind, LeaseSpec, LockInfo, Mode
 from tenure._validation import (
     validate_callback,
+    validate_hold_at_least,
     validate_limit,
     validate_max_renewals,
     validate_name,
@@ -98,6 +99,7 @@ class Locks:
         on_lost: Callable[[Lock], Any] | None = None,
         reentrant: bool = False,
         fair: bool = False,
+        hold_at_least: float | None = None,
     ) -> Lock:
         """A handle on the lock ``name``; nothing is sent until acquire.
 
@@ -116,6 +118,15 @@ class Locks:
           A fair lock is the write side of the read-write lock ``name`` (``rwlock(name)``):
           the two exclude each other and share fences; the plain lock ``name`` is another
           record. Raises ConfigurationError on a backend without fair locks, saying why.
+        - ``hold_at_least``: seconds the name stays held after the grant even when released
+          sooner (ShedLock's lockAtLeastFor: a job fired by several nodes whose clocks differ
+          runs once per window). ``release()`` still ends this handle's ownership at once
+          (``owned()`` False, renewals stop, a second release raises NotOwned); the server
+          keeps the lease, same holder and fence, until at least ``hold_at_least`` after it
+          granted it, then it expires; a release after that frees it at once. Measured from
+          when the grant's answer arrived, as a duration, so no clocks are compared. It may
+          exceed ``ttl``: the window is what a release leaves, and a holder that dies
+          without releasing still loses the name when its lease runs out. None or 0: none.
         """
         if not isinstance(fair, bool):
             raise InvalidArgumentType(f"fair must be a bool, not {type(fair).__name__}")
@@ -136,6 +147,7 @@ class Locks:
             },
             spec,
             noun,
+            validate_hold_at_least(hold_at_least),
         )
 
     def rwlock(
@@ -183,9 +195,11 @@ class Locks:
         return ReadWriteLock(self, name, options, side)
 
     def _lock(
-        self, name: str, options: LockOptions, spec: LeaseSpec, noun: str | None
+        self, name: str, options: LockOptions, spec: LeaseSpec, noun: str | None,
+        hold_at_least: float = 0.0,
     ) -> Lock:
-        """A lock handle over ``spec`` (named ``noun``), its options validated."""
+        """A lock handle over ``spec`` (named ``noun``), its options validated
+        (``hold_at_least``: already)."""
         renew = options.get("renew", False)
         reentrant = options.get("reentrant", False)
         if not isinstance(renew, bool) or not isinstance(reentrant, bool):
@@ -202,6 +216,7 @@ class Locks:
             max_renewals=limit,
             on_lost=validate_callback(options.get("on_lost"), "on_lost"),
             reentrant=reentrant,
+            hold_at_least=hold_at_least,
         )
         return Lock(self, name, settings, spec=spec, noun=noun)
 

@@ -21,6 +21,7 @@ What happens on failure, up front:
 from __future__ import annotations
 
 import enum
+import math
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -75,6 +76,7 @@ class Lease:
         self.max_renewals = options.max_renewals
         self.on_lost = options.on_lost
         self.reentrant = options.reentrant
+        self.hold_at_least = options.hold_at_least
         self.lost = io.Event()
         """Set when the current acquisition's lease is gone. Cleared by the next acquire."""
         self._holds: dict[object, Hold] = {}
@@ -174,7 +176,8 @@ class Lease:
     # ---- releasing, extending ----------------------------------------------------------
 
     def release(self) -> None:
-        """Give the lease up.
+        """Give the lease up. Inside a ``hold_at_least`` window the handle lets go at once
+        but the server keeps the lease until the window ends (``_release_in_window``).
 
         Raises NotOwned if this handle (this thread / task, when re-entrant) holds nothing,
         LockLost if the lease was gone before the release reached the server, BackendError
@@ -195,11 +198,31 @@ class Lease:
             # still sent, in case a renewal error hid a lease the server kept.
             io.run_cleanup(self.store.release, self.spec.kind, self.name, hold.token)
             raise LockLost(self.name, f"released after loss: {hold.reason}") from hold.error
-        released = self.store.release(self.spec.kind, self.name, hold.token)
+        if self.hold_at_least:
+            released = self._release_in_window(hold)
+        else:
+            released = self.store.release(self.spec.kind, self.name, hold.token)
         _observe.released(self, hold.fence, self.clock() - hold.granted_at)
         if not released:
             self.mark_lost(hold, "the lease had expired or been taken before release")
             raise LockLost(self.name, hold.reason)
+
+    def _release_in_window(self, hold: Hold) -> bool:
+        """Release ``hold``, leaving the name held until ``hold_at_least`` after its grant.
+
+        The window is measured from when the grant's answer arrived here (``granted_at``),
+        which is after the server granted it, and sent as a duration: the server keeps the
+        lease at least ``hold_at_least`` past its own grant whatever the hosts' clocks say.
+        A renewal still out is waited for first: landing after the shortened lease, it
+        would restart the whole ttl. Past the window, a plain release frees the name."""
+        if hold.renewer is not None:
+            hold.renewer.quiet(hold, max(0.0, hold.lease_deadline - self.clock()))
+        left = hold.granted_at + self.hold_at_least - self.clock()
+        if left <= 0:
+            return self.store.release(self.spec.kind, self.name, hold.token)
+        # Whole milliseconds, rounded up: the unit most stores count in, never short.
+        window = math.ceil(left * 1000) / 1000
+        return self.store.release_after(self.spec.kind, self.name, hold.token, window)
 
     def extend(self, ttl: float | None = None) -> None:
         """Restart the lease: ``ttl`` seconds (default: the handle's ttl) from now, by the

@@ -12,6 +12,8 @@ the server's clock and comparing the caller's random token there:
 - ``acquire``: take a lease of ``spec`` if the kind's rule grants it (a retry with the same
   token keeps its fence), else say how long the soonest holder has left;
 - ``release``, ``extend_many``, ``owned``: about one held lease (a batch, for extend);
+  ``release_after``: a release that leaves the name held a while (``hold_at_least``), by
+  default one extend to what is left of the window;
 - ``inspect``, ``list_records``, ``break_leases``: the operator's views and force-release;
 - ``set_value``: replace the value stored with a held lock lease (elections).
 
@@ -61,6 +63,7 @@ Answers = list[bool]
 ACTIONS: Mapping[str, str] = {
     "acquire": "acquire",
     "release": "release",
+    "release_after": "release",
     "extend_many": "extend",
     "owned": "ownership check",
     "inspect": "inspect",
@@ -97,7 +100,7 @@ def _subject(verb: str, args: tuple[Any, ...]) -> str:
         return "the connections"
     if verb == "list_records":
         return f"the names under {args[1]!r}" if len(args) > 1 else "the names"
-    if verb in ("release", "owned", "inspect", "break_leases"):
+    if verb in ("release", "release_after", "owned", "inspect", "break_leases"):
         return repr(args[1]) if len(args) > 1 else "?"
     return repr(args[0]) if args else "?"
 
@@ -248,8 +251,9 @@ class Store(abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
-            _wrap_verbs(cls, ("acquire", "release", "extend_many", "owned", "inspect",
-                              "list_records", "break_leases", "set_value", "close"),
+            _wrap_verbs(cls, ("acquire", "release", "release_after", "extend_many", "owned",
+                              "inspect", "list_records", "break_leases", "set_value",
+                              "close"),
                         _translating)
 
     @classmethod
@@ -284,6 +288,20 @@ class Store(abc.ABC):
     def release(self, kind: Kind, name: str, token: str) -> bool:
         """End ``token``'s live lease (or remove its waiting place: then False) and wake
         waiters; False if it was no longer live. Fences never go back."""
+
+    def release_after(self, kind: Kind, name: str, token: str, seconds: float) -> bool:
+        """End ``token``'s live lease for its holder but leave the name held ``seconds``
+        more by the server's clock, in ONE step: ``inspect`` shows the same holder and
+        fence until then, contenders are refused, and then the lease expires as any
+        unrenewed one does (its holder's process may have exited by then). False if it was
+        no longer live. The lease logic calls it only for a release inside a lock's
+        ``hold_at_least`` window, after its renewals stopped (none is out).
+
+        This default resets the lease's expiry to server now + ``seconds`` with
+        ``extend_many`` (shorter or longer than its ttl: every store's extend sets, never
+        adds); a store that keeps local state per grant, or whose leases die with its
+        session or need more than a majority's word, overrides it."""
+        return (self.extend_many([Renewal(name, token, seconds, kind)]))[0]
 
     @abc.abstractmethod
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:

@@ -50,6 +50,8 @@ examples:
   tenure run deploy -w 10 -v -- ./deploy.sh
   # at most 3 exports at once, anywhere; wait up to 10 minutes for a permit
   tenure run exports --semaphore 3 --timeout 600 -- ./export.sh
+  # a nightly job fired by every node's cron: one run per night, however the clocks differ
+  0 2 * * * tenure run nightly -n -q -E 0 --ttl 3600 --hold-at-least 300 -- ./report.sh
 
 """
 
@@ -109,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")
+    run.add_argument("--hold-at-least", type=float, default=None, metavar="S",
+                     help="keep NAME held until S seconds after it was obtained, even when "
+                          "CMD ends sooner: a job fired on several hosts a little apart "
+                          "runs once per window (use with -n); default: release at once")
     run.set_defaults(handler=_run)
 
     ls = command(
@@ -299,7 +305,9 @@ def _connect(options: argparse.Namespace) -> tenure.Locks:
 def _run(options: argparse.Namespace) -> int:
     from tenure.cli.run import run
 
-    return run(run_options(options, semaphore=options.semaphore))
+    return run(run_options(
+        options, semaphore=options.semaphore, hold_at_least=options.hold_at_least
+    ))
 
 
 def _ls(options: argparse.Namespace) -> int:

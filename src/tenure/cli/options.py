@@ -8,7 +8,14 @@ import argparse
 import dataclasses
 from collections.abc import Sequence
 
-from tenure._validation import validate_limit, validate_name, validate_timeout, validate_ttl
+from tenure._errors import InvalidArgument
+from tenure._validation import (
+    validate_hold_at_least,
+    validate_limit,
+    validate_name,
+    validate_timeout,
+    validate_ttl,
+)
 from tenure.cli import EXIT_BUSY, CommandError
 from tenure.cli.progress import QUIET, VERBOSE
 
@@ -32,6 +39,9 @@ class RunOptions:
     """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
     verbosity: int = 0
     """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
+    hold_at_least: float = 0.0
+    """Keep the lock NAME held until this many seconds after its grant, even when CMD ends
+    sooner (``locks.lock(..., hold_at_least=)``): one run per window across nodes."""
     leader_value: str | None = None
     """Campaign in the election NAME with this value instead of taking the lock NAME
     (``tenure elect``): CMD runs while this process is the leader."""
@@ -61,11 +71,12 @@ def add_wait_options(parser: argparse.ArgumentParser, obtained: str) -> None:
 
 
 def run_options(
-    options: argparse.Namespace, *, semaphore: int | None = None, leader_value: str | None = None
+    options: argparse.Namespace, *, semaphore: int | None = None, leader_value: str | None = None,
+    hold_at_least: float | None = None,
 ) -> RunOptions:
-    """The checked options of ``tenure run`` (with its ``semaphore`` limit, if any) or
-    ``tenure elect`` (with its ``leader_value``); the first bad one raises, in the order the
-    commands have always checked them."""
+    """The checked options of ``tenure run`` (with its ``semaphore`` limit and
+    ``hold_at_least``, if any) or ``tenure elect`` (with its ``leader_value``); the first bad
+    one raises, in the order the commands have always checked them."""
     if options.timeout is not None:
         validate_timeout(options.timeout)
     for flag in ("busy_exit_code", "lost_exit_code"):
@@ -76,6 +87,9 @@ def run_options(
         raise CommandError(f"--grace must be >= 0 seconds, not {options.grace}")
     if semaphore is not None:
         validate_limit(semaphore)
+        if hold_at_least:
+            raise CommandError("--hold-at-least is for a lock, not a --semaphore")
+    held_for = _hold_at_least(hold_at_least)
     return RunOptions(
         name=validate_name(options.name),
         command=options.argv,
@@ -87,6 +101,15 @@ def run_options(
         lost_exit_code=options.lost_exit_code,
         grace=options.grace,
         semaphore=semaphore,
+        hold_at_least=held_for,
         verbosity=options.verbosity,
         leader_value=leader_value,
     )
+
+
+def _hold_at_least(seconds: float | None) -> float:
+    """``--hold-at-least``, checked as ``locks.lock`` checks it, said as the option."""
+    try:
+        return validate_hold_at_least(seconds)
+    except InvalidArgument as exc:
+        raise CommandError(str(exc).replace("hold_at_least", "--hold-at-least")) from None

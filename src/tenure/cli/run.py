@@ -83,7 +83,9 @@ def _run(options: RunOptions, signals: SignalInbox, err: TextIO) -> int:
         if options.leader_value is not None:
             lock = locks.election(options.name, options.ttl).candidate(options.leader_value)
         elif options.semaphore is None:
-            lock = locks.lock(options.name, options.ttl, renew=True)
+            lock = locks.lock(
+                options.name, options.ttl, renew=True, hold_at_least=options.hold_at_least
+            )
         else:
             lock = locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
         try:

@@ -30,6 +30,8 @@ class Held:
     epoch: int
     """The session epoch it was granted in: once the session's epoch moved on, the
     connection was suspended or the session lost since, and the grant is doubted."""
+    fence: int
+    """The node's ``czxid``: the grant's fence."""
     forsaken: bool = False
     """Its node was sent a delete: nobody believes in it any more."""
     released: bool = False

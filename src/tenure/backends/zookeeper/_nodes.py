@@ -13,7 +13,8 @@ limit, and the ttl in milliseconds by which others judge it expired: ``mtime + t
 the server time of their own latest write; an election leader's ``value``, written by the
 create or versioned set that grants the node, so it goes with the node; and ``queued`` on a
 waiter's node, which holds nothing even once it is first, until the versioned set that
-grants it.
+grants it; and ``fence`` on a node a release re-created to keep the name held a while
+(``_async/window.py``): the fence it stands for, its own ``czxid`` being newer.
 
 A read-write lock's mode is in its nodes' names (kazoo's ReadLock and WriteLock name their
 nodes apart too): a reader waiting finds the newest write node ahead of it from the list of
@@ -80,6 +81,9 @@ class Record:
     ttl_ms: int
     value: str | None = None
     queued: bool = False
+    fence: int | None = None
+    """The fence this node stands for when it is not its own ``czxid``: a holder's node
+    re-created, persistent, by a release inside a ``hold_at_least`` window."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {
@@ -90,6 +94,8 @@ class Record:
             fields["value"] = self.value
         if self.queued:
             fields["queued"] = True
+        if self.fence is not None:
+            fields["fence"] = self.fence
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
@@ -102,6 +108,11 @@ class Record:
     def with_ttl(self, ttl: float) -> Record:
         return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
 
+    def fence_of(self, stat: Any) -> int:
+        """The fence of the node this record was read from (``stat``: its stat)."""
+        czxid: int = stat.czxid
+        return czxid if self.fence is None else self.fence
+
     @classmethod
     def decode(cls, data: bytes) -> Record:
         try:
@@ -111,6 +122,7 @@ class Record:
                 float(fields["since"]), int(fields["limit"]), int(fields["ttl_ms"]),
                 None if fields.get("value") is None else str(fields["value"]),
                 fields.get("queued") is True,
+                None if fields.get("fence") is None else int(fields["fence"]),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.

@@ -34,7 +34,7 @@ def lock_info(
                 break
             continue
         if left > 0:
-            live.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid))
+            live.append(LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat)))
             values.append(record.value)
     if kind == Kind.SEMAPHORE:
         limit = None
@@ -46,8 +46,9 @@ def lock_info(
     if not live:
         return LockInfo(name, fence, None, None, None)
     first = live[0]
-    # Holder, term (the node's czxid) and value come from one getData of one node; the
-    # name's fence is written just after a grant, so it may still show the previous term.
+    # Holder, term (the node's czxid, or the fence its record stands for) and value come
+    # from one getData of one node; the name's fence is written just after a grant, so it
+    # may still show the previous term.
     return LockInfo(
         name, max(fence, first.fence or 0), first.holder, first.acquired_at, first.ttl_left,
         value=values[0],
@@ -79,7 +80,9 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
         if record.queued or not in_turn:
             queued += 1
             continue
-        leases.append(LeaseInfo(record.holder, _utc(record.since), left, stat.czxid, mode=mode))
+        leases.append(
+            LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode)
+        )
     # The name's fence is written just after a grant: the newest lease may be ahead of it.
     fence = max([fence, *(lease.fence or 0 for lease in leases)])
     return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),

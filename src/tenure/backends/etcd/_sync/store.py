@@ -18,7 +18,10 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
   lease it wrote on for its grant, and waits (``attempt``).
 - **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
   without a key, becomes a spare. A key already gone (its lease ended: expiry, a break)
-  answers ``deleted: 0``: not released, and the lease is dropped.
+  answers ``deleted: 0``: not released, and the lease is dropped. Inside a lock's
+  ``hold_at_least`` window the key is not deleted: it moves to a lease of the window's
+  length (``_move``, as a renewal with a new ttl does), keeping its creation revision (the
+  fence), and is deleted with that lease when it runs out.
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
 - **Election values** (``set_value``): the leader's value is a field of the holder key's
@@ -206,6 +209,13 @@ class EtcdBackend(Store):
 
     def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         return extend_by_kind(renewals, self._extend_kind)
+
+    def release_after(self, kind: Kind, name: str, token: str, seconds: float) -> bool:
+        # The key moves to a lease of the window's length (whole seconds, rounded up: never
+        # short), which nothing keeps alive; this process forgets it (it is no spare).
+        kept = super().release_after(kind, name, token, seconds)
+        self._held.pop((kind, name, token), None)
+        return kept
 
     def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
         results: dict[int, bool] = {}

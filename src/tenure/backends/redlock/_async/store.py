@@ -14,6 +14,8 @@ counts the answers (``_quorum``):
   validity must be positive; a majority that can no longer be reached is an error (the
   watchdog retries until the lease's end), one that said no is a loss.
 - release, break: on every node. Release is True when a majority had our live lease.
+- release inside a ``hold_at_least`` window: an extend on every node to the window's end,
+  True when a majority had our lease (no validity to vouch for: nobody holds it any more).
 
 Node timeouts are short (0.2 s by default, see ``_config``): every call waits for all nodes,
 so a dead node slows each operation by at most that much and never hangs one.
@@ -274,6 +276,17 @@ class AsyncRedlockBackend(AsyncStore):
         return outcome is Verdict.YES
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._extend(renewals, vouched=True)
+
+    async def release_after(self, kind: Kind, name: str, token: str, seconds: float) -> bool:
+        # An extend to the window's end, judged by the majority alone: the validity rule
+        # vouches for a holder's lease, and nobody holds this one any more (a window
+        # shorter than the call would otherwise read as a loss).
+        return (await self._extend([Renewal(name, token, seconds, kind)], vouched=False))[0]
+
+    async def _extend(self, renewals: Sequence[Renewal], *, vouched: bool) -> list[bool]:
+        """Each lease's expiry on every node reset to its ttl (``node_ttl``) from now; True
+        where a majority had it (``vouched``: and its validity is still positive)."""
         if not renewals:
             return []
         leases: list[str] = []
@@ -293,7 +306,9 @@ class AsyncRedlockBackend(AsyncStore):
         for index, renewal in enumerate(renewals):
             extended = sum(1 for reply in answers if reply[index] == 1)
             outcome = verdict(extended, len(failures), self._count)
-            results.append(outcome is Verdict.YES and validity(renewal.ttl, elapsed) > 0)
+            results.append(outcome is Verdict.YES and (
+                not vouched or validity(renewal.ttl, elapsed) > 0
+            ))
             if outcome is Verdict.UNKNOWN:
                 # Some nodes said no and too many did not answer to tell: the majority may
                 # still be ours (one node whose key expired early, another slow to answer).

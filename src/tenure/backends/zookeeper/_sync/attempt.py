@@ -132,7 +132,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
             return Busy(None)
         store._granted_in(epoch, place.path)
         store._held[(place.kind, place.name, place.token)] = Held(
-            place.path, granted.version, granted.mtime, record, epoch,
+            place.path, granted.version, granted.mtime, record, epoch, place.czxid,
             # The name's node is read after the grant, in the background: a waiter's last
             # write of it is likely old (others held the name since).
             fence_record=session.record_soon(place.parent, place.czxid, None, guess=False),

@@ -16,6 +16,8 @@
   goes again after it; a renewal that comes second finds the release begun and writes
   nothing. The write is not a rewrite of our own node: the waiter behind watches it, and
   would be woken by the rewrite rather than the delete.
+- **Release inside a ``hold_at_least`` window**: the node is replaced by a persistent one
+  that keeps the name for the window (``window``'s docstring).
 - **The name's last fence** (its node's data, for ``inspect`` once no node holds it; it
   never goes back: every write of it is versioned after a read, or after our own write,
   showing a lower number): a first try's fence is written by its release's multi, or, if
@@ -58,6 +60,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from tenure._sync.store import Store
 from tenure._types import Kind, Renewal
 from tenure.backends.zookeeper._sync.session import Session
+from tenure.backends.zookeeper._sync.window import hold_over
 from tenure.backends.zookeeper._config import ZooKeeperSettings
 from tenure.backends.zookeeper._leases import Held
 from tenure.backends.zookeeper._nodes import Record, encode_name, token_of
@@ -197,6 +200,22 @@ class ZooKeeperGrants(Store):
         finally:
             if held.fence_record is not None:
                 self.session.settled(held.fence_record)
+
+    def release_after(self, kind: Kind, name: str, token: str, seconds: float) -> bool:
+        # The node goes with the holder's session: ``window`` replaces it by a persistent one
+        # for the window, after the first try's fence is on the name's node (shown there
+        # once the window is over).
+        held = self._held.pop((kind, name, token), None)
+        if held is None:
+            return False
+        held.released = True
+        if self._doubted(held):
+            self._forsake(held)
+            return False
+        self._record_unrecorded(held)
+        if held.fence_record is not None:
+            self.session.settled(held.fence_record)
+        return hold_over(self.session, held, seconds)
 
     def _release_held(self, held: Held) -> bool:
         known = held.known()  # the write we know of; each conflict moves it on

@@ -143,7 +143,7 @@ class ZooKeeperBackend(ZooKeeperGrants):
         if ranked.conflict is None and ranked.granted(limit, mode):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = Held(
-                path, stat.version, stat.mtime, record, epoch,
+                path, stat.version, stat.mtime, record, epoch, stat.czxid,
                 unrecorded=self._unrecorded(parent, stat.czxid, *named),
             )
             return Grant(stat.czxid)
@@ -200,9 +200,12 @@ class ZooKeeperBackend(ZooKeeperGrants):
         # there yet (module docstring, "Requests"), and its node goes now.
         self.session.settled(self.session.record_soon(parent, info.fence, None))
         nodes = self.session.children(parent)
-        answers = self.session.call_many("exists", [(f"{parent}/{n}",) for n in nodes])
+        answers = self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
         broken = False
-        for node, stat in zip(nodes, answers, strict=True):
-            if not isinstance(stat, Exception) and stat is not None and stat.czxid in fences:
+        for node, answer in zip(nodes, answers, strict=True):
+            # A node kept for a hold_at_least window stands for an older fence than its own.
+            if not isinstance(answer, Exception) and Record.decode(answer[0]).fence_of(
+                answer[1]
+            ) in fences:
                 broken = self.session.delete(f"{parent}/{node}") or broken
         return broken
