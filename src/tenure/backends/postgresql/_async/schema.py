@@ -66,14 +66,8 @@ class AsyncSchema:
                 else:
                     _check_schema(sql.table, comment)  # never alter a table that is not ours
                     if not values:
-                        try:
-                            await connection.execute(sql.add_values)
-                        except UPGRADE_REFUSED as exc:
-                            raise ConfigurationError(
-                                f"table {sql.table!r} was created by an older tenure and "
-                                f"this user may not add the columns elections need; have "
-                                f"the table's owner run: {sql.add_values.strip()}"
-                            ) from exc
+                        await _upgrade(connection, sql.add_values, sql.table,
+                                       "the columns elections need")
         _check_schema(sql.table, comment)
 
     async def permits(self, pool: AsyncPool, *, create: bool, slots: bool = True) -> bool:
@@ -97,14 +91,8 @@ class AsyncSchema:
                 if not exists:
                     await connection.execute(sql.create)
                 elif not upgraded:
-                    try:
-                        await connection.execute(sql.add_holder_token)
-                    except UPGRADE_REFUSED as exc:
-                        raise ConfigurationError(
-                            f"table {sql.permits!r} was created by an older tenure and this "
-                            f"user may not add the column its semaphores now need; have the "
-                            f"table's owner run: {sql.add_holder_token}"
-                        ) from exc
+                    await _upgrade(connection, sql.add_holder_token, sql.permits,
+                                   "the column its semaphores now need")
             return True, True
 
         exists, upgraded = await pool.run(ensure)
@@ -132,6 +120,17 @@ class AsyncSchema:
 
         self._rwlocks_ready = await pool.run(ensure)
         return self._rwlocks_ready
+
+
+async def _upgrade(connection: Connection, statement: str, table: str, what: str) -> None:
+    """Alter a table an older tenure made, or say what its owner must run."""
+    try:
+        await connection.execute(statement)
+    except UPGRADE_REFUSED as exc:
+        raise ConfigurationError(
+            f"table {table!r} was created by an older tenure and this user may not add "
+            f"{what}; have the table's owner run: {statement.strip()}"
+        ) from exc
 
 
 def _check_schema(table: str, comment: str | None) -> None:

@@ -68,14 +68,8 @@ class Schema:
                 else:
                     _check_schema(sql.table, comment)  # never alter a table that is not ours
                     if not values:
-                        try:
-                            connection.execute(sql.add_values)
-                        except UPGRADE_REFUSED as exc:
-                            raise ConfigurationError(
-                                f"table {sql.table!r} was created by an older tenure and "
-                                f"this user may not add the columns elections need; have "
-                                f"the table's owner run: {sql.add_values.strip()}"
-                            ) from exc
+                        _upgrade(connection, sql.add_values, sql.table,
+                                       "the columns elections need")
         _check_schema(sql.table, comment)
 
     def permits(self, pool: Pool, *, create: bool, slots: bool = True) -> bool:
@@ -99,14 +93,8 @@ class Schema:
                 if not exists:
                     connection.execute(sql.create)
                 elif not upgraded:
-                    try:
-                        connection.execute(sql.add_holder_token)
-                    except UPGRADE_REFUSED as exc:
-                        raise ConfigurationError(
-                            f"table {sql.permits!r} was created by an older tenure and this "
-                            f"user may not add the column its semaphores now need; have the "
-                            f"table's owner run: {sql.add_holder_token}"
-                        ) from exc
+                    _upgrade(connection, sql.add_holder_token, sql.permits,
+                                   "the column its semaphores now need")
             return True, True
 
         exists, upgraded = pool.run(ensure)
@@ -134,6 +122,17 @@ class Schema:
 
         self._rwlocks_ready = pool.run(ensure)
         return self._rwlocks_ready
+
+
+def _upgrade(connection: Connection, statement: str, table: str, what: str) -> None:
+    """Alter a table an older tenure made, or say what its owner must run."""
+    try:
+        connection.execute(statement)
+    except UPGRADE_REFUSED as exc:
+        raise ConfigurationError(
+            f"table {table!r} was created by an older tenure and this user may not add "
+            f"{what}; have the table's owner run: {statement.strip()}"
+        ) from exc
 
 
 def _check_schema(table: str, comment: str | None) -> None:
