@@ -55,6 +55,9 @@ def _context(operations: Sequence[Operation], stuck: Stuck) -> list[int]:
         judged = {state.last_fence, state.last_write} - {None}
         chosen.update(i for i in stuck.placed if operations[i].kind == "acquire"
                       and operations[i].fence in judged)
+        # The grant of the lease whose expiry bounds the calls placed next.
+        chosen.update(i for i in stuck.placed if operations[i].kind == "acquire"
+                      and operations[i].lease == state.not_before_lease)
         for lease in state.leases:
             chosen.add(lease.set_by)
             chosen.update(i for i, op in enumerate(operations)

@@ -22,6 +22,9 @@ def _state(state: State, origin: float) -> str:
     last = "" if state.last_fence in live else f" (last fence {state.last_fence})"
     if state.last_write not in live | {state.last_fence}:
         last += f" (last write fence {state.last_write})"
+    if state.not_before is not None:
+        last += (f" (the calls placed next take effect from {state.not_before - origin:.3f} s, "
+                 f"after lease {state.not_before_lease} expired)")
     if not state.leases:
         return "free" + last
     parts = []
