@@ -39,7 +39,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tenure._errors import BackendError
+from tenure._errors import StoreFault
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo, Renewal
 from tenure._waiters import Waiters
 from tenure.backends._sql_common import clip, has_pending_input
@@ -184,7 +184,7 @@ class Locks:
         if connection is not None:
             gate = {"gate": self._gate(name)}
             # A failure closes the connection, which opens the gate just as well.
-            with contextlib.suppress(BackendError, *DRIVER_ERRORS):
+            with contextlib.suppress(StoreFault, *DRIVER_ERRORS):
                 self.pool.run(lambda cursor: cursor.execute(GATE_RELEASE, gate), connection)
 
     def gate_wait_seconds(self, timeout: float) -> float | None:
