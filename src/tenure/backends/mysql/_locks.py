@@ -274,7 +274,7 @@ class Locks:
 
     def break_leases(self, name: str) -> bool:
         params = {"name": hexed(name)}
-        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.break_lock, params) == 1)
+        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.breaking, params) == 1)
         if broken:
             self.waiters.notify(name)
         return broken
