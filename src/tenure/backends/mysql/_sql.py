@@ -345,10 +345,7 @@ ON DUPLICATE KEY UPDATE{update}
     # waits for that row lock and so judges the row as the release left it.
     @functools.cached_property
     def release_gated(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET {FREE_GATED} "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
-        )
+        return f"UPDATE {self.quoted} SET {FREE_GATED} WHERE {self.mine}"
 
     # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
     # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may
