@@ -140,7 +140,9 @@ class Servers:
     def _start(self, backend: str, restartable: bool, variant: str = "", *,
                env: dict[str, str] | None = None, moved: int = 0) -> Iterator[Target]:
         """``env``: added to the servers' environment (for Redlock, to the first ``moved``
-        nodes' only)."""
+        nodes' only). The backend is a row of tests/backends.py (the only list of them):
+        here is only how each one's servers start for the scenarios; a row without a case
+        here is NotReady."""
         reason = landed(backend)
         if reason is not None:
             raise NotReady(reason)
@@ -149,7 +151,7 @@ class Servers:
         elif backend == "sqlite":
             yield Target(backend, f"sqlite:///{self._directory(backend) / 'locks.db'}")
         elif backend in ("mysql", "postgresql"):
-            module = importlib.import_module(f"tests.servers.{backend}")
+            module = importlib.import_module(row(backend).servers)
             with module._server(self._template(backend, module), env) as server:
                 yield Target(backend, server.url, server)
         elif backend == "mongodb":

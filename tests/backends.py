@@ -11,8 +11,9 @@ two servers.
 
 Read by tests/conftest.py (the conformance parameters, ``--backends``, the markers, the
 server plugins), the safety harness (``python -m safety --backends``, which package a name
-is), tests/unit/test_packaging.py, scripts/guarantees.py (the docs table's order) and
-scripts/install-servers (what the servers need installed: ``python -m tests.backends apt``);
+is), tests/unit/test_packaging.py, scripts/guarantees.py (the docs table's order),
+scripts/install-servers (what the servers need installed: ``python -m tests.backends apt``)
+and tests/integration/test_unreachable_servers.py (each networked backend's server away);
 tests/unit/test_backend_table.py checks it against the registry, the server modules and
 pyproject.toml. Adding a backend's tests is adding a row.
 
@@ -27,6 +28,7 @@ import glob
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "NAMES",
     "BackendRow",
     "SystemPackage",
+    "Unreachable",
     "choose",
     "missing_packages",
     "row",
@@ -71,6 +74,22 @@ def _present(probe: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Unreachable:
+    """How to name a networked backend's server where none answers: what an acquire then
+    raises is checked on every row that has one (tests/integration/test_unreachable_servers.py)."""
+
+    url: str
+    """A URL of the row's scheme, each ``{}`` a port of its own, free (nothing listens)."""
+    timeout: bool = True
+    """The backend takes the ``timeout`` option, which bounds each of its driver's calls
+    (False: the driver is refused at once, a closed port needs no bound)."""
+
+    def at(self, free_port: Callable[[], int]) -> str:
+        """The URL, with a port from ``free_port()`` for each ``{}``."""
+        return self.url.format(*(free_port() for _ in range(self.url.count("{}"))))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BackendRow:
     name: str
     """The pytest marker, test id and ``--backends`` word."""
@@ -87,6 +106,9 @@ class BackendRow:
     """What its servers need installed (scripts/install-servers installs the missing)."""
     setup: str | None = None
     """A script installing what apt cannot (run by scripts/install-servers)."""
+    unreachable: Unreachable | None = None
+    """Its server where none answers; every networked backend has one (tests/unit/
+    test_backend_table.py checks), the in-process and on-host stores none."""
 
     @property
     def marker(self) -> str:
@@ -111,6 +133,14 @@ class BackendRow:
 
         return builtin_backends()[self.scheme].extra
 
+    @property
+    def local(self) -> bool:
+        """Its store is in this process or a file on this host (the store's ``local``): no
+        server that could be away. Imports the backend's driver."""
+        from tenure._urls import load_backend_module
+
+        return bool(load_backend_module(f"{self.scheme}://", "_sync").BACKEND.local)
+
     def param(self) -> Any:
         """A ``pytest.param`` of this backend (value and id: its name), carrying its marker,
         so that ``-m redis`` and ``-k redis`` select it."""
@@ -129,19 +159,25 @@ BACKENDS: tuple[BackendRow, ...] = (
     BackendRow("sqlite", "sqlite", "sqlite_url", "tests.servers.local",
                "runs on the embedded SQLite backend"),
     BackendRow("redis", "redis", "redis_url", "tests.servers.redis",
-               "needs a real redis-server", (_REDIS,)),
+               "needs a real redis-server", (_REDIS,),
+               unreachable=Unreachable("redis://127.0.0.1:{}/0", timeout=False)),
     BackendRow("redis_cluster", "redis+cluster", "redis_cluster_url", "tests.servers.redis",
                "needs a real 3-master Redis Cluster",
                # redis-cli --cluster create joins the nodes.
-               (_REDIS, SystemPackage("redis-tools", ("redis-cli",)))),
+               (_REDIS, SystemPackage("redis-tools", ("redis-cli",))),
+               unreachable=Unreachable("redis+cluster://127.0.0.1:{}", timeout=False)),
     BackendRow("redlock", "redlock", "redlock_url", "tests.servers.redlock",
-               "needs several real redis-server nodes", (_REDIS,)),
+               "needs several real redis-server nodes", (_REDIS,),
+               unreachable=Unreachable(
+                   "redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", timeout=False)),
     # No real mongod can be installed here: a Python 3.13 venv of its own.
     BackendRow("mongodb", "mongodb", "mongodb_url", "tests.servers.mongodb",
-               "needs the mongoeco MongoDB stand-in", setup="scripts/install-mongoeco"),
+               "needs the mongoeco MongoDB stand-in", setup="scripts/install-mongoeco",
+               unreachable=Unreachable("mongodb://127.0.0.1:{}/db?directConnection=true")),
     BackendRow("mysql", "mysql", "mysql_url", "tests.servers.mysql",
                "needs a real mariadbd",
-               (SystemPackage("mariadb-server", ("mariadbd", "/usr/sbin/mariadbd")),)),
+               (SystemPackage("mariadb-server", ("mariadbd", "/usr/sbin/mariadbd")),),
+               unreachable=Unreachable("mysql://root@127.0.0.1:{}/db")),
     BackendRow("postgresql", "postgresql", "postgresql_url", "tests.servers.postgresql",
                "needs a real PostgreSQL", (
                    SystemPackage("postgresql", ("/usr/lib/postgresql/*/bin/postgres",)),
@@ -149,18 +185,21 @@ BACKENDS: tuple[BackendRow, ...] = (
                    SystemPackage("libpq5", ("libpq.so.5",)),
                    # The server runs as the postgres user.
                    SystemPackage("util-linux", ("runuser",)),
-               )),
+               ),
+               unreachable=Unreachable("postgresql://postgres@127.0.0.1:{}/db")),
     BackendRow("etcd", "etcd", "etcd_url", "tests.servers.etcd",
                "needs a real 3-node etcd cluster", (
                    SystemPackage("etcd-server", ("etcd",)),
                    # The TLS tests make a throwaway CA and certificates with it.
                    SystemPackage("openssl", ("openssl",)),
-               )),
+               ),
+               unreachable=Unreachable("etcd://127.0.0.1:{}")),
     BackendRow("zookeeper", "zookeeper", "zookeeper_url", "tests.servers.zookeeper",
                "needs a real 3-node ZooKeeper ensemble", (
                    SystemPackage("zookeeper", ("/usr/share/java/zookeeper.jar",)),
                    SystemPackage("default-jre-headless", ("java",)),
-               )),
+               ),
+               unreachable=Unreachable("zookeeper://127.0.0.1:{}")),
 )
 
 NAMES: tuple[str, ...] = tuple(backend.name for backend in BACKENDS)

@@ -14,7 +14,9 @@
     └── InvalidArgumentType        also a TypeError: a name that is not a str, a ttl that is a str
 
 Driver errors are translated at the backend boundary with ``raise BackendError(...) from exc``;
-no driver exception reaches a caller untranslated.
+no driver exception reaches a caller untranslated. A store that finds a failure itself (a
+closed client, a missing privilege) raises ``StoreFault``, which never reaches a caller
+either: the store base translates it as it does a driver's error.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "LockLost",
     "LockTimeout",
     "NotOwned",
+    "StoreFault",
     "TenureError",
     "limit_mismatch",
 ]
@@ -76,6 +79,14 @@ class BackendError(TenureError):
     the wait before the driver gave up, the driver's last error if the backend knows it,
     else a TimeoutError saying that no answer came. There is always a cause.
     """
+
+
+class StoreFault(Exception):
+    """A failure a store finds itself rather than hears from its driver (its client closed,
+    a privilege missing, a key another name's record holds). Not a ``TenureError``: the
+    store base (``tenure._async.store``) raises it from a verb or an attempt step as the one
+    ``BackendError`` form, naming the backend, the action and the lock, its text the
+    cause."""
 
 
 class ConfigurationError(TenureError):

@@ -155,8 +155,15 @@ def test_an_upgrade_blocked_by_a_long_transaction_gives_up_and_is_tried_again(
             cursor.execute(f"SELECT COUNT(*) FROM `{table}`")
             cursor.fetchall()
         with tenure.connect(mysql_url, table=table, timeout=2) as locks:
-            with pytest.raises(tenure.BackendError, match="ALTER"):
+            with pytest.raises(tenure.BackendError) as raised:
                 locks.inspect("leader")
+            # The one form: the backend, the action and the lock, then why.
+            assert str(raised.value).startswith(
+                f"{locks.store.describe()}: inspect of 'leader' failed: cannot add the "
+                f"election value columns to table {table!r} (this needs the ALTER privilege "
+                "once; see the docs on leader elections): "
+            ), raised.value
+            assert raised.value.__cause__ is not None
             reader.commit()
             # The next operation upgrades the table and goes on.
             leadership = locks.election("leader", ttl=10).campaign(value="v")

@@ -22,7 +22,9 @@ import redis.asyncio
 import tenure
 from tenure._errors import BackendError, InvalidArgument, LockLost
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
+from tenure.backends.redis._rwlocks import queue_keys
 from tenure.backends.redis._scripts import ACQUIRE, ALL_SCRIPTS, lock_keys
+from tenure.backends.redis._semaphores import semaphore_keys
 from tenure.backends.redis._sync import RedisBackend
 from tests.integration.waking import (
     WAKE_BOUND,
@@ -511,13 +513,34 @@ def test_waiting_without_reservations_or_blocking_waits(
         assert info is not None and info.held and first is not None and info.fence > first
 
 
-def test_a_digest_taken_by_another_name_is_an_error(redis_url: str) -> None:
+COLLIDING: dict[str, Any] = {
+    "lock": (lambda name: lock_keys("tenure", name).meta,
+             lambda locks, name: locks.lock(name, ttl=5)),
+    "semaphore": (lambda name: semaphore_keys("tenure", name).meta,
+                  lambda locks, name: locks.semaphore(name, 2, ttl=5)),
+    "read-write lock": (lambda name: queue_keys("tenure", name).meta,
+                        lambda locks, name: locks.rwlock(name, ttl=5).write()),
+}
+"""Each record: its meta key (which names the name it belongs to), and a handle on it."""
+
+
+@pytest.mark.parametrize("record", sorted(COLLIDING))
+def test_a_digest_taken_by_another_name_is_an_error_in_the_one_form(
+    redis_url: str, record: str
+) -> None:
     name = f"collision:{secrets.token_hex(8)}"
+    meta, handle = COLLIDING[record]
     client = redis.Redis.from_url(redis_url)
-    client.hset(lock_keys("tenure", name).meta, mapping={"name": "some other name", "fence": 7})
-    with tenure.connect(redis_url) as locks, pytest.raises(BackendError, match="collision"):
-        locks.lock(name, ttl=5).acquire(blocking=False)
+    client.hset(meta(name), mapping={"name": "some other name", "fence": 7})
+    with tenure.connect(redis_url) as locks, pytest.raises(BackendError) as raised:
+        handle(locks, name).acquire(blocking=False)
     client.close()
+    assert str(raised.value) == (
+        f"{locks.store.describe()}: acquire of {name!r} failed: the key of {record} "
+        f"{name!r} already belongs to {record} 'some other name' (a SHA-256 digest "
+        "collision); use another name"
+    )
+    assert raised.value.__cause__ is not None
 
 
 def test_cross_process_handoff_goes_to_the_waiting_process(redis_url: str) -> None:

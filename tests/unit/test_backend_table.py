@@ -25,6 +25,15 @@ def test_every_registered_backend_package_has_a_row_and_every_row_a_package() ->
     assert tested == registered
 
 
+def test_every_networked_backend_says_where_its_server_is_away() -> None:
+    """tests/integration/test_unreachable_servers.py runs on each row with an ``unreachable``
+    URL: a networked backend's row must have one (a local store has no server)."""
+    for backend in BACKENDS:
+        assert (backend.unreachable is None) == backend.local, backend.name
+        if backend.unreachable is not None:
+            assert backend.unreachable.url.startswith(f"{backend.scheme}://"), backend.name
+
+
 def test_names_and_fixtures_are_unique() -> None:
     assert len(set(NAMES)) == len(BACKENDS)
     assert len({backend.fixture for backend in BACKENDS}) == len(BACKENDS)

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError, TenureError
+from tenure._errors import BackendError, StoreFault, TenureError
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 
 __all__ = [
@@ -104,8 +104,9 @@ def _subject(verb: str, args: tuple[Any, ...]) -> str:
 
 
 def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` (a store verb or an attempt step) with its driver's failures raised as
-    ``failure``. An attempt's subject is its own name; a verb's, its arguments'."""
+    """``function`` (a store verb or an attempt step) with its driver's failures, and the
+    ``StoreFault`` it raises itself, raised as ``failure``. An attempt's subject is its own
+    name; a verb's, its arguments'."""
     action = ACTIONS[verb]
 
     @functools.wraps(function)
@@ -115,7 +116,7 @@ def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
             return await function(self, *args, **kwargs)
         except TenureError:
             raise
-        except store.driver_errors as exc:
+        except store.translated_errors as exc:
             subject = (repr(self.name) if isinstance(self, AsyncAttempt)
                        else _subject(verb, args))
             raise failure(
@@ -233,7 +234,12 @@ class AsyncStore(abc.ABC):
     gives; one neither offered nor refused is simply not built."""
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
     """The driver's exceptions that mean the store failed (connection, timeout, server
-    error): raised from any verb as a ``BackendError`` (``failure``)."""
+    error): raised from any verb as a ``BackendError`` (``failure``), as is a
+    ``StoreFault`` the store raises itself. Empty: no verb is wrapped (nor may raise
+    ``StoreFault``)."""
+    translated_errors: ClassVar[tuple[type[BaseException], ...]] = (StoreFault, OSError)
+    """What the wrapped verbs translate: ``StoreFault`` and the ``driver_errors`` (set from
+    them for each subclass)."""
     max_backoff: ClassVar[float] = 0.05
     """Longest pause between two tries when no notification arrives (seconds)."""
     local: ClassVar[bool] = False
@@ -248,6 +254,7 @@ class AsyncStore(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.translated_errors = (StoreFault, *cls.driver_errors)
         if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
             _wrap_verbs(cls, ("acquire", "release", "release_after", "extend_many", "owned",
                               "inspect", "list_records", "break_leases", "set_value",

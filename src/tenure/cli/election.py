@@ -26,7 +26,7 @@ from tenure.cli import (
     EXIT_SIGNAL_BASE,
     CommandError,
 )
-from tenure.cli.options import add_wait_options, run_options
+from tenure.cli.options import add_hold_options, run_options
 from tenure.cli.signals import inbox
 
 __all__ = ["COMMANDS", "add_commands", "describe_leader"]
@@ -67,15 +67,10 @@ def add_commands(command: CommandFactory) -> None:
     elect.add_argument("name", metavar="NAME", help="the election's name")
     elect.add_argument("--value", required=True, metavar="V",
                        help="this candidate's value, shown by `tenure leader` (e.g. host:port)")
-    elect.add_argument("--ttl", type=float, default=30.0, metavar="S",
-                       help="leadership lease in seconds; a dead leader is replaced after at "
-                            "most this long (default: 30)")
-    add_wait_options(elect, "leadership")
-    elect.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
-                       help=f"exit status when leadership is lost while CMD runs "
-                            f"(default: {EXIT_LOST})")
-    elect.add_argument("--grace", type=float, default=5.0, metavar="S",
-                       help="seconds between SIGTERM and SIGKILL on loss (default: 5)")
+    add_hold_options(
+        elect, "leadership", lost="leadership is lost",
+        ttl="leadership lease in seconds; a dead leader is replaced after at most this long",
+    )
     elect.set_defaults(handler=_elect)
 
 

@@ -17,7 +17,6 @@ import tenure
 from tenure._urls import default_sqlite_path, redact, resolve_url
 from tenure._validation import validate_name
 from tenure.cli import (
-    EXIT_LOST,
     EXIT_NOTHING,
     EXIT_SIGNAL_BASE,
     EXIT_SOFTWARE,
@@ -29,7 +28,7 @@ from tenure.cli.completion import SHELLS
 from tenure.cli.election import COMMANDS as ELECTION_COMMANDS
 from tenure.cli.election import add_commands as add_election_commands
 from tenure.cli.logs import owned_stderr
-from tenure.cli.options import add_wait_options, run_options
+from tenure.cli.options import add_hold_options, run_options
 from tenure.cli.parsers import EXIT_STATUSES, MANUAL_URL, Formatter, Parser
 from tenure.cli.progress import VERBOSE
 from tenure.cli.verify import COMMANDS as VERIFY_COMMANDS
@@ -98,16 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.usage = "tenure run NAME [options] -- CMD [ARGS...]"
     run.add_argument("name", metavar="NAME", help="the lock's name")
-    run.add_argument("--ttl", type=float, default=30.0, metavar="S",
-                     help="lease in seconds; a crashed tenure frees the lock after this long "
-                          "(default: 30)")
-    add_wait_options(run, "the lock")
-    run.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
-                     help=f"exit status when the lease is lost while CMD runs "
-                          f"(default: {EXIT_LOST})")
-    run.add_argument("--grace", type=float, default=5.0, metavar="S",
-                     help="after a lost lease, seconds between SIGTERM and SIGKILL "
-                          "(default: 5)")
+    add_hold_options(
+        run, "the lock", lost="the lease is lost",
+        ttl="lease in seconds; a crashed tenure frees the lock after this long",
+    )
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")

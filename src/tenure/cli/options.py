@@ -1,6 +1,7 @@
-"""Options ``tenure run`` and ``tenure elect`` share: how long to wait, what to say, and
-the exit status when nothing was obtained (flock(1)'s -n, -w, -E; -q and -v); checked, the
-parsed options of either become one ``RunOptions`` for ``tenure.cli.run``."""
+"""Options ``tenure run`` and ``tenure elect`` share: the lease, how long to wait, what to
+say, the exit status when nothing was obtained (flock(1)'s -n, -w, -E; -q and -v) and what
+happens on loss (--lost-exit-code, --grace); checked, the parsed options of either become
+one ``RunOptions`` for ``tenure.cli.run``."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from tenure._validation import (
     validate_timeout,
     validate_ttl,
 )
-from tenure.cli import EXIT_BUSY, CommandError
+from tenure.cli import EXIT_BUSY, EXIT_LOST, CommandError
 from tenure.cli.progress import QUIET, VERBOSE
 
-__all__ = ["RunOptions", "add_wait_options", "run_options"]
+__all__ = ["RunOptions", "add_hold_options", "add_wait_options", "run_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,21 @@ def add_wait_options(parser: argparse.ArgumentParser, obtained: str) -> None:
                       help="report the wait: a live line on a terminal, else one line when it "
                            f"starts and one when {obtained} is obtained; with -v, also the "
                            "backend driver's own log lines")
+
+
+def add_hold_options(
+    parser: argparse.ArgumentParser, obtained: str, *, ttl: str, lost: str
+) -> None:
+    """Add what ``tenure run`` and ``tenure elect`` share: --ttl (``ttl``: its help, what the
+    lease bounds), the wait options (``add_wait_options``), --lost-exit-code and --grace
+    (``lost``: what loss is, "the lease is lost")."""
+    parser.add_argument("--ttl", type=float, default=30.0, metavar="S",
+                        help=f"{ttl} (default: 30)")
+    add_wait_options(parser, obtained)
+    parser.add_argument("--lost-exit-code", type=int, default=EXIT_LOST, metavar="N",
+                        help=f"exit status when {lost} while CMD runs (default: {EXIT_LOST})")
+    parser.add_argument("--grace", type=float, default=5.0, metavar="S",
+                        help=f"seconds between SIGTERM and SIGKILL when {lost} (default: 5)")
 
 
 def run_options(

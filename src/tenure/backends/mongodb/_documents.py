@@ -50,6 +50,7 @@ __all__ = [
     "extend_update",
     "free_update",
     "held_by",
+    "holds_entry",
     "info_pipeline",
     "milliseconds",
     "name_filter",
@@ -185,6 +186,18 @@ def acquire_update(
 
 def held_by(name: str, token: str) -> Document:
     return {"_id": name, "token": token, "$expr": LIVE}
+
+
+def holds_entry(field: str, name: str, token: str) -> Document:
+    """Matches the record ``name`` only while ``token`` holds a live entry in its array
+    ``field`` (a semaphore's ``permits``, a read-write lock's ``leases``)."""
+    return {"_id": name, "$expr": {"$anyElementTrue": [{"$map": {
+        "input": {"$ifNull": [f"${field}", []]}, "as": "e",
+        "in": {"$and": [
+            {"$eq": ["$$e.token", {"$literal": token}]},
+            {"$gt": ["$$e.expires_at", "$$NOW"]},
+        ]},
+    }}]}}
 
 
 # Inputs: TTL_MS, GC_AFTER_MS. Sets the expiry to $$NOW + TTL_MS (and the clean-up date past

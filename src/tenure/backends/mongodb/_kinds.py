@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +61,7 @@ STATEMENTS: dict[Kind, Statements] = {
     Kind.SEMAPHORE: Statements(
         collection_suffix=".semaphores",
         wake_key=permit_key,
-        holds=_semaphores.holds_permit,
+        holds=functools.partial(_documents.holds_entry, "permits"),
         release=_semaphores.release_permit_update,
         # An expired permit's entry still goes (nothing else is changed by this).
         leftover=lambda name, token: _documents.name_filter(name),
@@ -72,7 +73,7 @@ STATEMENTS: dict[Kind, Statements] = {
     Kind.RWLOCK: Statements(
         collection_suffix=".rwlocks",
         wake_key=queue_key,
-        holds=_rwlocks.holds_lease,
+        holds=functools.partial(_documents.holds_entry, "leases"),
         release=_rwlocks.release_update,
         # A waiter leaving, or a lease that lapsed: only the token's own owner ever adds
         # either, so nothing can come between the two updates.

@@ -49,7 +49,6 @@ __all__ = [
     "break_update",
     "extend_lease_update",
     "has_entry",
-    "holds_lease",
     "live_entries",
     "queue_info_pipeline",
     "release_update",
@@ -101,17 +100,6 @@ def _gc_stage(gc_after_ms: int) -> Document:
         "in": {"$max": ["$$value", "$$this"]},
     }}
     return {"$set": {"gc_at": {"$add": [latest, gc_after_ms]}}}
-
-
-def holds_lease(name: str, token: str) -> Document:
-    """Matches the record ``name`` only while ``token`` holds a live lease of it."""
-    return {"_id": name, "$expr": {"$anyElementTrue": [{"$map": {
-        "input": {"$ifNull": ["$leases", []]}, "as": "e",
-        "in": {"$and": [
-            {"$eq": ["$$e.token", {"$literal": token}]},
-            {"$gt": ["$$e.expires_at", "$$NOW"]},
-        ]},
-    }}]}}
 
 
 def has_entry(name: str, token: str) -> Document:
@@ -224,8 +212,9 @@ def _only(source: Any, token: str) -> Document:
 
 
 # The update of ONE update_one that removes TOKEN's lease and place (and every lapsed entry).
-# With holds_lease as the filter, matched_count == 1 means TOKEN's lease was live and is
-# gone; with has_entry, that TOKEN's lapsed lease or its place is gone. The fence is kept.
+# With ``holds_entry("leases", ...)`` as the filter, matched_count == 1 means TOKEN's lease
+# was live and is gone; with has_entry, that TOKEN's lapsed lease or its place is gone. The
+# fence is kept.
 def release_update(token: str, gc_after_ms: int | None) -> Pipeline:
     fields: Document = {
         "leases": _without(live_entries("$leases"), token),
@@ -234,7 +223,8 @@ def release_update(token: str, gc_after_ms: int | None) -> Pipeline:
     return _with_gc([{"$set": fields}], gc_after_ms)
 
 
-# With holds_lease as the filter of ONE update_one: restarts TOKEN's lease at $$NOW + TTL_MS.
+# With ``holds_entry("leases", ...)`` as the filter of ONE update_one: restarts TOKEN's lease
+# at $$NOW + TTL_MS.
 def extend_lease_update(token: str, ttl_ms: int, gc_after_ms: int | None) -> Pipeline:
     fields: Document = {
         "leases": _restarted(live_entries("$leases"), token, {"$add": ["$$NOW", ttl_ms]}),

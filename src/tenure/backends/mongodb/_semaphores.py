@@ -33,7 +33,6 @@ __all__ = [
     "break_permits_filter",
     "break_permits_update",
     "extend_permit_update",
-    "holds_permit",
     "live_permits",
     "release_permit_update",
     "semaphore_info_pipeline",
@@ -51,17 +50,6 @@ def live_permits(source: str = "$permits") -> Document:
         "input": {"$ifNull": [source, []]}, "as": "p",
         "cond": {"$gt": ["$$p.expires_at", "$$NOW"]},
     }}
-
-
-def holds_permit(name: str, token: str) -> Document:
-    """Matches the semaphore ``name`` only while ``token`` holds a live permit of it."""
-    return {"_id": name, "$expr": {"$anyElementTrue": [{"$map": {
-        "input": {"$ifNull": ["$permits", []]}, "as": "p",
-        "in": {"$and": [
-            {"$eq": ["$$p.token", {"$literal": token}]},
-            {"$gt": ["$$p.expires_at", "$$NOW"]},
-        ]},
-    }}]}}
 
 
 # Used as ONE find_one_and_update(filter={_id: NAME}, upsert=True, return_document=AFTER).
@@ -123,8 +111,8 @@ def acquire_permit_update(
     ]
 
 
-# With holds_permit as the filter of ONE update_one: removes our permit (and the expired
-# ones); matched_count == 1 means it was live and is gone.
+# With ``holds_entry("permits", ...)`` as the filter of ONE update_one: removes our permit
+# (and the expired ones); matched_count == 1 means it was live and is gone.
 def release_permit_update(token: str, gc_after_ms: int | None) -> Pipeline:
     fields: Document = {"permits": {"$filter": {
         "input": live_permits(), "as": "p",
@@ -135,7 +123,8 @@ def release_permit_update(token: str, gc_after_ms: int | None) -> Pipeline:
     return [{"$set": fields}]
 
 
-# With holds_permit as the filter of ONE update_one: restarts our permit at $$NOW + TTL_MS.
+# With ``holds_entry("permits", ...)`` as the filter of ONE update_one: restarts our permit
+# at $$NOW + TTL_MS.
 def extend_permit_update(token: str, ttl_ms: int, gc_after_ms: int | None) -> Pipeline:
     fields: Document = {"permits": {"$map": {"input": live_permits(), "as": "p", "in": {
         "$cond": [

@@ -16,14 +16,15 @@ keep in step for no change in what a lock guarantees.
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import EVERY_PRIMITIVE, AsyncStore
+from tenure._async.store import EVERY_PRIMITIVE
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
-from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
+from tenure._types import Busy, Capabilities, Grant, Kind
 from tenure.backends.mysql import SCHEMES
 from tenure.backends.mysql._config import settings
 from tenure.backends.mysql._errors import DRIVER_ERRORS
@@ -40,12 +41,10 @@ class AsyncMySQLAttempt(AsyncBlockingAttempt):
 
     store: AsyncMySQLStore
 
-    def __init__(
-        self, store: AsyncStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
-        holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.gate_wait = GateWait() if spec.kind is Kind.LOCK else None
+    @functools.cached_property
+    def gate_wait(self) -> GateWait | None:
+        """The gate a lock attempt's last refusal named; None for the other kinds."""
+        return GateWait() if self.spec.kind is Kind.LOCK else None
 
     async def try_once(self) -> Grant | Busy:
         return await io.run_blocking(

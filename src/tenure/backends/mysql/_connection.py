@@ -3,7 +3,8 @@ in autocommit, the gate connections kept aside (see ``_locks``), fork safety, th
 table's creation and schema check, and the helpers that run statements. Shared by both
 flavours. A connection that failed is closed, never reused; an idle one the server closed
 meanwhile (a restart) is noticed and dropped before use. The driver's errors leave as they
-are: the store's base translates them (``_errors.DRIVER_ERRORS``)."""
+are, and so do the ``StoreFault``s raised here (a closed client, a missing ALTER privilege):
+the store's base translates them (``_errors.DRIVER_ERRORS``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pymysql  # type: ignore[import-untyped]
 import pymysql.cursors  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
-from tenure._errors import BackendError, ConfigurationError
+from tenure._errors import ConfigurationError, StoreFault
 from tenure._types import Kind, Renewal
 from tenure.backends._sql_common import (
     SCHEMA_VERSION,
@@ -106,7 +107,7 @@ class Pool:
 
     def checkout(self) -> Connection:
         if self.closed:
-            raise BackendError(f"MySQL {self.display}: the client is closed")
+            raise StoreFault("the client is closed")
         self.check_fork()
         while True:
             with self.mutex:
@@ -188,7 +189,7 @@ class Pool:
         if self.closed:
             if connection is not None:
                 close_quietly(connection)
-            raise BackendError(f"MySQL {self.display}: the client is closed")
+            raise StoreFault("the client is closed")
         if connection is None:
             connection = self.checkout()
         try:
@@ -243,10 +244,10 @@ class Pool:
                     # Another process added them between our look and our ALTER: done.
                     if exc.args[0] != ER_DUP_FIELDNAME:
                         # Not a failure of the server: a privilege to grant once.
-                        raise BackendError(
-                            f"MySQL {self.display}: cannot add the election value columns "
-                            f"to table {self.sql.table!r} (this needs the ALTER privilege "
-                            f"once; see the docs on leader elections): {exc}"
+                        raise StoreFault(
+                            f"cannot add the election value columns to table "
+                            f"{self.sql.table!r} (this needs the ALTER privilege once; see "
+                            f"the docs on leader elections): {exc}"
                         ) from exc
 
     def _check_version(self, comment: str | None) -> None:

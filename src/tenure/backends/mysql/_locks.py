@@ -39,7 +39,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tenure._errors import BackendError
+from tenure._errors import StoreFault
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo, Renewal
 from tenure._waiters import Waiters
 from tenure.backends._sql_common import clip, has_pending_input
@@ -184,7 +184,7 @@ class Locks:
         if connection is not None:
             gate = {"gate": self._gate(name)}
             # A failure closes the connection, which opens the gate just as well.
-            with contextlib.suppress(BackendError, *DRIVER_ERRORS):
+            with contextlib.suppress(StoreFault, *DRIVER_ERRORS):
                 self.pool.run(lambda cursor: cursor.execute(GATE_RELEASE, gate), connection)
 
     def gate_wait_seconds(self, timeout: float) -> float | None:
@@ -274,7 +274,7 @@ class Locks:
 
     def break_leases(self, name: str) -> bool:
         params = {"name": hexed(name)}
-        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.break_lock, params) == 1)
+        broken = self.pool.run(lambda cursor: execute(cursor, self.sql.breaking, params) == 1)
         if broken:
             self.waiters.notify(name)
         return broken

@@ -55,8 +55,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tenure.backends.mysql._sql import CUTOFF, LEASE_END, NOW, floor_fence, starts_with
-from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_window
+from tenure.backends.mysql._sql import CUTOFF, NOW, LeaseStatements, floor_fence, starts_with
+from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweeping_records
 
 __all__ = ["RwlockStatements"]
 
@@ -70,10 +70,35 @@ _FLOORED = floor_fence("fence").replace(NOW, _AT)
 
 
 @dataclasses.dataclass(frozen=True)
-class RwlockStatements:
+class RwlockStatements(LeaseStatements):
+    """The two tables' statements; extend, owned and breaking are ``LeaseStatements'`` over
+    the lease entries (a place is never extended, owned or broken), the release its own."""
+
     table: str
     """The lock table's validated name; the two tables are named after it (within MySQL's
     64-character identifiers)."""
+
+    @property
+    def leases(self) -> str:
+        return self.entries
+
+    @property
+    def mine(self) -> str:
+        """The token's live lease entry. An ended lease keeps its token and, as expires_at,
+        the time it ended: NOW is read when a statement starts, so an extend that waited for
+        the row while a release or break ended it would see that end after its NOW and take
+        the lease for live (and revive it): seq 0 marks it ended."""
+        return f"{_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
+
+    @property
+    def live(self) -> str:
+        """The name's live lease entries: a break ends them as a release does (places and
+        the record's fence stay; ended leases are left to the next acquire)."""
+        return f"{_NAME} AND entry = 'lease' AND expires_at > {NOW}"
+
+    @property
+    def ended(self) -> str:
+        return f"expires_at = {NOW}, seq = 0"
 
     @functools.cached_property
     def records(self) -> str:
@@ -195,60 +220,18 @@ UPDATE {self.entries} SET expires_at = LEAST(expires_at, {NOW}), seq = 0 WHERE {
 SELECT @tenure_released
 """
 
-    # Inputs: name, token, ttl_us. Resets the expiry of the token's live lease to now + ttl.
-    # Affected rows (rows matched): 1 = extended. A place is never extended here. An ended
-    # lease keeps its token and, as expires_at, the time it ended: NOW is read when the
-    # statement starts, so one that waited for the row while a release or break ended it
-    # would see that end after its NOW and take the lease for live (and revive it): seq 0
-    # marks it ended.
-    @functools.cached_property
-    def extend(self) -> str:
-        return (
-            f"UPDATE {self.entries} SET expires_at = {LEASE_END} "
-            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
-        )
-
-    # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
-    @functools.cached_property
-    def owned(self) -> str:
-        return (
-            f"SELECT 1 FROM {self.entries} "
-            f"WHERE {_MINE} AND entry = 'lease' AND expires_at > {NOW} AND seq > 0"
-        )
-
-    # Input: name. Ends every live lease of the name, as a release does (places and the
-    # record's fence stay; ended leases are left to the next acquire). Affected rows (rows
-    # matched): the live leases freed.
-    @functools.cached_property
-    def breaking(self) -> str:
-        return (
-            f"UPDATE {self.entries} SET expires_at = {NOW}, seq = 0 "
-            f"WHERE {_NAME} AND entry = 'lease' AND expires_at > {NOW}"
-        )
-
     # One pass of the clean-up (see the module docstring and ``_sweep_sql``), one
     # transaction. Output: the `sweep_answer` row, with the records deleted.
     @functools.cached_property
     def collect(self) -> str:
         records, entries = self.records, self.entries
-        return f"""
-START TRANSACTION;
-{sweep_window(records)}
-SELECT COUNT(*) INTO @tenure_sweep_locked FROM {records} WHERE {SWEEP_BATCH} FOR UPDATE;
-DELETE FROM {records} WHERE {SWEEP_BATCH} AND name IN (
-    SELECT name FROM (
+        return sweeping_records(records, f"""
         SELECT r.name FROM {records} AS r
         WHERE {SWEEP_BATCH.replace("name", "r.name")} AND NOT EXISTS (
             SELECT 1 FROM {entries} AS e WHERE e.name = r.name AND e.expires_at > {CUTOFF}
         )
         GROUP BY r.name
-    ) AS idle
-);
-SET @tenure_sweep_deleted = ROW_COUNT();
-DELETE FROM {entries} WHERE {SWEEP_BATCH} AND expires_at <= {CUTOFF};
-COMMIT;
-{sweep_answer("@tenure_sweep_deleted")}
-"""
+    """, tidy=f"DELETE FROM {entries} WHERE {SWEEP_BATCH} AND expires_at <= {CUTOFF};")
 
     # One row per live lease, oldest grant first (or one row of NULL lease columns for a
     # record with none), each with the record's name, fence and live places; one consistent

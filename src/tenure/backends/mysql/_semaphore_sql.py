@@ -67,8 +67,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tenure.backends.mysql._sql import CUTOFF, FREE, LEASE_END, NOW, floor_fence, starts_with
-from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_window
+from tenure.backends.mysql._sql import (
+    CUTOFF,
+    FREE,
+    LEASE_END,
+    NOW,
+    LeaseStatements,
+    floor_fence,
+    starts_with,
+)
+from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweeping_records
 
 __all__ = ["GRANTED", "MINE", "MISMATCH", "SemaphoreStatements"]
 
@@ -86,13 +94,32 @@ _LIVE = f"{_THIS} AND {_LIVE_ROW}"
 
 
 @dataclasses.dataclass(frozen=True)
-class SemaphoreStatements:
+class SemaphoreStatements(LeaseStatements):
+    """The slots' statements; release, extend, owned and breaking are ``LeaseStatements``'
+    (a slot's permit is a lease row)."""
+
     table: str
     """The lock table's validated name; the slots table is named after it."""
 
     @functools.cached_property
     def quoted(self) -> str:
         return f"`{self.table[:58]}_slots`"
+
+    @property
+    def leases(self) -> str:
+        return self.quoted
+
+    @property
+    def mine(self) -> str:
+        return f"{_LIVE} AND {_OURS}"
+
+    @property
+    def live(self) -> str:
+        return _LIVE
+
+    @property
+    def ended(self) -> str:
+        return FREE
 
     @functools.cached_property
     def create(self) -> str:
@@ -154,49 +181,14 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
             f"WHERE name = UNHEX(%(name)s) AND slot = 0"
         )
 
-    # Inputs: name, token. Frees our slot if its permit is live. Affected rows (rows
-    # matched): 1 = released.
-    @functools.cached_property
-    def release(self) -> str:
-        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE} AND {_OURS}"
-
-    # Inputs: name, token, ttl_us. Affected rows (rows matched): 1 = extended.
-    @functools.cached_property
-    def extend(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET expires_at = {LEASE_END} "
-            f"WHERE {_LIVE} AND {_OURS}"
-        )
-
-    @functools.cached_property
-    def owned(self) -> str:
-        return f"SELECT 1 FROM {self.quoted} WHERE {_LIVE} AND {_OURS}"
-
-    # Input: name. Frees every live permit (the operator's break); the fence counter stays.
-    # Affected rows (rows matched): the live permits freed.
-    @functools.cached_property
-    def breaking(self) -> str:
-        return f"UPDATE {self.quoted} SET {FREE} WHERE {_LIVE}"
-
     # One pass of the clean-up (see the module docstring and ``_sweep_sql``), one
     # transaction. Output: the `sweep_answer` row, with the rows deleted.
     @functools.cached_property
     def collect(self) -> str:
-        return f"""
-START TRANSACTION;
-{sweep_window(self.quoted, "name, slot")}
-SELECT COUNT(*) INTO @tenure_sweep_locked FROM {self.quoted}
-WHERE {SWEEP_BATCH} AND slot = 0 FOR UPDATE;
-DELETE FROM {self.quoted} WHERE {SWEEP_BATCH} AND name IN (
-    SELECT name FROM (
+        return sweeping_records(self.quoted, f"""
         SELECT name FROM {self.quoted} WHERE {SWEEP_BATCH} GROUP BY name
         HAVING SUM(slot = 0) = 1 AND COALESCE(SUM(slot > 0 AND expires_at > {CUTOFF}), 0) = 0
-    ) AS idle
-);
-SET @tenure_sweep_deleted = ROW_COUNT();
-COMMIT;
-{sweep_answer("@tenure_sweep_deleted")}
-"""
+    """, order="name, slot", record=" AND slot = 0")
 
     # One row per live permit (or one row of NULLs for a semaphore with none), each with its
     # semaphore's name, fence and limit; one consistent read.

@@ -73,7 +73,7 @@ from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweep_answer, sweep_wi
 
 __all__ = [
     "CUTOFF", "GATE_RELEASE", "GATE_TAKE", "GATE_WAIT", "LEASE_END", "NOW", "SESSION_SETUP",
-    "SQL_MODE", "Statements", "floor_fence", "starts_with",
+    "SQL_MODE", "LeaseStatements", "Statements", "floor_fence", "starts_with",
 ]
 
 SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO"
@@ -150,10 +150,74 @@ FREE_GATED = FREE_LOCK.replace(
 measure of how long the record has been idle."""
 
 
+class LeaseStatements:
+    """Every kind's release, extend, ownership check and break, one template each, from
+    what tells a kind's lease rows apart: the table they are in (``leases``), the token's
+    live lease of the name (``mine``: inputs name, token), every live lease of the name
+    (``live``: input name) and the assignments that end one (``ended``). A kind whose
+    release is more than one update writes its own."""
+
+    @property
+    def leases(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def mine(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def live(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def ended(self) -> str:
+        raise NotImplementedError
+
+    # Inputs: name, token. Ends the token's live lease; keeps the fence. Affected rows
+    # (CLIENT_FOUND_ROWS: rows matched): 1 = released.
+    @functools.cached_property
+    def release(self) -> str:
+        return f"UPDATE {self.leases} SET {self.ended} WHERE {self.mine}"
+
+    # Inputs: name, token, ttl_us. Resets the expiry of the token's live lease to now + ttl.
+    # Affected rows (rows matched, so an expiry that happens to come out unchanged still
+    # counts): 1 = extended.
+    @functools.cached_property
+    def extend(self) -> str:
+        return f"UPDATE {self.leases} SET expires_at = {LEASE_END} WHERE {self.mine}"
+
+    # Inputs: name, token. Output: a row if the token holds a live lease. Read-only.
+    @functools.cached_property
+    def owned(self) -> str:
+        return f"SELECT 1 FROM {self.leases} WHERE {self.mine}"
+
+    # Input: name. Ends every live lease of the name, whoever holds it (the operator's
+    # break); keeps the fence. Affected rows (rows matched): the live leases ended.
+    @functools.cached_property
+    def breaking(self) -> str:
+        return f"UPDATE {self.leases} SET {self.ended} WHERE {self.live}"
+
+
 @dataclasses.dataclass(frozen=True)
-class Statements:
+class Statements(LeaseStatements):
     table: str
     """The validated table name, unquoted."""
+
+    @property
+    def leases(self) -> str:
+        return self.quoted
+
+    @property
+    def mine(self) -> str:
+        return f"name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
+
+    @property
+    def live(self) -> str:
+        return f"name = UNHEX(%(name)s) AND {LIVE}"
+
+    @property
+    def ended(self) -> str:
+        return FREE_LOCK
 
     @functools.cached_property
     def quoted(self) -> str:
@@ -281,10 +345,7 @@ ON DUPLICATE KEY UPDATE{update}
     # waits for that row lock and so judges the row as the release left it.
     @functools.cached_property
     def release_gated(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET {FREE_GATED} "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
-        )
+        return f"UPDATE {self.quoted} SET {FREE_GATED} WHERE {self.mine}"
 
     # Input: name. Output: the holder's remaining lease in microseconds (NULL or no row:
     # unknown), for a refused acquire's back-off. Read-only; a separate statement, so it may
@@ -294,25 +355,6 @@ ON DUPLICATE KEY UPDATE{update}
         return (
             f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) FROM {self.quoted} "
             f"WHERE name = UNHEX(%(name)s) AND token IS NOT NULL"
-        )
-
-    # Inputs: name, token. Frees the lease if this token holds it and it has not expired;
-    # keeps the fence. Affected rows (CLIENT_FOUND_ROWS: rows matched): 1 = released.
-    @functools.cached_property
-    def release(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET {FREE_LOCK} "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
-        )
-
-    # Inputs: name, token, ttl_us. Resets the expiry to now + ttl if this token holds a live
-    # lease. Affected rows (rows matched, so an expiry that happens to come out unchanged
-    # still counts): 1 = extended.
-    @functools.cached_property
-    def extend(self) -> str:
-        return (
-            f"UPDATE {self.quoted} SET expires_at = {LEASE_END} "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
         )
 
     # Inputs: name, token, value. Replaces the value if this token holds a live lease it
@@ -325,20 +367,6 @@ ON DUPLICATE KEY UPDATE{update}
             f"WHERE name = UNHEX(%(name)s) AND token = %(token)s "
             f"AND value_token = %(token)s AND expires_at > {NOW}"
         )
-
-    # Inputs: name, token. Output: a row if this token holds a live lease. Read-only.
-    @functools.cached_property
-    def owned(self) -> str:
-        return (
-            f"SELECT 1 FROM {self.quoted} "
-            f"WHERE name = UNHEX(%(name)s) AND token = %(token)s AND expires_at > {NOW}"
-        )
-
-    # Input: name. Frees a live lease whoever holds it (the operator's break); keeps the
-    # fence. Affected rows: 1 = a live lease was freed.
-    @functools.cached_property
-    def break_lock(self) -> str:
-        return f"UPDATE {self.quoted} SET {FREE_LOCK} WHERE name = UNHEX(%(name)s) AND {LIVE}"
 
     # One pass of the clean-up (see the module docstring and ``_sweep_sql``), autocommit
     # statements sent as one text: the window, then the DELETE of its idle rows. Output: the

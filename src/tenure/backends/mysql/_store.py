@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from tenure._errors import BackendError
+from tenure._errors import StoreFault
 from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
 from tenure._waiters import Waiters
@@ -135,7 +135,7 @@ class MySQLTable(ByKind):
                 return
             self._sweep_due = now + min(SWEEP_INTERVAL, self.gc_after)
         # The operation this follows has succeeded: a failed pass is only skipped.
-        with contextlib.suppress(BackendError, *DRIVER_ERRORS):
+        with contextlib.suppress(StoreFault, *DRIVER_ERRORS):
             self.pool.run(self._collect)
 
     def _collect(self, cursor: Cursor) -> None:

@@ -18,14 +18,15 @@ keep in step for no change in what a lock guarantees.
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE, Store
+from tenure._sync.store import EVERY_PRIMITIVE
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
-from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
+from tenure._types import Busy, Capabilities, Grant, Kind
 from tenure.backends.mysql import SCHEMES
 from tenure.backends.mysql._config import settings
 from tenure.backends.mysql._errors import DRIVER_ERRORS
@@ -42,12 +43,10 @@ class MySQLAttempt(BlockingAttempt):
 
     store: MySQLStore
 
-    def __init__(
-        self, store: Store, name: str, spec: LeaseSpec, *, token: str, ttl: float,
-        holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.gate_wait = GateWait() if spec.kind is Kind.LOCK else None
+    @functools.cached_property
+    def gate_wait(self) -> GateWait | None:
+        """The gate a lock attempt's last refusal named; None for the other kinds."""
+        return GateWait() if self.spec.kind is Kind.LOCK else None
 
     def try_once(self) -> Grant | Busy:
         return io.run_blocking(

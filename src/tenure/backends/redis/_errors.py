@@ -4,6 +4,7 @@
 raises any of them from a verb or an attempt step as the one ``BackendError`` form, naming
 the server (without its password), the action and the lock, with the driver's error as its
 ``__cause__``. Redlock uses the same table for each of its nodes.
+A script's refusal of a name whose key another name's record holds is ``digest_collision``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from redis.exceptions import (
     ResponseError,
 )
 
-__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "misconfigured"]
+from tenure._errors import StoreFault
+
+__all__ = ["DRIVER_ERRORS", "MISCONFIGURED", "digest_collision", "misconfigured"]
 
 DRIVER_ERRORS = (RedisError, RedisClusterException, ChildDeadlockedError, OSError)
 MISCONFIGURED = (
@@ -42,3 +45,14 @@ def misconfigured(error: BaseException) -> bool:
         isinstance(error, ResponseError) and "unauthenticated" in str(error)
     )
 
+
+
+def digest_collision(record: str, name: str, stored: object) -> StoreFault:
+    """The failure of an acquire of ``name`` whose key (a digest of the name) holds the
+    ``record`` ("lock", "semaphore", "read-write lock") of the name ``stored`` (the script's
+    answer): the base raises it in the one BackendError form."""
+    other = stored.decode("utf-8", "replace") if isinstance(stored, bytes) else str(stored)
+    return StoreFault(
+        f"the key of {record} {name!r} already belongs to {record} {other!r} (a SHA-256 "
+        "digest collision); use another name"
+    )

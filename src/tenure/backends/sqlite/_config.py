@@ -12,7 +12,7 @@ from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._urls import default_sqlite_path, redact
 
-__all__ = ["SYNCHRONOUS", "Settings", "settings"]
+__all__ = ["SYNCHRONOUS", "Settings", "display", "settings"]
 
 SYNCHRONOUS = ("normal", "full", "extra")
 
@@ -25,6 +25,11 @@ class Settings:
     synchronous: str = "normal"
     gc_after: float | None = DEFAULT_GC_AFTER
     """Seconds an idle name's record is kept (None: forever)."""
+
+
+def display(path: pathlib.Path) -> str:
+    """The store's URL, as ``describe()`` and every error of the store begin."""
+    return f"sqlite:///{path}"
 
 
 def settings(url: str, options: dict[str, Any]) -> Settings:
@@ -62,5 +67,7 @@ def settings(url: str, options: dict[str, Any]) -> Settings:
                 "TENURE_URL (e.g. sqlite:///path/to/locks.db)"
             ) from exc
     elif not path.parent.is_dir():
-        raise ConfigurationError(f"cannot use SQLite database {path}: no such directory")
+        raise ConfigurationError(
+            f"{display(path)}: cannot use the database: no such directory {path.parent}"
+        )
     return Settings(path, float(busy_timeout), synchronous, gc_after)

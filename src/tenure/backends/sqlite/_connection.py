@@ -20,7 +20,7 @@ from tenure.backends.sqlite import _lock_sql as lock_sql
 from tenure.backends.sqlite import _rwlock_sql as rwlock_sql
 from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import NOW, register_clock
-from tenure.backends.sqlite._config import Settings
+from tenure.backends.sqlite._config import Settings, display
 from tenure.backends.sqlite._errors import busy
 
 __all__ = ["CONTENDED_FOR", "WAL_SIZE_LIMIT", "Database"]
@@ -118,7 +118,8 @@ class Database:
             version = self.execute(connection, "PRAGMA user_version").fetchone()[0]
             if version > lock_sql.SCHEMA_VERSION:
                 raise ConfigurationError(
-                    f"{self.path} was written by a newer tenure (schema {version}); upgrade tenure"
+                    f"{display(self.path)}: the database was written by a newer tenure "
+                    f"(schema {version}); upgrade tenure"
                 )
             with self.transaction(connection):
                 connection.execute(lock_sql.CREATE_TABLE)
@@ -134,7 +135,9 @@ class Database:
                     self._stamp_old_records(connection)
                 connection.execute(f"PRAGMA user_version = {lock_sql.SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
-            raise ConfigurationError(f"cannot use SQLite database {self.path}: {exc}") from exc
+            raise ConfigurationError(
+                f"{display(self.path)}: cannot use the database: {exc}"
+            ) from exc
 
     @staticmethod
     def _stamp_old_records(connection: sqlite3.Connection) -> None:

@@ -11,14 +11,15 @@ attempt (``SQLiteAttempt``) keeps its place, a ``Ticket``, from one try to the n
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE, Store
+from tenure._sync.store import EVERY_PRIMITIVE
 from tenure._concurrency import sync_io as io
-from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
+from tenure._types import Busy, Capabilities, Grant, Kind
 from tenure.backends.sqlite import SCHEMES
-from tenure.backends.sqlite._config import settings
+from tenure.backends.sqlite._config import display, settings
 from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._errors import DRIVER_ERRORS
 from tenure.backends.sqlite._store import SQLiteFile
@@ -33,14 +34,11 @@ class SQLiteAttempt(BlockingAttempt):
 
     store: SQLiteStore
 
-    def __init__(
-        self, store: Store, name: str, spec: LeaseSpec, *, token: str, ttl: float,
-        holder: Holder,
-    ) -> None:
-        super().__init__(store, name, spec, token=token, ttl=ttl, holder=holder)
-        self.ticket = None if spec.kind is Kind.SEMAPHORE else Ticket(
-            spec.kind.value, name, token
-        )
+    @functools.cached_property
+    def ticket(self) -> Ticket | None:
+        """A lock's or a read-write lock's place in the name's queue; None for a semaphore."""
+        kind = self.spec.kind
+        return None if kind is Kind.SEMAPHORE else Ticket(kind.value, self.name, self.token)
 
     def try_once(self) -> Grant | Busy:
         return io.run_blocking(
@@ -111,7 +109,7 @@ class SQLiteStore(BlockingShell[SQLiteFile]):
         return cls(SQLiteFile(settings(url, options)))
 
     def describe(self) -> str:
-        return f"sqlite:///{self.store.path}"
+        return display(self.store.path)
 
 
 BACKEND = SQLiteStore

@@ -183,38 +183,35 @@ class Gateway:
         started = time.monotonic()
         content = body if isinstance(body, str) else json.dumps(body)
         token = self._ensure_token(client, timeout)
-        self.requests += 1
-        response = client.post(
-            path, content=content, headers=auth_header(token), timeout=timeout
-        )
-        try:
-            return decode(path, response, self.settings)
-        except TokenRejected:
+        left, refreshed = timeout, False
+        while True:
+            self.requests += 1
+            response = client.post(
+                path, content=content, headers=auth_header(token), timeout=left
+            )
+            try:
+                return decode(path, response, self.settings)
+            except TokenRejected:
+                code, message = code_and_message(response)
             if self.settings.username is None:
                 raise EtcdError(
                     f"the members have authentication enabled: "
-                    f"give user:password in the URL ({path}: {code_and_message(response)[1]})"
-                ) from None
-        # The token expired (or auth was enabled since we learnt it was off): log in and
-        # send once more, to the same member, within what is left of the deadline.
-        with self._mutex:
-            if self._token == token:
-                self._token = None
-        left = max(0.001, timeout - (time.monotonic() - started))
-        token = self._ensure_token(client, left)
-        left = max(0.001, timeout - (time.monotonic() - started))
-        self.requests += 1
-        response = client.post(
-            path, content=content, headers=auth_header(token), timeout=left
-        )
-        try:
-            return decode(path, response, self.settings)
-        except TokenRejected:
-            code, message = code_and_message(response)
-            raise EtcdError(
-                f"{path}: {message} (code {code}), right after "
-                f"logging in as {self.settings.username!r}"
-            ) from None
+                    f"give user:password in the URL ({path}: {message})"
+                )
+            if refreshed:
+                raise EtcdError(
+                    f"{path}: {message} (code {code}), right after "
+                    f"logging in as {self.settings.username!r}"
+                )
+            # The token expired (or auth was enabled since we learnt it was off): log in and
+            # send once more, to the same member, within what is left of the deadline.
+            with self._mutex:
+                if self._token == token:
+                    self._token = None
+            token = self._ensure_token(
+                client, max(0.001, timeout - (time.monotonic() - started))
+            )
+            left, refreshed = max(0.001, timeout - (time.monotonic() - started)), True
 
     def _ensure_token(self, client: httpx.Client, timeout: float) -> str | None:
         """The token to send (logging in first if there is none yet): None without

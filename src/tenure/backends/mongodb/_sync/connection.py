@@ -5,8 +5,9 @@
 index (created on first use of that collection), the few calls the store makes, and the
 server's clock sampled for waiters' pause bounds.
 
-Driver errors leave these calls as they are: the store's base turns them into the one
-``BackendError`` form (see ``tenure.backends.mongodb._errors``).
+Driver errors leave these calls as they are, as does the ``StoreFault`` of a closed client:
+the store's base turns them into the one ``BackendError`` form (see
+``tenure.backends.mongodb._errors``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pymongo import ASCENDING, MongoClient, ReturnDocument, UpdateOne
 from pymongo.synchronous.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from tenure._errors import BackendError
+from tenure._errors import StoreFault
 from tenure._types import Kind
 from tenure.backends.mongodb._config import MongoSettings
 from tenure.backends.mongodb._documents import Document, Pipeline
@@ -57,7 +58,7 @@ class Connection:
     def _open(self) -> dict[Kind, Collection[Document]]:
         with self._mutex:
             if self._closed:
-                raise BackendError(f"MongoDB {self.describe}: the client is closed")
+                raise StoreFault("the client is closed")
             pid = os.getpid()
             if self._collections and self._pid == pid:
                 return self._collections

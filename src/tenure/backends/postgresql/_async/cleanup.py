@@ -8,6 +8,7 @@ import logging
 import time
 
 from tenure._concurrency import async_io as io
+from tenure._errors import StoreFault
 from tenure.backends.postgresql._async.connection import AsyncPool, Connection, fetch_row
 from tenure.backends.postgresql._errors import DRIVER_ERRORS
 from tenure.backends.postgresql._sql import SWEEP_LOCK_TIMEOUT
@@ -15,6 +16,10 @@ from tenure.backends.postgresql._sql import SWEEP_LOCK_TIMEOUT
 __all__ = ["SWEEP_EVERY", "SWEEP_LIMIT", "SWEEP_LOCK_WAIT_MS", "AsyncCleanup"]
 
 logger = logging.getLogger("tenure")
+
+SKIPPED: tuple[type[BaseException], ...] = (StoreFault, *DRIVER_ERRORS)
+"""A clean-up pass that fails so is skipped: a lock wait given up, a server away, the
+client closed meanwhile."""
 
 SWEEP_EVERY = 60.0
 """Seconds between two clean-ups of one table by one store, at most (and at most
@@ -60,7 +65,7 @@ class AsyncCleanup:
                 # On a connection of its own: the pool the lock steps use stays as it was
                 # (no extra idle connection left behind, none taken from under them).
                 removed = await self._pool.run(sweep, pooled=False)
-            except DRIVER_ERRORS as exc:  # a lock wait given up, a server away: next time
+            except SKIPPED as exc:  # next time (or never, once closed)
                 logger.debug("tenure: PostgreSQL clean-up of %s: %s", table, exc)
                 return
             if removed >= SWEEP_LIMIT:

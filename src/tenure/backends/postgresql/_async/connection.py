@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from tenure._concurrency import async_io as io
-from tenure._errors import BackendError
+from tenure._errors import StoreFault
 from tenure.backends._sql_common import abandon, has_pending_input
 from tenure.backends.postgresql._config import PostgreSQLSettings
 from tenure.backends.postgresql._errors import SCHEMA_GONE
@@ -68,7 +68,7 @@ class AsyncPool:
         """Run ``work`` on a connection of the pool, or (``pooled=False``) on one of its own,
         closed afterwards."""
         if self.closed:
-            raise BackendError(f"PostgreSQL {self.settings.display}: the client is closed")
+            raise StoreFault("the client is closed")
         # A statement cancelled half-way may still commit after the caller's undo (a
         # release): it runs to its end first. The deadlines bound the wait.
         return await io.complete(self._run_unshielded(work, pooled))

@@ -10,6 +10,7 @@ import logging
 import time
 
 from tenure._concurrency import sync_io as io
+from tenure._errors import StoreFault
 from tenure.backends.postgresql._sync.connection import Pool, Connection, fetch_row
 from tenure.backends.postgresql._errors import DRIVER_ERRORS
 from tenure.backends.postgresql._sql import SWEEP_LOCK_TIMEOUT
@@ -17,6 +18,10 @@ from tenure.backends.postgresql._sql import SWEEP_LOCK_TIMEOUT
 __all__ = ["SWEEP_EVERY", "SWEEP_LIMIT", "SWEEP_LOCK_WAIT_MS", "Cleanup"]
 
 logger = logging.getLogger("tenure")
+
+SKIPPED: tuple[type[BaseException], ...] = (StoreFault, *DRIVER_ERRORS)
+"""A clean-up pass that fails so is skipped: a lock wait given up, a server away, the
+client closed meanwhile."""
 
 SWEEP_EVERY = 60.0
 """Seconds between two clean-ups of one table by one store, at most (and at most
@@ -62,7 +67,7 @@ class Cleanup:
                 # On a connection of its own: the pool the lock steps use stays as it was
                 # (no extra idle connection left behind, none taken from under them).
                 removed = self._pool.run(sweep, pooled=False)
-            except DRIVER_ERRORS as exc:  # a lock wait given up, a server away: next time
+            except SKIPPED as exc:  # next time (or never, once closed)
                 logger.debug("tenure: PostgreSQL clean-up of %s: %s", table, exc)
                 return
             if removed >= SWEEP_LIMIT:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._errors import BackendError
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, LeaseSpec, LockInfo, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._errors import digest_collision
 from tenure.backends.redis._records import decode_info
 from tenure.backends.redis._scripts import (
     ACQUIRE,
@@ -37,6 +37,12 @@ class AsyncLockSteps(AsyncRedisBase):
         keys = lock_keys(self._namespace, name)
         done = await self._transport.script(SET_VALUE, (keys.lease,), (token, value))
         return bool(done == 1)
+
+    async def _acquire_lock_lease(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy:
+        """The store's acquire of a lock lease: one ACQUIRE, not after a wait."""
+        return await self._acquire_lock(name, token, ttl, holder, spec.value, False)
 
     async def _acquire_lock(  # noqa: PLR0917 - the store's acquire's arguments, and two
         self, name: str, token: str, ttl: float, holder: Holder, value: str | None,
@@ -72,11 +78,7 @@ class AsyncLockSteps(AsyncRedisBase):
             self._contended.saw(name)
             left = int(value)
             return Busy(None if left < 0 else left / 1000)
-        stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        raise BackendError(
-            f"{self.settings.display}: the key of lock {name!r} already belongs to "
-            f"lock {stored!r} (a SHA-256 digest collision); use another name"
-        )
+        raise digest_collision("lock", name, value)
 
     async def _release_lock(self, name: str, token: str) -> bool:
         keys = lock_keys(self._namespace, name)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._errors import BackendError, InvalidArgument
-from tenure._types import Busy, Grant, Holder, LockInfo, Mode, Renewal
+from tenure._errors import InvalidArgument
+from tenure._types import Busy, Grant, Holder, LeaseSpec, LockInfo, Mode, Renewal
 from tenure.backends.redis._async.base import AsyncRedisBase
+from tenure.backends.redis._errors import digest_collision
 from tenure.backends.redis._records import decode_queue
 from tenure.backends.redis._rwlocks import (
     ACQUIRE_QUEUED,
@@ -32,10 +33,10 @@ class AsyncQueueSteps(AsyncRedisBase):
     """Queued leases with modes: per name a hash of leases, sorted sets of lease ends, of
     places by arrival (all, and writers') and of place ends, and a wake list per waiter."""
 
-    async def _acquire_queued(  # noqa: PLR0917 - the store's acquire's arguments
-        self, name: str, token: str, ttl: float, holder: Holder, mode: Mode | None,
-        queue_ttl: float | None,
+    async def _acquire_queued(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
+        mode, queue_ttl = spec.mode, spec.queue_ttl
         if mode not in (Mode.READ, Mode.WRITE) or queue_ttl is None:
             raise InvalidArgument(
                 f"a queued lease takes a mode ('read' or 'write', not {mode!r}) and a queue ttl"
@@ -52,12 +53,7 @@ class AsyncQueueSteps(AsyncRedisBase):
         if status == 0:
             left = int(value)
             return Busy(None if left < 0 else left / 1000)
-        stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        raise BackendError(
-            f"{self.settings.display}: the key of read-write lock {name!r} already "
-            f"belongs to read-write lock {stored!r} (a SHA-256 digest collision); use "
-            "another name"
-        )
+        raise digest_collision("read-write lock", name, value)
 
     async def _release_queued(self, name: str, token: str) -> bool:
         keys = queue_keys(self._namespace, name)

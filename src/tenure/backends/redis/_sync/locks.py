@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._errors import BackendError
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._types import Busy, Grant, Holder, LeaseSpec, LockInfo, Renewal
 from tenure.backends.redis._sync.base import RedisBase
+from tenure.backends.redis._errors import digest_collision
 from tenure.backends.redis._records import decode_info
 from tenure.backends.redis._scripts import (
     ACQUIRE,
@@ -39,6 +39,12 @@ class LockSteps(RedisBase):
         keys = lock_keys(self._namespace, name)
         done = self._transport.script(SET_VALUE, (keys.lease,), (token, value))
         return bool(done == 1)
+
+    def _acquire_lock_lease(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | Busy:
+        """The store's acquire of a lock lease: one ACQUIRE, not after a wait."""
+        return self._acquire_lock(name, token, ttl, holder, spec.value, False)
 
     def _acquire_lock(  # noqa: PLR0917 - the store's acquire's arguments, and two
         self, name: str, token: str, ttl: float, holder: Holder, value: str | None,
@@ -74,11 +80,7 @@ class LockSteps(RedisBase):
             self._contended.saw(name)
             left = int(value)
             return Busy(None if left < 0 else left / 1000)
-        stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        raise BackendError(
-            f"{self.settings.display}: the key of lock {name!r} already belongs to "
-            f"lock {stored!r} (a SHA-256 digest collision); use another name"
-        )
+        raise digest_collision("lock", name, value)
 
     def _release_lock(self, name: str, token: str) -> bool:
         keys = lock_keys(self._namespace, name)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._errors import BackendError, limit_mismatch
-from tenure._types import Busy, Grant, Holder, LockInfo, Renewal
+from tenure._errors import limit_mismatch
+from tenure._types import Busy, Grant, Holder, LeaseSpec, LockInfo, Renewal
 from tenure.backends.redis._sync.base import RedisBase
+from tenure.backends.redis._errors import digest_collision
 from tenure.backends.redis._records import decode_semaphore
 from tenure.backends.redis._scripts import milliseconds
 from tenure.backends.redis._semaphores import (
@@ -31,8 +32,9 @@ class PermitSteps(RedisBase):
     """Counting semaphores: a zset of permits by server-clock expiry per name."""
 
     def _acquire_permit(
-        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
+        limit = spec.limit
         keys = semaphore_keys(self._namespace, name)
         status, value = self._transport.script(
             ACQUIRE_PERMIT,
@@ -46,11 +48,7 @@ class PermitSteps(RedisBase):
             return Busy(max(int(value), 0) / 1000)
         if status == 2:
             raise limit_mismatch(name, int(value), limit)
-        stored = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        raise BackendError(
-            f"{self.settings.display}: the key of semaphore {name!r} already belongs "
-            f"to semaphore {stored!r} (a SHA-256 digest collision); use another name"
-        )
+        raise digest_collision("semaphore", name, value)
 
     def _release_permit(self, name: str, token: str) -> bool:
         keys = semaphore_keys(self._namespace, name)

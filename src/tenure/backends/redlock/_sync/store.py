@@ -32,9 +32,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NoReturn
 
-from tenure._sync.store import Store, failure
+from tenure._sync.store import Store
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
+from tenure.backends.redis._errors import digest_collision
 from tenure.backends.redis._records import decode_info
 from tenure.backends.redis._scripts import (
     ACQUIRE,
@@ -69,10 +70,6 @@ SPLIT_VOTE_BUDGET = 0.5
 SPLIT_VOTE_FIRST_PAUSE = 0.002
 SPLIT_VOTE_LONGEST_PAUSE = 0.05
 """Pauses between split-vote retries: doubling, each drawn from the upper half of its step."""
-
-
-class KeyCollision(Exception):
-    """Two lock names whose keys are the same SHA-256 digest."""
 
 
 class RedlockBackend(Store):
@@ -234,13 +231,7 @@ class RedlockBackend(Store):
         # may have landed, its reply lost).
         self._nodes.release_everywhere(keys, token)
         if collision is not None:
-            stored = (
-                collision.decode("utf-8", "replace") if isinstance(collision, bytes) else collision
-            )
-            raise failure(self.describe(), "acquire", repr(name), KeyCollision(
-                f"the key of lock {name!r} already belongs to lock {stored!r} (a SHA-256 "
-                "digest collision); use another name"
-            ))
+            raise digest_collision("lock", name, collision)
         if not reachable_quorum(len(failures), self._count):
             self._unreachable("acquire", repr(name), failures)
         if len(granted) >= self._quorum:
