@@ -18,6 +18,7 @@ from tenure._registry import (
     entry_for_scheme,
     extra_requirements,
     unmet_floors,
+    unmet_implementation_floors,
 )
 
 __all__ = [
@@ -90,12 +91,14 @@ def load_backend_module(url: str, flavour: str) -> ModuleType:
     if entry.extra is not None:
         # Before the import: a driver below its floor may import, then fail deep inside
         # the first call with a TypeError or AttributeError that names nothing useful.
-        unmet = unmet_floors(entry.extra)
-        if unmet:
-            raise ConfigurationError(
-                f"the {scheme_of(url)!r} backend needs {', '.join(unmet)}: "
-                f"pip install -U 'tenure[{entry.extra}]'"
-            )
+        unmet = [(entry.extra, unmet_floors(entry.extra)),
+                 *unmet_implementation_floors(entry.extra)]
+        for extra, requirements in unmet:
+            if requirements:
+                raise ConfigurationError(
+                    f"the {scheme_of(url)!r} backend needs {', '.join(requirements)}: "
+                    f"pip install -U 'tenure[{extra}]'"
+                )
     try:
         return importlib.import_module(f"{entry.package}.{flavour}")
     except ModuleNotFoundError as exc:
