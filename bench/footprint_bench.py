@@ -31,9 +31,11 @@ row) plus 40 bytes of tuple header, line pointer and index entry per row, as a t
 on disk only shrinks at VACUUM FULL; MySQL, InnoDB's data and index length after ANALYZE
 TABLE (pages: coarse); MongoDB (the mongoeco stand-in), the BSON size of each document;
 etcd, the keys tenure wrote and ``dbSizeInUse``; ZooKeeper, the nodes under tenure's
-namespace and their paths' and data's bytes. etcd and ZooKeeper keep one small record per name
-ever used (the last fence, for ``inspect``), with no ``gc_after``: their fences are the
-store's global revision or zxid, which needs no record; the table says so.
+namespace and their paths' and data's bytes; Redlock, the sum over its nodes of Redis's
+``used_memory``, divided by the number of nodes (each node keeps a copy). Every backend
+honours ``gc_after``: etcd's and ZooKeeper's record (the last fence, for ``inspect``) is
+not what keeps their fences rising (the store's global revision or zxid), Redlock's
+counters start again from each node's clock.
 
 Prints a table and writes docs/benchmarks-footprint.md. No assertions: figures only.
 """
@@ -66,8 +68,8 @@ LIFETIME_NAMES = 200
 WAKE_LISTS_GONE = 2.0
 """Seconds before measuring: a Redis release pushes to the name's wake list, which lives a
 second; what stays is the record."""
-SLOW = ("mongodb", "etcd", "zookeeper")
-ALL = ("redis", "sqlite", "postgresql", "mysql", "mongodb", "etcd", "zookeeper")
+SLOW = ("mongodb", "etcd", "zookeeper", "redlock")
+ALL = ("redis", "sqlite", "postgresql", "mysql", "mongodb", "etcd", "zookeeper", "redlock")
 
 Probe = Callable[[], tuple[int, int]]
 """The store's (records, bytes) now."""
@@ -266,13 +268,37 @@ def zookeeper_store(workdir: pathlib.Path) -> Iterator[tuple[str, Probe, dict[st
         ensemble.stop()
 
 
+@contextlib.contextmanager
+def redlock_store(workdir: pathlib.Path) -> Iterator[tuple[str, Probe, dict[str, str]]]:
+    import redis
+    from tests.servers.redlock import start_redlock_nodes
+
+    nodes = start_redlock_nodes(workdir, 3)
+    clients = [redis.Redis(port=server.port) for server in nodes.servers]
+
+    def probe() -> tuple[int, int]:
+        # Per node: each keeps its own copy of a name's record.
+        records = sum(int(client.dbsize()) for client in clients)
+        used = sum(int(client.info("memory")["used_memory"]) for client in clients)
+        return records // len(clients), used // len(clients)
+
+    try:
+        yield nodes.url, probe, {"redlock": "per node (3 nodes, each keeps a copy): Redis's "
+                                 "used_memory summed over the nodes, divided by 3"}
+    finally:
+        for client in clients:
+            client.close()
+        nodes.stop()
+
+
 STORES = {
     "redis": redis_store, "sqlite": sqlite_store, "postgresql": postgresql_store,
     "mysql": mysql_store, "mongodb": mongodb_store, "etcd": etcd_store,
-    "zookeeper": zookeeper_store,
+    "zookeeper": zookeeper_store, "redlock": redlock_store,
 }
-COLLECTED = ("redis", "sqlite", "postgresql", "mysql", "mongodb")
-"""The stores with gc_after; etcd and ZooKeeper keep their per-name record."""
+COLLECTED = ("redis", "sqlite", "postgresql", "mysql", "mongodb", "etcd", "zookeeper",
+             "redlock")
+"""The stores with gc_after: every one."""
 
 
 # ---- the measurement -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ __all__ = [
     "entry_for_scheme",
     "extra_requirements",
     "unmet_floors",
+    "unmet_implementation_floors",
 ]
 
 ENTRY_POINT_GROUP = "tenure.backends"
@@ -137,3 +138,67 @@ def unmet_floors(extra: str) -> tuple[str, ...]:
             if have < (need[0], True):
                 unmet.append(f"{name}>={floor.strip()} ({installed} is installed)")
     return tuple(unmet)
+
+
+IMPLEMENTATIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "redis": (("hiredis", "hiredis"),),
+    "postgresql": (("postgresql-binary", "psycopg-binary"),),
+}
+"""extra -> (another extra, the distribution it brings): a faster implementation that the
+extra's driver uses whenever that distribution is installed (redis-py parses replies with
+hiredis; psycopg runs on psycopg-binary's C code and libpq), so that extra's floors hold
+then. Not checked when the distribution is absent: ``tenure[postgresql]`` users run plain
+psycopg 3.0, below ``tenure[postgresql-binary]``'s 3.1.4."""
+
+
+@functools.cache
+def unmet_implementation_floors(extra: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """For each installed implementation of ``extra``'s driver (``IMPLEMENTATIONS``), its
+    extra and the requirements of that extra installed below their floor. The distribution
+    itself is held to the floor of the requirement that brings it: one that names it
+    (``hiredis>=3.2``), else the one whose ``[...]`` does (``psycopg[binary]>=3.1.4``:
+    psycopg's ``binary`` extra installs psycopg-binary of psycopg's own version)."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for other, distribution in IMPLEMENTATIONS.get(extra, ()):
+        installed = _installed_version(distribution)
+        if installed is None:
+            continue
+        unmet = list(unmet_floors(other))
+        requirements = extra_requirements(other)
+        named = [r for r in requirements if _name_of(r) == _normal(distribution)]
+        if not named:
+            have = _version_key(installed)
+            for requirement in requirements:
+                brought = _REQUIREMENT.fullmatch(requirement)
+                if brought is None or "[" not in requirement:
+                    continue
+                extras = requirement.partition("[")[2].partition("]")[0].split(",")
+                if not any(_normal(f"{brought.group(1)}-{item.strip()}") == _normal(distribution)
+                           for item in extras):
+                    continue
+                for floor in _floors(brought.group(2)):
+                    need = _version_key(floor)
+                    if have is not None and need is not None and have < (need[0], True):
+                        unmet.append(f"{distribution}>={floor} ({installed} is installed)")
+        if unmet:
+            found.append((other, tuple(unmet)))
+    return tuple(found)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _name_of(requirement: str) -> str | None:
+    found = _REQUIREMENT.fullmatch(requirement)
+    return None if found is None else _normal(found.group(1))
+
+
+def _floors(specifiers: str) -> list[str]:
+    """The ``>=`` versions of a requirement's specifiers."""
+    floors = []
+    for specifier in specifiers.split(","):
+        operator, _, floor = specifier.strip().partition(">=")
+        if not operator and floor.strip():
+            floors.append(floor.strip())
+    return floors

@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import urllib.parse
+from collections.abc import Mapping
 from types import ModuleType
 
 from tenure._errors import ConfigurationError, InvalidArgumentType
@@ -17,6 +18,7 @@ from tenure._registry import (
     entry_for_scheme,
     extra_requirements,
     unmet_floors,
+    unmet_implementation_floors,
 )
 
 __all__ = [
@@ -26,6 +28,9 @@ __all__ = [
     "redact",
     "resolve_url",
     "scheme_of",
+    "scrub",
+    "scrub_error",
+    "url_secrets",
 ]
 
 
@@ -86,12 +91,14 @@ def load_backend_module(url: str, flavour: str) -> ModuleType:
     if entry.extra is not None:
         # Before the import: a driver below its floor may import, then fail deep inside
         # the first call with a TypeError or AttributeError that names nothing useful.
-        unmet = unmet_floors(entry.extra)
-        if unmet:
-            raise ConfigurationError(
-                f"the {scheme_of(url)!r} backend needs {', '.join(unmet)}: "
-                f"pip install -U 'tenure[{entry.extra}]'"
-            )
+        unmet = [(entry.extra, unmet_floors(entry.extra)),
+                 *unmet_implementation_floors(entry.extra)]
+        for extra, requirements in unmet:
+            if requirements:
+                raise ConfigurationError(
+                    f"the {scheme_of(url)!r} backend needs {', '.join(requirements)}: "
+                    f"pip install -U 'tenure[{extra}]'"
+                )
     try:
         return importlib.import_module(f"{entry.package}.{flavour}")
     except ModuleNotFoundError as exc:
@@ -211,3 +218,80 @@ def _redact_unparsed(netloc: str) -> str:
         else:
             shown.append("***")
     return ",".join(shown)
+
+
+def url_secrets(url: str, options: Mapping[str, object] | None = None) -> tuple[str, ...]:
+    """Every secret ``url`` and ``options`` carry, each as written and as decoded, longest
+    first: the password of each host's user info, the value of each secret query option
+    (``is_secret_option``) and of each secret keyword option (a ``str``, or ``bytes``).
+
+    For ``scrub``: a driver or parser message may quote any of them (libpq's "invalid
+    percent-encoded token" quotes a password as it was written), in a form ``redact`` never
+    sees. Also read from a URL whose credentials cannot be told apart: there each
+    ``,``-piece of them counts, with the whole."""
+    found: set[str] = set()
+
+    def add(value: str) -> None:
+        for form in (value, urllib.parse.unquote(value), urllib.parse.unquote_plus(value)):
+            if form.strip():
+                found.add(form)
+
+    _, separator, rest = url.partition("://")
+    location, _, query = (rest if separator else url).partition("?")
+    credentials = split_location(location)[0].rpartition("@")[0]
+    if credentials:
+        try:
+            entries = split_hosts(split_location(location)[0], "")
+            userinfos = [entry.userinfo for entry in entries if entry.userinfo is not None]
+        except ConfigurationError:  # each ','-piece may hold (a part of) a password
+            add(credentials)
+            userinfos = []
+            for item in credentials.split(","):
+                userinfo, at, _ = item.rpartition("@")
+                piece = userinfo if at else item
+                if at or not _HOST.fullmatch(item.strip()):
+                    userinfos.append(piece if ":" in piece else f":{piece}")
+        for userinfo in userinfos:
+            _, colon, password = userinfo.partition(":")
+            if colon:
+                add(password)
+    if not separator:  # libpq's key=value text: its password= values
+        for match in _KEY_VALUE_SECRET.finditer(url):
+            add(match.group(2).strip("'"))
+    for piece in re.split(r"[&;]", query):
+        key, equals, value = piece.partition("=")
+        if equals and is_secret_option(urllib.parse.unquote_plus(key).strip()):
+            add(value)
+    for name, value in (options or {}).items():
+        if not is_secret_option(name):
+            continue
+        if isinstance(value, bytes):
+            add(value.decode("utf-8", "replace"))
+        elif isinstance(value, str):
+            add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every occurrence of each of ``secrets`` replaced by ``***``: for a
+    message that quotes a driver's or parser's words about a URL."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def scrub_error(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    """Make ``exc`` printable: each of ``secrets`` replaced in its message, and its chain
+    (``__cause__``, ``__context__``) cut when a message there still shows one (a driver's
+    exception may print more than its ``args``). The one net under every backend's URL
+    and option parsing: ``connect`` passes what they raise through it."""
+    if not secrets:
+        return
+    exc.args = tuple(scrub(arg, secrets) if isinstance(arg, str) else arg for arg in exc.args)
+    seen: BaseException | None = exc
+    while seen is not None:
+        if any(secret in str(seen) for secret in secrets):
+            exc.__cause__ = exc.__context__ = None
+            exc.__suppress_context__ = True
+            return
+        seen = seen.__cause__ or seen.__context__

@@ -138,7 +138,7 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, first)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
-    backend.record_fence("lock", name, granted.fence - 1)  # a late, lower one: refused
+    backend.record_fence("lock", name, granted.fence - 1, "0")  # a late, lower one: refused
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
     taken = attempt.try_once()  # from the queue: a value
@@ -146,7 +146,7 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, second)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    backend.record_fence("lock", name, taken.fence - 1)  # below the value: refused
+    backend.record_fence("lock", name, taken.fence - 1, "0")  # below the value: refused
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
     again = backend.acquire(name, LOCK, third, 10, HOLDER)  # into an empty range again

@@ -1,15 +1,16 @@
 """What a released name leaves behind (DESIGN rules 4 and 10): by default its record goes
 minutes after its release, not days (``gc_after``, 10 minutes), and a name whose record went
-still gets a fence above every earlier one (the server's clock floors each fence). Runs on
-every backend with ``gc_after``; etcd and ZooKeeper keep a name's last fence with no
-``gc_after`` (their fences are the store's global revision or zxid), Redlock keeps its
-per-node counters for ever (its fences need them)."""
+still gets a fence above every earlier one (the server's clock floors each fence: Redis and
+the SQL stores; each node's clock where the name has no record, Redlock; the store's global
+revision or zxid, etcd and ZooKeeper). Runs on every backend."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -18,8 +19,10 @@ from tenure._options import DEFAULT_GC_AFTER
 from tenure.backends.redis._rwlocks import queue_keys
 from tenure.backends.redis._scripts import lock_keys
 from tenure.backends.redis._semaphores import semaphore_keys
+from tests.conftest import offers
 
-COLLECTED = ("memory", "sqlite", "redis", "redis_cluster", "mongodb", "mysql", "postgresql")
+COLLECTED = ("memory", "sqlite", "redis", "redis_cluster", "mongodb", "mysql", "postgresql",
+             "redlock", "etcd", "zookeeper")
 GC_AFTER = 0.5
 
 
@@ -43,10 +46,12 @@ def _until_gone(locks: tenure.Locks, name: str, kind: str) -> None:
 
 
 def test_a_released_name_is_collected_and_its_fences_still_rise(
-    backend_url: str, name: str
+    backend_url: str, backend_name: str, name: str
 ) -> None:
     with tenure.connect(backend_url, gc_after=GC_AFTER) as locks:
         for kind in ("lock", "semaphore", "rwlock"):
+            if not offers(backend_name, kind):
+                continue
             first = _handle(locks, kind, name)
             assert first.acquire(blocking=False)
             fence = first.fence
@@ -86,3 +91,79 @@ def test_a_released_redis_name_expires_gc_after_past_its_lease_by_default(
             left_ms = client.pttl(key)
             assert 0 < left_ms <= 5000 + 15 * 60 * 1000, (key, left_ms)  # minutes, not days
     client.close()
+
+
+@pytest.mark.redlock
+def test_a_released_redlock_name_expires_gc_after_past_its_lease_on_every_node(
+    redlock_url: str, name: str
+) -> None:
+    # Each node keeps the name's record (its counter) as the single-node backend does:
+    # gc_after (10 minutes by default) past the lease's end, not for ever.
+    location = redlock_url.partition("://")[2].partition("?")[0].partition("/")[0]
+    nodes = [redis.Redis.from_url(f"redis://{host}") for host in location.split(",")]
+    key = lock_keys("tenure", name).meta
+    with tenure.connect(redlock_url) as locks:
+        lock = locks.lock(name, ttl=5)
+        assert lock.acquire(blocking=False)
+        lock.release()
+    for node in nodes:
+        left_ms = node.pttl(key)
+        assert 0 < left_ms <= 5000 + 15 * 60 * 1000, (key, left_ms)  # minutes, not for ever
+    with tenure.connect(redlock_url, gc_after="none") as locks:
+        lock = locks.lock(name, ttl=5)
+        assert lock.acquire(blocking=False)
+        lock.release()
+    assert [node.pttl(key) for node in nodes] == [-1] * len(nodes)  # none: kept for ever
+    for node in nodes:
+        node.close()
+
+
+@pytest.mark.etcd
+def test_a_released_etcd_name_keeps_its_fence_key_gc_after_on_a_lease(
+    etcd_url: str, name: str
+) -> None:
+    # The release moves the name's fence key (its last fence, for inspect) onto a lease of
+    # gc_after (10 minutes by default, plus at most a tenth of it: the lease is shared for
+    # that long); with gc_after=none it stays on no lease.
+    endpoint = "http://" + etcd_url.partition("://")[2].split(",")[0]
+    key = base64.b64encode(f"tenure/lock.fence/{name}/".encode()).decode()
+
+    def lease_left() -> float | None:
+        found = httpx.post(f"{endpoint}/v3/kv/range", json={"key": key}).json().get("kvs", [])
+        assert found, "the released name's fence key is gone at once"
+        lease = found[0].get("lease", "0")
+        if lease == "0":
+            return None
+        answer = httpx.post(f"{endpoint}/v3/lease/timetolive", json={"ID": lease}).json()
+        return float(answer["TTL"])
+
+    with tenure.connect(etcd_url) as locks:
+        lock = locks.lock(name, ttl=5)
+        assert lock.acquire(blocking=False)
+        left = lease_left()
+        assert left is not None and left <= 5 + 1, left  # while held: the holder's lease
+        lock.release()
+        left = lease_left()
+        assert left is not None and DEFAULT_GC_AFTER - 5 <= left <= DEFAULT_GC_AFTER * 1.1 + 1
+    with tenure.connect(etcd_url, gc_after="none") as locks:
+        lock = locks.lock(name, ttl=5)
+        assert lock.acquire(blocking=False)
+        lock.release()
+        assert lease_left() is None  # kept for ever
+
+
+@pytest.mark.zookeeper
+def test_a_released_zookeeper_name_stays_until_gc_after(zookeeper_url: str, name: str) -> None:
+    # A pass of the clean-up that runs before the name was idle for gc_after leaves it.
+    with tenure.connect(zookeeper_url, gc_after=30) as locks:  # a pass every 3 s
+        lock = locks.lock(name, ttl=5)
+        assert lock.acquire(blocking=False)
+        fence = lock.fence
+        lock.release()
+        deadline = time.monotonic() + 3 + 4 * 1.5  # a pass due after 3 s, then every 3 s
+        while time.monotonic() < deadline:
+            with locks.lock(f"{name}:tick", ttl=1):
+                pass
+            time.sleep(0.2)
+        info = locks.inspect(name)
+        assert info is not None and info.fence == fence and not info.held

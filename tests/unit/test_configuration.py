@@ -174,6 +174,9 @@ def test_client_options_are_checked() -> None:
         ("redis://127.0.0.1:1?max_connections=0", "redis option max_connections must be >= 1"),
         ("redis://127.0.0.1:1?ssl=maybe", "redis option ssl must be true or false"),
         ("redlock://a:1,b:2,c:3?clock_drift_rate=0.5", "clock_drift_rate must be < 0.5"),
+        ("redlock://a:1,b:2,c:3?gc_after=-1", "redlock option gc_after must be > 0"),
+        ("etcd://a:1?gc_after=soon", "etcd option gc_after must be a number"),
+        ("zk://a:1?gc_after=0", "ZooKeeper option gc_after must be > 0"),
         ("mongodb://127.0.0.1:1/?timeout=-1", "mongodb option timeout must be > 0 seconds"),
         ("mysql://u@127.0.0.1:1/db?timeout=3601", "mysql option timeout must be <= 3600"),
         ("mysql://u@127.0.0.1:1/db?pool_size=1.5", "mysql option pool_size must be an integer"),
@@ -235,3 +238,13 @@ def test_etcd_query_values_may_be_paths() -> None:
         parse_etcd("etcd://a:2379/prefix?namespace=x", {})
     with pytest.raises(tenure.ConfigurationError, match="ssl_cert and ssl_key go together"):
         parse_etcd("etcds://a?ssl_cert=/c.pem", {})
+
+
+def test_redlock_takes_gc_after_once_for_every_node() -> None:
+    from tenure.backends.redlock._config import parse
+
+    assert parse("redlock://a:1,b:2,c:3?gc_after=30", {}).gc_after == 30.0
+    assert parse("redlock://a:1,b:2,c:3", {"gc_after": "none"}).gc_after is None
+    assert parse("redlock://a:1,b:2,c:3", {}).gc_after == 600.0
+    with pytest.raises(tenure.ConfigurationError, match="gc_after per node"):
+        parse("redlock://", {"nodes": ["redis://a:1?gc_after=5", "redis://b:2", "redis://c:3"]})

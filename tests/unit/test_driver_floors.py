@@ -7,6 +7,8 @@ here, one driver at a time."""
 
 from __future__ import annotations
 
+import pathlib
+import sqlite3
 from collections.abc import Iterator
 
 import pytest
@@ -30,9 +32,11 @@ DRIVERS = {
 @pytest.fixture(autouse=True)
 def fresh_floors() -> Iterator[None]:
     _registry.unmet_floors.cache_clear()
+    _registry.unmet_implementation_floors.cache_clear()
     _observe._instruments.cache_clear()
     yield
     _registry.unmet_floors.cache_clear()
+    _registry.unmet_implementation_floors.cache_clear()
     _observe._instruments.cache_clear()
 
 
@@ -98,3 +102,102 @@ def test_an_old_opentelemetry_api_is_refused(monkeypatch: pytest.MonkeyPatch) ->
     expected = r"opentelemetry-api>=1\.16 \(1\.15\.0 is installed\).*tenure\[otel\]"
     with pytest.raises(tenure.ConfigurationError, match=expected):
         tenure.connect("memory://")
+
+
+def installed_as_many(monkeypatch: pytest.MonkeyPatch, versions: dict[str, str | None]) -> None:
+    real = _registry._installed_version
+    lowered = {name.lower(): version for name, version in versions.items()}
+
+    def version_of(name: str) -> str | None:
+        return lowered[name.lower()] if name.lower() in lowered else real(name)
+
+    monkeypatch.setattr(_registry, "_installed_version", version_of)
+
+
+REDIS_URLS = ["redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1",
+              "redis+sentinel://127.0.0.1:1/svc", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"]
+
+
+@pytest.mark.parametrize("url", REDIS_URLS)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_installed_hiredis_below_its_floor_is_refused(
+    monkeypatch: pytest.MonkeyPatch, url: str, flavour: str
+) -> None:
+    # redis-py parses every reply with hiredis whenever it is installed: the hiredis extra's
+    # floor holds then, though the redis extra does not list it.
+    (floor,) = [r for r in _registry.extra_requirements("hiredis") if r.startswith("hiredis")]
+    installed_as_many(monkeypatch, {"hiredis": "3.0.0", "redis": "8.1.0"})
+    connect = tenure.connect if flavour == "sync" else tenure.connect_async
+    with pytest.raises(tenure.ConfigurationError) as raised:
+        connect(url)
+    message = str(raised.value)
+    assert f"{floor} (3.0.0 is installed)" in message and "tenure[hiredis]" in message, message
+
+
+@pytest.mark.parametrize("hiredis", [None, "3.2", "3.5.0"])
+def test_hiredis_absent_or_at_its_floor_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, hiredis: str | None
+) -> None:
+    installed_as_many(monkeypatch, {"hiredis": hiredis, "redis": "5.3.1"})
+    for url in REDIS_URLS:
+        tenure.connect(url).close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("psycopg", "binary", "refused"),
+    [("3.1.3", "3.1.3", "psycopg>=3.1.4 (3.1.3 is installed)"),  # the pinned pair, too old
+     ("3.2.1", "3.1.2", "psycopg-binary>=3.1.4 (3.1.2 is installed)")],  # installed apart
+)
+def test_psycopg_binary_below_its_floor_is_refused(
+    monkeypatch: pytest.MonkeyPatch, flavour: str, psycopg: str, binary: str, refused: str
+) -> None:
+    # psycopg runs on psycopg-binary whenever it is installed: tenure[postgresql-binary]'s
+    # floor (psycopg[binary]>=3.1.4) holds then.
+    installed_as_many(monkeypatch, {"psycopg": psycopg, "psycopg-binary": binary})
+    connect = tenure.connect if flavour == "sync" else tenure.connect_async
+    with pytest.raises(tenure.ConfigurationError) as raised:
+        connect("postgresql://u@127.0.0.1:1/db")
+    message = str(raised.value)
+    assert refused in message and "tenure[postgresql-binary]" in message, message
+
+
+def test_plain_psycopg_below_the_binary_floor_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without psycopg-binary the postgresql extra's own floor (3.0) is the one that holds.
+    installed_as_many(monkeypatch, {"psycopg": "3.0", "psycopg-binary": None})
+    tenure.connect("postgresql://u@127.0.0.1:1/db").close()
+    installed_as_many(monkeypatch, {"psycopg": "3.1.4", "psycopg-binary": "3.1.4"})
+    tenure.connect("postgresql://u@127.0.0.1:1/db").close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("library", ["3.34.1", "3.24.0", "3.7.17"])
+def test_an_old_sqlite_library_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, flavour: str, library: str
+) -> None:
+    # The SQLite wing's SQL needs RETURNING (3.35.0): an older library would fail at the
+    # first statement with a syntax error. Refused at connect, naming both versions.
+    monkeypatch.setattr(sqlite3, "sqlite_version", library)
+    connect = tenure.connect if flavour == "sync" else tenure.connect_async
+    with pytest.raises(tenure.ConfigurationError) as raised:
+        connect(f"sqlite:///{tmp_path}/locks.db")
+    message = str(raised.value)
+    assert f"SQLite {library}" in message and "3.35.0 or later" in message, message
+    assert not (tmp_path / "locks.db").exists()
+
+
+@pytest.mark.parametrize("library", ["3.35.0", "3.35.5", "3.40.1", "3.50.4"])
+def test_a_sqlite_library_at_or_above_the_minimum_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, library: str
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version", library)
+    tenure.connect(f"sqlite:///{tmp_path}/locks.db").close()
+
+
+def test_the_sqlite_minimum_is_the_documented_one() -> None:
+    from tenure.backends.sqlite._config import MINIMUM_SQLITE
+
+    minimum = ".".join(map(str, MINIMUM_SQLITE))
+    docs = pathlib.Path(__file__).parents[2] / "docs"
+    for page in ("backends/sqlite.md", "index.md"):
+        assert f"SQLite {minimum}" in (docs / page).read_text(), page

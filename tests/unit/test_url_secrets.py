@@ -10,7 +10,7 @@ import logging
 import pytest
 
 import tenure
-from tenure._urls import redact
+from tenure._urls import redact, scrub_error, url_secrets
 
 SECRETS = ("pw1secret", "pw2secret", "pw3secret", "pw4secret")
 
@@ -104,9 +104,24 @@ def test_connect_repr_and_errors_show_no_secret(
         ("redis+sentinel://127.0.0.1:1/svc", {"sentinel_password": b"pw3secret"}),
         ("mongodb://127.0.0.1:1/db", {"password": b"pw3secret"}),
         ("mysql://root@127.0.0.1:1/db", {"password": b"pw3secret", "bogus": 1}),
+        ("mysql://root@127.0.0.1:1/db", {"password": "pw3secret"}),
+        ("postgresql://app@127.0.0.1:1/db", {"password": "pw3secret"}),
+        ("postgresql://app@127.0.0.1:1/db", {"sslpassword": b"pw3secret", "timeout": "x"}),
+        ("redis+cluster://127.0.0.1:1", {"password": "pw3secret", "db": "pw4secret"}),
+        ("mongodb+srv://cluster.invalid/db", {"password": 12, "tlsCertificateKeyFilePassword":
+                                              b"pw3secret"}),
+        ("etcd://root@127.0.0.1:1", {"password": "pw3secret"}),
+        ("etcd://root@127.0.0.1:1", {"password": b"pw3secret", "timeout": "pw4secret"}),
+        ("zookeeper://app@127.0.0.1:1", {"password": "pw3secret"}),
+        ("zk://127.0.0.1:1", {"auth_password": b"pw3secret", "timeout": 0}),
+        ("sqlite:///tenure-secrets-test.db", {"password": "pw3secret"}),
+        ("memory://", {"token": b"pw3secret"}),
     ],
 )
-def test_secret_keyword_options_are_never_echoed(url: str, options: dict[str, object]) -> None:
+def test_secret_keyword_options_are_never_echoed(
+    url: str, options: dict[str, object], tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(str(tmp_path))
     try:
         locks = tenure.connect(url, **options)
     except tenure.TenureError as exc:
@@ -134,6 +149,13 @@ def _chain(exc: BaseException) -> str:
         "redis://user:pw1secret@127.0.0.1:1/0",
         "redlock://:pw1secret@127.0.0.1:1,:pw1secret@127.0.0.1:2,:pw1secret@127.0.0.1:3",
         "mongodb://app:pw1secret@127.0.0.1:1/db?timeout=1&tlsCertificateKeyFilePassword=pw2secret",
+        "rediss://:pw1secret@127.0.0.1:1/0",
+        "redis+cluster://:pw1secret@127.0.0.1:1,127.0.0.1:2",
+        "redis+sentinel://:pw1secret@127.0.0.1:1/svc",
+        "postgres://app:pw1secret@127.0.0.1:1/db?sslmode=disable",
+        "mysql://root:pw1secret@127.0.0.1:1/db?ssl_verify_cert=false",
+        "etcd://root:pw1secret@127.0.0.1:1,127.0.0.1:2?timeout=1",
+        "zookeeper://app:pw1secret@127.0.0.1:1/chroot?timeout=1",
     ],
 )
 def test_a_failing_server_shows_no_secret(url: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -180,3 +202,96 @@ def test_a_refused_local_url_does_not_print_its_password(url: str) -> None:
     with pytest.raises(tenure.ConfigurationError) as refused:
         tenure.connect(url)
     assert "hunter2" not in str(refused.value) and "***" in str(refused.value)
+
+
+# Every scheme with a password (and, where the scheme reads one, a secret query option) that
+# is not valid percent-encoding: a parser that refuses it must not quote it (libpq's
+# 'invalid percent-encoded token: "..."' did), one that accepts it must not print it.
+MALFORMED = ("pw1secret%zz", "pw1%ZZsecret", "pw1secret%0", "pw1secret%00", "%pw1secret%")
+
+
+def _schemes_with(password: str) -> list[str]:
+    return [
+        f"postgresql://app:{password}@127.0.0.1:1/db",
+        f"postgres://app@127.0.0.1:1/db?password={password}",
+        f"postgresql://app@127.0.0.1:1/db?sslpassword={password}",
+        f"mysql://root:{password}@127.0.0.1:1/db",
+        f"mysql://root@127.0.0.1:1/db?passwd={password}",
+        f"redis://user:{password}@127.0.0.1:1/0",
+        f"redis://127.0.0.1:1/0?password={password}",
+        f"rediss://:{password}@127.0.0.1:1/0",
+        f"unix://:{password}@/tmp/tenure-no-such.sock",
+        f"redis+cluster://:{password}@127.0.0.1:1,127.0.0.1:2",
+        f"redis+sentinel://:{password}@127.0.0.1:1/svc",
+        f"redlock://:{password}@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+        f"redlock://:{password}@127.0.0.1:1,:{password}@127.0.0.1:2,:{password}@127.0.0.1:3",
+        f"mongodb://app:{password}@127.0.0.1:1/db",
+        f"mongodb://app@127.0.0.1:1/db?tlsCertificateKeyFilePassword={password}",
+        f"mongodb+srv://app:{password}@cluster.invalid/db",
+        f"etcd://root:{password}@127.0.0.1:1",
+        f"etcds://root:{password}@127.0.0.1:1,127.0.0.1:2",
+        f"zookeeper://app:{password}@127.0.0.1:1/chroot",
+        f"zk://app:{password}@127.0.0.1:1",
+    ]
+
+
+@pytest.mark.parametrize("password", MALFORMED)
+@pytest.mark.parametrize("index", range(len(_schemes_with(""))))
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_malformed_percent_encoding_is_never_echoed(
+    password: str, index: int, flavour: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = _schemes_with(password)[index]
+    caplog.set_level(logging.DEBUG)
+    connect = tenure.connect if flavour == "sync" else tenure.connect_async
+    try:
+        locks = connect(url)
+    except tenure.TenureError as exc:
+        printed = [_chain(exc)]
+    else:
+        printed = [repr(locks), locks.backend.describe()]
+    for text in (*printed, caplog.text):
+        # As written and as a parser may have decoded it ("pw1%ZZsecret" holds no "pw1secret").
+        assert shown(text) == [] and password not in text and "ZZsecret" not in text, url
+
+
+def test_the_postgresql_parse_error_still_says_what_is_wrong() -> None:
+    # The secret goes, libpq's reason stays: the user can still find the bad '%'.
+    with pytest.raises(tenure.ConfigurationError) as raised:
+        tenure.connect("postgresql://app:50%zzoff@h/db")
+    message = str(raised.value)
+    assert "50%zzoff" not in message and "zzoff" not in message, message
+    assert message.startswith("bad PostgreSQL URL 'postgresql://app:***@h/db': "), message
+    assert "percent-encoded" in message, message
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected"),
+    [
+        ("postgresql://app:50%zzoff@h/db", {}, {"50%zzoff"}),
+        ("redis://:a%2Cb+c@h/0", {}, {"a%2Cb+c", "a,b+c", "a,b c"}),
+        ("redlock://:p1@h1:1,:p2@h2:2,h3:3", {}, {":p1@h1:1,:p2", "p1", "p2"}),  # unsplittable
+        ("mongodb://h/?w=1;authMechanismProperties=AWS_SESSION_TOKEN:tok", {},
+         {"AWS_SESSION_TOKEN:tok"}),
+        ("host=h password='s p'", {}, {"s p"}),
+        ("etcd://h:1", {"password": b"kw", "timeout": "5", "ssl_password": "kw2"}, {"kw", "kw2"}),
+    ],
+)
+def test_url_secrets_finds_each_secret_as_written_and_decoded(
+    url: str, options: dict[str, object], expected: set[str]
+) -> None:
+    assert set(url_secrets(url, options)) == expected
+
+
+def test_scrub_error_hides_the_secrets_of_a_message_and_cuts_a_chain_that_shows_them() -> None:
+    # The net under every backend's parsing: connect() passes what they raise through it.
+    secrets = url_secrets("postgresql://app:hunter%zz@h/db")
+    try:
+        try:
+            raise ValueError('bad token "hunter%zz"')
+        except ValueError as driver:
+            raise tenure.ConfigurationError(f"bad URL: {driver}") from driver
+    except tenure.ConfigurationError as exc:
+        scrub_error(exc, secrets)
+        assert str(exc) == 'bad URL: bad token "***"'
+        assert exc.__cause__ is None and exc.__context__ is None

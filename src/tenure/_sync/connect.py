@@ -14,7 +14,7 @@ from typing import Any
 from tenure._sync.client import DEFAULT_TTL, Locks
 from tenure._sync.store import Store
 from tenure._errors import ConfigurationError
-from tenure._urls import load_backend_module, resolve_url
+from tenure._urls import load_backend_module, resolve_url, scrub_error, url_secrets
 
 __all__ = ["connect", "store_class"]
 
@@ -34,8 +34,14 @@ def connect(
     """
     resolved = resolve_url(url)
     module = load_backend_module(resolved, "_sync")
-    return Locks(store_class(module.BACKEND).from_url(resolved, **options),
-                      default_ttl=default_ttl, clock=clock)
+    try:
+        store = store_class(module.BACKEND).from_url(resolved, **options)
+    except Exception as exc:
+        # Whatever a backend's parsing quoted from its driver or parser, no secret of the
+        # URL or the options is printed (a libpq message quotes a password as written).
+        scrub_error(exc, url_secrets(resolved, options))
+        raise
+    return Locks(store, default_ttl=default_ttl, clock=clock)
 
 
 def store_class(backend: object) -> type[Store]:

@@ -3,6 +3,9 @@
     etcd://host:port[,host:port...][?namespace=tenure&timeout=5]
     etcds://user:password@host:port,...?ssl_ca=/ca.pem&ssl_cert=/c.pem&ssl_key=/k.pem
 
+``gc_after`` (seconds, default 10 minutes; ``none``: for ever): how long a released name's
+fence key, which only lets ``inspect`` show its last fence, is kept after its release.
+
 Every listed member is an endpoint: a request that cannot reach one (refused, timed out)
 goes to the next. Credentials, when given, log in through etcd's auth API
 (``/v3/auth/authenticate``) and the token travels with every request.
@@ -16,13 +19,19 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import shared_credentials
-from tenure._options import merged_options, namespace_option, number_option
+from tenure._options import (
+    DEFAULT_GC_AFTER,
+    gc_after_option,
+    merged_options,
+    namespace_option,
+    number_option,
+)
 from tenure._urls import redact
 
 __all__ = ["EtcdSettings", "parse"]
 
 DEFAULT_PORT = 2379
-URL_OPTIONS = ("namespace", "timeout", "ssl_ca", "ssl_cert", "ssl_key")
+URL_OPTIONS = ("namespace", "timeout", "ssl_ca", "ssl_cert", "ssl_key", "gc_after")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +49,9 @@ class EtcdSettings:
     ssl_key: str | None = None
     display: str = ""
     """The URL without its password, for messages."""
+    gc_after: float | None = DEFAULT_GC_AFTER
+    """Seconds a released name's fence key (its last fence, for ``inspect``) is kept after
+    its last release (None: for ever); see ``_statements``."""
 
 
 def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
@@ -84,6 +96,7 @@ def parse(url: str, options: dict[str, Any]) -> EtcdSettings:
         ssl_cert=tls["ssl_cert"],
         ssl_key=tls["ssl_key"],
         display=display,
+        gc_after=gc_after_option("etcd", merged.get("gc_after", DEFAULT_GC_AFTER)),
     )
 
 

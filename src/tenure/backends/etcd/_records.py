@@ -58,6 +58,9 @@ def lock_info(
                         queued=queued)
     if kind == Kind.SEMAPHORE:
         limit = Record.decode(keys[0].get("value", "")).limit if keys else None
+        # The fence key lives on the lease of the permit that recorded it: that permit gone
+        # (expired, broken) while others hold, the live permits' fences still show.
+        fence = max([fence, *(lease.fence or 0 for lease in leases)])
         return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
                         leases=tuple(leases))
     if not leases:

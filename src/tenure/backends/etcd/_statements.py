@@ -18,6 +18,14 @@ the store and its attempt (``_async``) put them together into transactions.
 
 The last fence is the value when there is one, else the mod revision (``_records``); a value
 written by an earlier release of tenure reads the same way.
+
+**Its clean-up** (``gc_after``, DESIGN rule 10): a granting transaction puts the fence key on
+the holder's own lease, so a holder that dies or is broken takes it along at its lease's
+end; a release moves it, in the release's own transaction, onto a lease of ``gc_after``
+(``fence_released``: only if the last fence recorded is this holder's, so a later grant's
+record stays on that holder's lease), so a released name's fence key goes ``gc_after``
+after its last release. Nothing a removal does can make fences go back: they are revisions,
+which never do; the key only lets ``inspect`` show the last fence of a released name.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from tenure._types import Mode
 from tenure.backends.etcd._keys import b64, entry_name, prefix_end
 
 __all__ = [
-    "JSON", "blocking", "created_at", "empty", "fence_at", "fence_here", "kvs",
+    "JSON", "blocking", "created_at", "empty", "fence_at", "fence_here", "fence_released", "kvs",
     "newest_before", "none_before", "oldest", "put", "revision",
 ]
 
@@ -96,18 +104,20 @@ def blocking(prefix: str, mode: str) -> str:
     return prefix if mode == Mode.WRITE else prefix + entry_name(Mode.WRITE, "")
 
 
-def fence_here(fence_key: str) -> JSON:
+def fence_here(fence_key: str, lease: str) -> JSON:
     """The put that makes this transaction's revision the name's last fence (the fence
-    key's mod revision, its value empty): for a grant whose key this transaction creates."""
-    return {"request_put": {"key": b64(fence_key), "value": ""}}
+    key's mod revision, its value empty): for a grant whose key this transaction creates,
+    on the holder's ``lease``."""
+    return {"request_put": {"key": b64(fence_key), "value": "", "lease": lease}}
 
 
-def fence_at(fence_key: str, fence: int) -> JSON:
-    """A nested transaction that records ``fence`` as the name's last fence unless a later
-    one is recorded (module docstring): a missing key's mod revision is 0."""
+def fence_at(fence_key: str, fence: int, lease: str) -> JSON:
+    """A nested transaction that records ``fence`` as the name's last fence, on the
+    holder's ``lease``, unless a later one is recorded (module docstring): a missing key's
+    mod revision is 0."""
     key = b64(fence_key)
     value = b64(f"{fence:020d}")
-    written = {"request_put": {"key": key, "value": value}}
+    written = {"request_put": {"key": key, "value": value, "lease": lease}}
     if_above_value = {"request_txn": {
         # A value below ours, and not empty (an empty value's fence is its mod revision,
         # which is not below ours here): "" compares below every value.
@@ -122,4 +132,30 @@ def fence_at(fence_key: str, fence: int) -> JSON:
                      "mod_revision": str(fence)}],
         "success": [written],
         "failure": [if_above_value],
+    }}
+
+
+def fence_released(fence_key: str, fence: int, lease: str | None) -> JSON:
+    """A nested transaction for the holder granted ``fence``: if the name's last fence
+    recorded is that one (an empty value whose mod revision is ``fence``, or the value
+    ``fence``), it moves onto ``lease``, written as the value (a put moves the mod
+    revision): at a release, the ``gc_after`` lease (None: no lease, kept for ever); when
+    the holder key moves to a new lease (a new ttl), that one. A later fence recorded, or
+    none (gone with its lease), is left as it is."""
+    key = b64(fence_key)
+    written: JSON = {"key": key, "value": b64(f"{fence:020d}")}
+    if lease is not None:
+        written["lease"] = lease
+    as_value = {"request_txn": {
+        "compare": [{"key": key, "target": "VALUE", "result": "EQUAL",
+                     "value": b64(f"{fence:020d}")}],
+        "success": [{"request_put": written}],
+    }}
+    return {"request_txn": {
+        "compare": [
+            {"key": key, "target": "MOD", "result": "EQUAL", "mod_revision": str(fence)},
+            {"key": key, "target": "VALUE", "result": "EQUAL", "value": ""},
+        ],
+        "success": [{"request_put": written}],
+        "failure": [as_value],
     }}

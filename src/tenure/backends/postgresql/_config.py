@@ -13,7 +13,7 @@ import psycopg.conninfo
 
 from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option
-from tenure._urls import redact
+from tenure._urls import redact, scrub, url_secrets
 from tenure.backends._sql_common import SqlOptions, sql_options
 from tenure.backends.postgresql import SCHEMES
 
@@ -55,9 +55,10 @@ def settings_from_url(url: str, **options: Any) -> PostgreSQLSettings:
     try:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
-        raise ConfigurationError(
-            f"bad PostgreSQL URL {redact(url)!r}: {str(exc).strip()}"
-        ) from None
+        # libpq's words quote what it could not read as written, a password included
+        # ('invalid percent-encoded token: "50%zzoff"'): every secret of the URL goes.
+        detail = scrub(str(exc).strip(), url_secrets(url))
+        raise ConfigurationError(f"bad PostgreSQL URL {redact(url)!r}: {detail}") from None
     connect_args: dict[str, Any] = {}
     if "connect_timeout" not in params:
         connect_args["connect_timeout"] = max(2, math.ceil(settings.timeout))

@@ -134,8 +134,10 @@ ACQUIRE = Script(
 -- ARGV[7] '1' if this attempt follows a wait (pipelined behind its BLPOP), else '0'
 -- ARGV[8] '1' to store ARGV[9] as the lease's value (an election leader's), else '0'
 -- ARGV[10] gc_after ms: the first hash expires that long past the lease's end (0: never)
--- ARGV[11] '1' to floor the fence at the server's clock in microseconds; '0' for a plain
---   counter (Redlock, whose fence design floors the nodes' counters itself)
+-- ARGV[11] '1' to floor the fence at the server's clock in microseconds; '2' to floor it
+--   only when the name has no record (Redlock, whose fence design floors the nodes'
+--   counters itself: they stay equal while the records live, and a record gc_after
+--   removed starts again from the clock, above every counter)
 -- ARGV[12] (optional) '1' to push an item to KEYS[5], this attempt's own wake list, when it
 --   grants a new lease: the BLPOP pipelined behind it (see RedisAttempt.try_or_wait) then
 --   returns at once instead of waiting for a release
@@ -175,7 +177,7 @@ if stored and stored ~= ARGV[3] then
 end
 -- Counter and clock: strictly increasing while the hash lives, never back when it is gone.
 local fence = (tonumber(meta[2]) or 0) + 1
-if ARGV[11] == '1' then
+if ARGV[11] == '1' or (ARGV[11] == '2' and not meta[2]) then
   fence = math.max(fence, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[3], 'fence', string.format('%d', fence))

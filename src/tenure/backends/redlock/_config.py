@@ -14,7 +14,10 @@ some, a unix socket, a password each) name the nodes with the keyword form inste
 Each node is parsed by the Redis backend's own parser (``tenure.backends.redis._config``),
 so every Redis option is accepted, once for all nodes (query or keyword) and per node (its
 URL's query or its dict; the most specific wins). Redlock's own options: ``clock_drift_rate``
-(default 0.01) and ``clock_drift_margin`` (seconds, default 0.002), see ``_quorum``.
+(default 0.01) and ``clock_drift_margin`` (seconds, default 0.002), see ``_quorum``, and
+``gc_after`` (seconds, default 10 minutes; ``none`` keeps records forever), once for all
+nodes: how long each node keeps a name's record past the end of its last lease there (see
+``_scripts``: fences never go back when it goes).
 
 Node timeouts are short by default (``socket_timeout`` and ``socket_connect_timeout`` 0.2 s,
 not the Redis backend's 3 s): every operation waits for all nodes, so one dead node costs
@@ -31,7 +34,7 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import split_hosts, split_location
-from tenure._options import number_option
+from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._urls import redact
 from tenure.backends.redis._config import RedisSettings
 from tenure.backends.redis._config import parse as parse_redis
@@ -43,9 +46,10 @@ DEFAULT_NODE_OPTIONS: dict[str, Any] = {"socket_timeout": 0.2, "socket_connect_t
 NODE_SCHEMES = ("redis", "rediss", "unix")
 MIN_NODES = 3
 """Fewer independent nodes give a quorum no fault tolerance (see ``parse``)."""
-IGNORED_REDIS_OPTIONS = ("handoff_window", "wait_connections", "gc_after")
-"""Options of the Redis backend that Redlock does not use (its waiting, the semaphore records'
-clean-up): refused, not ignored."""
+IGNORED_REDIS_OPTIONS = ("handoff_window", "wait_connections")
+"""Options of the Redis backend that Redlock does not use (its waiting): refused, not
+ignored. ``gc_after`` is Redlock's own, for all nodes at once (a per-node one is refused:
+every node must keep a name's record alike)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,9 @@ class RedlockSettings:
     drift_margin: float
     display: str
     """The URL (or the nodes' URLs) without passwords."""
+    gc_after: float | None = DEFAULT_GC_AFTER
+    """Seconds each node keeps a name's record (its fence counter) past the end of its last
+    lease there (None: forever); see ``_scripts``."""
 
 
 def _query(query: str, display: str) -> dict[str, Any]:
@@ -115,6 +122,7 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
     for name in IGNORED_REDIS_OPTIONS:
         if name in common:
             raise ConfigurationError(f"redlock does not use the redis option {name}")
+    gc_after = gc_after_option("redlock", common.pop("gc_after", DEFAULT_GC_AFTER))
 
     hosts, path = split_location(location)
     path = path.removeprefix("/")
@@ -159,9 +167,10 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
             **_query(node_query, redact(node_url)),
             **node_options,
         }
-        for name in IGNORED_REDIS_OPTIONS:
+        for name in (*IGNORED_REDIS_OPTIONS, "gc_after"):
             if name in merged:
-                raise ConfigurationError(f"redlock does not use the redis option {name}")
+                scope = "" if name in IGNORED_REDIS_OPTIONS else " per node (give it once)"
+                raise ConfigurationError(f"redlock does not use the redis option {name}{scope}")
         nodes.append(parse_redis(base, merged))
 
     namespaces = {node.namespace for node in nodes}
@@ -182,4 +191,5 @@ def parse(url: str, options: dict[str, Any]) -> RedlockSettings:
         drift_rate=drift_rate,
         drift_margin=drift_margin,
         display=display,
+        gc_after=gc_after,
     )

@@ -19,6 +19,18 @@ this relies on, and what it does not give, is in docs/backends/redlock.md.
 
 Step 2 is skipped when every granting node already answered F (the common, uncontended case:
 counters stay equal once floored), so it usually costs no round trip.
+
+Clean-up (``gc_after``, DESIGN rule 10): each node's record of a name (its meta hash, the
+counter) expires ``gc_after`` (10 minutes by default) past the end of the name's last lease
+there, as on the single-node backend. A node's ACQUIRE of a name without a record starts
+its counter at the node's clock in microseconds (ARGV[11] = '2'), not at 1; a node with a
+record counts on from it (so counters stay equal once floored, and step 2 stays rare). Why
+fences still rise after a removal: every counter started at some node's clock when the
+name's record was made and grew by one per grant since, so it stays below the clock of
+every node (grants come less often than one a microsecond) unless node clocks disagree by
+more than the time since then; a record goes only ``gc_after`` past its last lease, so a
+node that made it again reads a clock above every fence the name had, provided the nodes'
+clocks agree within ``gc_after`` (minutes; NTP keeps them within milliseconds).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import sqlite3
 import urllib.parse
 from typing import Any
 
@@ -12,7 +13,17 @@ from tenure._errors import ConfigurationError
 from tenure._options import DEFAULT_GC_AFTER, gc_after_option, number_option
 from tenure._urls import default_sqlite_path, redact
 
-__all__ = ["SYNCHRONOUS", "Settings", "display", "settings"]
+__all__ = [
+    "MINIMUM_SQLITE", "SYNCHRONOUS", "Settings", "check_sqlite_library", "display", "settings",
+]
+
+MINIMUM_SQLITE = (3, 35, 0)
+"""The oldest SQLite library the SQL of this backend runs on. Its statements use, newest
+first: ``RETURNING`` (3.35.0; every grant and release reads its answer from one), the
+``FILTER`` clause of an aggregate (3.30.0; a semaphore's live weights), ``UPSERT``
+(``INSERT ... ON CONFLICT DO UPDATE``, 3.24.0; a lock's acquire). Python's ``sqlite3`` module
+is linked with whatever library the platform has (Debian 11's is 3.34.1): an older one
+would fail at the first statement with a syntax error that names nothing useful."""
 
 SYNCHRONOUS = ("normal", "full", "extra")
 
@@ -35,6 +46,7 @@ def display(path: pathlib.Path) -> str:
 def settings(url: str, options: dict[str, Any]) -> Settings:
     """The settings of ``url`` and ``options``; ConfigurationError for anything unusable
     (the default file's directory is made here, private to the user)."""
+    check_sqlite_library()
     parts = urllib.parse.urlsplit(url)
     if parts.netloc:
         raise ConfigurationError(
@@ -71,3 +83,20 @@ def settings(url: str, options: dict[str, Any]) -> Settings:
             f"{display(path)}: cannot use the database: no such directory {path.parent}"
         )
     return Settings(path, float(busy_timeout), synchronous, gc_after)
+
+
+def check_sqlite_library() -> None:
+    """ConfigurationError when Python's ``sqlite3`` module is linked with a SQLite library
+    older than ``MINIMUM_SQLITE``, naming the version found and the minimum."""
+    found = sqlite3.sqlite_version
+    try:
+        version = tuple(int(part) for part in found.split("."))
+    except ValueError:
+        return  # not a version we can read: let SQLite itself answer
+    if version < MINIMUM_SQLITE:
+        minimum = ".".join(map(str, MINIMUM_SQLITE))
+        raise ConfigurationError(
+            f"the 'sqlite' backend needs the SQLite library {minimum} or later (its SQL "
+            f"uses RETURNING), but Python's sqlite3 module is linked with SQLite {found}: "
+            "use a Python built with a newer SQLite, or another backend"
+        )

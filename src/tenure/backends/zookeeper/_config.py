@@ -3,6 +3,9 @@
     zookeeper://host:port[,host:port...][/chroot][?namespace=tenure&timeout=5]
     zk://user:password@host:port,...          (digest authentication)
 
+``gc_after`` (seconds, default 10 minutes; ``none``: for ever): how long an idle name's node
+(its last fence, for ``inspect``) is kept after its last holder or waiter went.
+
 ``/chroot`` is ZooKeeper's own: every path of this client lives under it. ``namespace`` is
 the first node tenure writes under the chroot.
 """
@@ -15,13 +18,19 @@ from typing import Any
 
 from tenure._errors import ConfigurationError
 from tenure._hosts import shared_credentials, split_location
-from tenure._options import merged_options, namespace_option, number_option
+from tenure._options import (
+    DEFAULT_GC_AFTER,
+    gc_after_option,
+    merged_options,
+    namespace_option,
+    number_option,
+)
 from tenure._urls import redact
 
 __all__ = ["ZooKeeperSettings", "parse"]
 
 DEFAULT_PORT = 2181
-OPTIONS = ("namespace", "timeout", "session_timeout")
+OPTIONS = ("namespace", "timeout", "session_timeout", "gc_after")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +45,9 @@ class ZooKeeperSettings:
     every node it holds with it (the server may clamp it to its tickTime bounds)."""
     auth: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
     display: str = ""
+    gc_after: float | None = DEFAULT_GC_AFTER
+    """Seconds an idle name's node (its last fence, for ``inspect``) is kept after its last
+    holder or waiter went (None: for ever); see ``_async/sweep``."""
 
 
 def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
@@ -81,4 +93,5 @@ def parse(url: str, options: dict[str, Any]) -> ZooKeeperSettings:
         ),
         auth=auth,
         display=display,
+        gc_after=gc_after_option("ZooKeeper", merged.get("gc_after", DEFAULT_GC_AFTER)),
     )

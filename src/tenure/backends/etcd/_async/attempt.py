@@ -183,7 +183,7 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
                 "compare": compare,
                 "success": [
                     put(place.key, record.encode(), lease.id),
-                    fence_at(fence_key, place.revision),
+                    fence_at(fence_key, place.revision, lease.id),
                 ],
                 "failure": failure,
             }

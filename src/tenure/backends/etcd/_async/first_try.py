@@ -116,7 +116,9 @@ async def first_try(
         # same step records the fence.
         return {
             "compare": [empty(prefix)],
-            "success": [written, fence_here(store.fence_key(kind, name)), oldest(prefix, 1)],
+            "success": [
+                written, fence_here(store.fence_key(kind, name), lease.id), oldest(prefix, 1),
+            ],
             "failure": [oldest(prefix, 1)],
         }
 
@@ -135,7 +137,7 @@ async def first_try(
             record = Record.decode(mine.get("value", ""))  # and keeps what it stored
         store.remember(kind, name, token, Held(key, lease, created, record))
         if limit > 1:
-            await store.record_fence(kind, name, created)
+            await store.record_fence(kind, name, created, lease.id)
         return Grant(created)
     if limit > 1:
         # Our key is written, not among the limit oldest: it goes, its lease stays ours.
@@ -167,7 +169,8 @@ async def _first_in_turn(
         return {
             "compare": [empty(blocking(prefix, mode))],
             "success": [
-                put(key, record.encode(), lease.id), fence_here(store.fence_key(kind, name)),
+                put(key, record.encode(), lease.id),
+                fence_here(store.fence_key(kind, name), lease.id),
                 read_back,
             ],
             "failure": [put(key, queued, queue_lease.id), read_back],

@@ -14,8 +14,10 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
   semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
   deleted (and its fence key written by a second request). Refused, the attempt keeps the
   lease it wrote on for its grant, and waits (``attempt``).
-- **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
-  without a key, becomes a spare. A key already gone (its lease ended: expiry, a break)
+- **Release**: one transaction deletes the holder key (watchers wake) and moves the name's
+  fence key, if it records this holder's fence, onto the ``gc_after`` lease (``_statements``:
+  a released name's record goes ``gc_after`` later); its lease, alive and now without a
+  key, becomes a spare. A key already gone (its lease ended: expiry, a break)
   answers ``deleted: 0``: not released, and the lease is dropped. Inside a lock's
   ``hold_at_least`` window the key is not deleted: it moves to a lease of the window's
   length (``_move``, as a renewal with a new ttl does), keeping its creation revision (the
@@ -49,6 +51,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,7 +71,7 @@ from tenure._types import (
 from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._async.attempt import AsyncEtcdAttempt
 from tenure.backends.etcd._async.first_try import QUEUE_TTL, Held, QueuePlace, first_try
-from tenure.backends.etcd._async.gateway import AsyncGateway
+from tenure.backends.etcd._async.gateway import AsyncGateway, NotFound
 from tenure.backends.etcd._async.pool import (
     SPARE_LEASES,
     AsyncLeasePool,
@@ -92,12 +96,20 @@ from tenure.backends.etcd._statements import (
     JSON,
     created_at,
     fence_at,
+    fence_released,
     kvs,
     oldest,
     put,
 )
 
-__all__ = ["QUEUE_TTL", "SPARE_LEASES", "AsyncEtcdBackend", "lease_seconds"]
+__all__ = ["QUEUE_TTL", "SPARE_LEASES", "AsyncEtcdBackend", "gc_reuse", "lease_seconds"]
+
+
+def gc_reuse(gc_after: float) -> float:
+    """Seconds one ``gc_after`` lease takes released names' fence keys: a tenth of
+    ``gc_after``, within 1 s to 60 s (one lease grant per minute at most under the
+    default)."""
+    return min(60.0, max(1.0, gc_after / 10))
 
 
 class AsyncEtcdBackend(AsyncStore):
@@ -131,6 +143,9 @@ class AsyncEtcdBackend(AsyncStore):
         self.gateway = AsyncGateway(settings)
         self.pool = AsyncLeasePool(self.gateway)
         self._held: dict[tuple[str, str, str], Held] = {}
+        self._gc_lease: tuple[str, float] | None = None
+        """The lease released names' fence keys go onto now, and when it was granted
+        (``time.monotonic``): shared by the releases of ``GC_LEASE_REUSE`` seconds."""
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncEtcdBackend:
@@ -175,11 +190,45 @@ class AsyncEtcdBackend(AsyncStore):
         )
         return Busy(None) if isinstance(outcome, QueuePlace) else outcome
 
-    async def record_fence(self, kind: str, name: str, fence: int) -> None:
-        """Remember the name's last fence for ``inspect``, never letting it go back."""
+    async def record_fence(self, kind: str, name: str, fence: int, lease: str) -> None:
+        """Remember the name's last fence for ``inspect``, never letting it go back, on the
+        holder's ``lease`` (a release moves it onto the ``gc_after`` lease)."""
         await self.gateway.post(
-            "/v3/kv/txn", {"success": [fence_at(self.fence_key(kind, name), fence)]}
+            "/v3/kv/txn", {"success": [fence_at(self.fence_key(kind, name), fence, lease)]}
         )
+
+    async def _gc_lease_id(self) -> str | None:
+        """The lease a released name's fence key goes onto: it lasts at least ``gc_after``
+        from now (whole seconds, rounded up), one shared by this client's releases of
+        ``gc_reuse`` seconds (a key goes between ``gc_after`` and ``gc_after`` + reuse after
+        its release); nothing keeps it alive. None: ``gc_after`` is None, kept for ever."""
+        gc_after = self.settings.gc_after
+        if gc_after is None:
+            return None
+        reuse = gc_reuse(gc_after)
+        now = time.monotonic()
+        if self._gc_lease is None or now - self._gc_lease[1] > reuse:
+            lease = await self.pool.new(math.ceil(gc_after + reuse))
+            self._gc_lease = (lease.id, lease.refreshed)
+        return self._gc_lease[0]
+
+    async def _delete_held(self, kind: str, name: str, held: Held) -> int:
+        """Delete the holder key, and move the name's fence key onto the ``gc_after`` lease
+        if it records this holder's fence, in one transaction: how many keys it deleted."""
+        for _ in range(2):
+            gc_lease = await self._gc_lease_id()
+            try:
+                answer = await self.gateway.post("/v3/kv/txn", {"success": [
+                    {"request_delete_range": {"key": b64(held.key)}},
+                    fence_released(self.fence_key(kind, name), held.revision, gc_lease),
+                ]})
+            except NotFound:
+                self._gc_lease = None  # ended before use (a process stalled past it)
+                continue
+            return int(answer["responses"][0]["response_delete_range"].get("deleted", 0))
+        return int((await self.gateway.post(
+            "/v3/kv/deleterange", {"key": b64(held.key)}
+        )).get("deleted", 0))
 
     async def watch_name(self, kind: str, name: str, timeout: float) -> None:
         """Return at the next deletion under ``name`` (a release, expiry or break), or after
@@ -192,8 +241,7 @@ class AsyncEtcdBackend(AsyncStore):
     async def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is not None:
-            answer = await self.gateway.post("/v3/kv/deleterange", {"key": b64(held.key)})
-            if int(answer.get("deleted", 0)) == 0:
+            if await self._delete_held(kind, name, held) == 0:
                 return False  # gone with its lease (expiry, a break): the lease is dropped
             await self.pool.keep_spare(held.lease)  # alive until this delete, and now keyless
             return True
@@ -237,9 +285,13 @@ class AsyncEtcdBackend(AsyncStore):
         # The record is rewritten whole (it is the one stored: the grant and every election
         # value wrote it), with the new ttl for ``inspect``.
         record = dataclasses.replace(held.record, ttl=renewal.ttl)
+        # The name's fence key, on the old lease if it records this holder's fence, moves
+        # along (revoking the old lease would delete it).
+        fence_key = self.fence_key(renewal.kind, renewal.name)
         moved = await self.gateway.post("/v3/kv/txn", {
             "compare": [created_at(held.key, held.revision)],
-            "success": [put(held.key, record.encode(), lease.id)],
+            "success": [put(held.key, record.encode(), lease.id),
+                        fence_released(fence_key, held.revision, lease.id)],
         })
         if not moved.get("succeeded") or not await self.pool.keep_alive(held.lease):
             await self.pool.revoke(lease.id)

@@ -185,7 +185,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
                 "compare": compare,
                 "success": [
                     put(place.key, record.encode(), lease.id),
-                    fence_at(fence_key, place.revision),
+                    fence_at(fence_key, place.revision, lease.id),
                 ],
                 "failure": failure,
             }

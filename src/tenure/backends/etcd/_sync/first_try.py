@@ -118,7 +118,9 @@ def first_try(
         # same step records the fence.
         return {
             "compare": [empty(prefix)],
-            "success": [written, fence_here(store.fence_key(kind, name)), oldest(prefix, 1)],
+            "success": [
+                written, fence_here(store.fence_key(kind, name), lease.id), oldest(prefix, 1),
+            ],
             "failure": [oldest(prefix, 1)],
         }
 
@@ -137,7 +139,7 @@ def first_try(
             record = Record.decode(mine.get("value", ""))  # and keeps what it stored
         store.remember(kind, name, token, Held(key, lease, created, record))
         if limit > 1:
-            store.record_fence(kind, name, created)
+            store.record_fence(kind, name, created, lease.id)
         return Grant(created)
     if limit > 1:
         # Our key is written, not among the limit oldest: it goes, its lease stays ours.
@@ -169,7 +171,8 @@ def _first_in_turn(
         return {
             "compare": [empty(blocking(prefix, mode))],
             "success": [
-                put(key, record.encode(), lease.id), fence_here(store.fence_key(kind, name)),
+                put(key, record.encode(), lease.id),
+                fence_here(store.fence_key(kind, name), lease.id),
                 read_back,
             ],
             "failure": [put(key, queued, queue_lease.id), read_back],

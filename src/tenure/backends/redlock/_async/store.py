@@ -129,6 +129,9 @@ class AsyncRedlockBackend(AsyncStore):
         self._count = self._nodes.count
         self._quorum = quorum(self._count)
         self._clock = time.monotonic
+        gc_after = settings.gc_after
+        self._gc_after_ms = 0 if gc_after is None else max(1, round(gc_after * 1000))
+        """``gc_after`` for the scripts: whole milliseconds, 0 for forever."""
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedlockBackend:
@@ -181,11 +184,12 @@ class AsyncRedlockBackend(AsyncStore):
         """Grant, Busy, or None for a split vote (see ``acquire``)."""
         keys = lock_keys(self._namespace, name)
         script_keys = (keys.meta, keys.lease, keys.wake, keys.left(token))
-        # No value, records kept forever (gc_after does not apply), fences a plain counter
-        # per node: the fence floor below orders them (see _scripts).
+        # No value; each node keeps the record gc_after past the lease; fences a plain
+        # counter per node, floored at the node's clock only where the name has no record
+        # (new, or removed by gc_after): the fence floor below orders them (see _scripts).
         arguments = (
             token, self._node_ms(ttl), name, holder.host, holder.pid, holder.thread,
-            "0", "0", "", 0, "0",
+            "0", "0", "", self._gc_after_ms, "2",
         )
         started = self._clock()
         replies = await self._nodes.each(
@@ -281,7 +285,7 @@ class AsyncRedlockBackend(AsyncStore):
         if not renewals:
             return []
         leases: list[str] = []
-        arguments: list[Any] = [0]  # gc_after: records are kept forever
+        arguments: list[Any] = [self._gc_after_ms]
         for renewal in renewals:
             keys = lock_keys(self._namespace, renewal.name)
             leases += [keys.meta, keys.lease]

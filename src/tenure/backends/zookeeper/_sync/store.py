@@ -58,6 +58,8 @@ and the fence argument): the same nodes, with the mode in the node's name (``_no
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -69,13 +71,16 @@ from tenure.backends.zookeeper import SCHEMES
 from tenure.backends.zookeeper._sync.attempt import ZooKeeperAttempt, rewrite
 from tenure.backends.zookeeper._sync.grants import ZooKeeperGrants
 from tenure.backends.zookeeper._sync.ranking import rank
-from tenure.backends.zookeeper._config import parse
+from tenure.backends.zookeeper._sync.sweep import gc_reuse, sweep
+from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
 from tenure.backends.zookeeper._errors import DRIVER_ERRORS
 from tenure.backends.zookeeper._leases import QUEUE_TTL, Held, Place
 from tenure.backends.zookeeper._nodes import Record, decode_name, node_prefix
 from tenure.backends.zookeeper._records import lock_info
 
 __all__ = ["ZooKeeperBackend"]
+
+logger = logging.getLogger("tenure")
 
 
 class ZooKeeperBackend(ZooKeeperGrants):
@@ -102,9 +107,40 @@ class ZooKeeperBackend(ZooKeeperGrants):
     notifies = True
     max_backoff = 0.5
     """The longest single wait: each wait rewrites the waiter's node first."""
+    def __init__(self, settings: ZooKeeperSettings) -> None:
+        super().__init__(settings)
+        gc_after = settings.gc_after
+        # The first pass of each kind one reuse period after the client began: a
+        # short-lived client's releases cost no more requests than before.
+        first = 0.0 if gc_after is None else time.monotonic() + gc_reuse(gc_after)
+        self._sweeps: dict[str, tuple[float, int]] = {str(kind): (first, 0) for kind in Kind}
+        """Per kind: when its next clean-up pass is due, and where it resumes."""
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ZooKeeperBackend:
         return cls(parse(url, options))
+
+    def release(self, kind: Kind, name: str, token: str) -> bool:
+        released = super().release(kind, name, token)
+        self._sweep_if_due(kind)
+        return released
+
+    def _sweep_if_due(self, kind: Kind) -> None:
+        """A pass over ``kind``'s idle names (``sweep``) when one is due. A pass that fails
+        is tried again at the next due time: the release it follows is done either way."""
+        gc_after = self.settings.gc_after
+        due, cursor = self._sweeps.get(str(kind), (0.0, 0))
+        if gc_after is None or time.monotonic() < due:
+            return
+        self._sweeps[str(kind)] = (time.monotonic() + gc_reuse(gc_after), cursor)
+        try:
+            cursor = sweep(self.session, f"/{self.settings.namespace}/{kind}",
+                                 gc_after, cursor)
+        except Exception as exc:
+            logger.debug("clean-up of idle %s names on %s failed: %r", kind,
+                         self.describe(), exc)
+            return
+        self._sweeps[str(kind)] = (self._sweeps[str(kind)][0], cursor)
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
