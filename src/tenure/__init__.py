@@ -33,7 +33,7 @@ from tenure._sync.election import Election, Leadership
 from tenure._sync.lock import Lock
 from tenure._sync.rwlock import ReadWriteLock
 from tenure._sync.semaphore import Semaphore
-from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo
+from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo, WaiterInfo
 
 # The one place the version is written: pyproject.toml reads it from here (a literal, so the
 # build reads it without importing tenure).
@@ -69,6 +69,7 @@ __all__ = [
     "Semaphore",
     "StaleFence",
     "TenureError",
+    "WaiterInfo",
     "__version__",
     "connect",
     "connect_async",

@@ -18,6 +18,7 @@ __all__ = [
     "LockInfo",
     "Mode",
     "Renewal",
+    "WaiterInfo",
 ]
 
 
@@ -96,13 +97,27 @@ class LeaseInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class WaiterInfo:
+    """One waiter holding a place in a queued primitive's queue (a read-write or fair
+    lock's): who waits, since when, for which mode."""
+
+    holder: Holder | None
+    """Who waits; None when the place does not say (written by an older tenure)."""
+    since: datetime.datetime | None
+    """When the waiter took its place, by the server's clock (UTC); None when unknown."""
+    mode: str | None = None
+    """What it waits for: "read" or "write" (a fair lock's waiters wait to write)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LockInfo:
     """What a backend knows about one name of one primitive, read in one atomic step.
 
     Every kind carries its live leases in ``leases``: a lock at most one (which ``holder``,
     ``acquired_at`` and ``ttl_left`` also describe), a semaphore up to ``limit``, a
     read-write lock (``kind="rwlock"``, which a fair lock of the same name is the write side
-    of) its readers or its one writer, each with its ``mode``, and ``queued`` waiters.
+    of) its readers or its one writer, each with its ``mode``, and its ``waiters`` (their
+    count is ``queued``). Semaphores do not queue: their ``waiters`` are always empty.
     """
 
     name: str
@@ -126,9 +141,15 @@ class LockInfo:
     """The opaque value stored with a lock's live lease (an election's leader value), read
     in the same atomic step as holder and fence; None when there is none."""
     queued: int = 0
-    """A read-write (or fair) lock's waiters holding a live place in its queue."""
+    """A read-write (or fair) lock's waiters holding a live place in its queue: the length
+    of ``waiters`` whenever a backend lists them."""
+    waiters: tuple[WaiterInfo, ...] = ()
+    """A read-write (or fair) lock's waiters holding a live place, in arrival order (the
+    order they are served in): read in the same atomic step as the leases."""
 
     def __post_init__(self) -> None:
+        if self.waiters and self.queued != len(self.waiters):
+            object.__setattr__(self, "queued", len(self.waiters))
         # One shape for every kind: a store's converter describes a lock by its holder, and
         # the lease is filled in here, so that code reading leases has no case for locks.
         if not self.leases and self.holder is not None:

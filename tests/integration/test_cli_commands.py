@@ -84,6 +84,7 @@ def test_ls_show_break_on_real_data(url: str, locks: tenure.Locks, env: dict[str
         "name": "orders:3", "kind": "lock", "held": False, "fence": free_fence, "limit": None,
         "value": None,
         "holder": None, "acquired_at": None, "ttl_left": None, "holders": [], "queued": 0,
+        "waiters": [],
     }
     assert listed["orders:1"]["holder"] == {
         "host": _host(), "pid": os.getpid(), "thread": "MainThread",

@@ -215,3 +215,25 @@ def test_a_racing_upserts_duplicate_key_error_is_tried_again(
         assert len(calls) == 2
         info = backend.inspect(Kind.RWLOCK, name)
         assert info is not None and info.fence == fence  # granted once, by the second try
+
+
+def test_a_place_lists_its_waiter_and_an_older_tenures_place_an_unknown_one(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    with tenure.connect(f"{mongodb_url}&collection={collection_name}") as locks:
+        backend = backend_of(locks)
+        grant(acquire(backend, "a", "holder", "write"))
+        assert isinstance(acquire(backend, "a", "waiter", "read"), Busy)
+        info = locks.inspect("a", kind="rwlock")
+        assert info is not None
+        (waiter,) = info.waiters
+        assert (waiter.holder, waiter.mode) == (HOLDER, "read") and waiter.since is not None
+        # An older tenure's place says only its token, mode, arrival and expiry.
+        raw["tenure"][f"{collection_name}.rwlocks"].update_one(
+            {"_id": "a"},
+            {"$unset": {f"places.0.{field}": "" for field in ("host", "pid", "thread",
+                                                            "placed_at")}},
+        )
+        info = locks.inspect("a", kind="rwlock")
+        assert info is not None
+        assert [(w.holder, w.since, w.mode) for w in info.waiters] == [(None, None, "read")]

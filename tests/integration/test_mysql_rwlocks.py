@@ -310,3 +310,24 @@ def test_inspect_does_not_list_a_lease_ended_after_its_now(mysql_url: str) -> No
             (name.encode(),))
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and info.leases == () and info.queued == 0
+
+
+def test_a_place_lists_its_waiter_and_an_older_tenures_place_no_start(mysql_url: str) -> None:
+    name = f"rw:{uuid.uuid4().hex}"
+    with tenure.connect(mysql_url) as locks:
+        store = store_of(locks)
+        assert isinstance(store.acquire(name, rw_spec("write", 30), "a" * 32, 30, HOLDER), Grant)
+        assert isinstance(store.acquire(name, rw_spec("read", 30), "b" * 32, 30, HOLDER), Busy)
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None
+        (waiter,) = info.waiters
+        assert (waiter.holder, waiter.mode) == (HOLDER, "read") and waiter.since is not None
+        # An older tenure wrote its places without a start: listed, since unknown.
+        raw(mysql_url, "UPDATE tenure_locks_rwlock_entries SET acquired_at = NULL "
+            "WHERE name = %s AND entry = 'place'", (name.encode(),))
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None
+        assert [(w.holder, w.since, w.mode) for w in info.waiters] == [(HOLDER, None, "read")]
+        assert [lease.mode for lease in info.leases] == ["write"]
+        store.release(Kind.RWLOCK, name, "b" * 32)
+        store.release(Kind.RWLOCK, name, "a" * 32)

@@ -305,3 +305,21 @@ def test_a_renewal_that_waited_while_its_lease_ended_does_not_revive_it(
     assert outcome == [[False]]
     assert entries(postgresql_url, table, name) == []
     granted(acquire(backend, name, "writer", "write"))
+
+
+def test_a_place_lists_its_waiter_and_an_older_tenures_place_no_start(
+    postgresql_url: str, table: str, backend: PostgreSQLStore, name: str
+) -> None:
+    granted(acquire(backend, name, "holder", "write"))
+    assert isinstance(acquire(backend, name, "waiter", "read"), Busy)
+    info = backend.inspect(Kind.RWLOCK, name)
+    assert info is not None
+    (waiter,) = info.waiters
+    assert (waiter.holder, waiter.mode) == (HOLDER, "read") and waiter.since is not None
+    # An older tenure wrote its places without a start: listed, since unknown.
+    sql = RwlockStatements(table)
+    raw(postgresql_url, f"UPDATE {sql.quoted_entries} SET acquired_at = NULL "
+        "WHERE name = %s AND kind = 'place'", (name,))
+    info = backend.inspect(Kind.RWLOCK, name)
+    assert info is not None
+    assert [(w.holder, w.since, w.mode) for w in info.waiters] == [(HOLDER, None, "read")]

@@ -297,3 +297,29 @@ async def test_cancelled_cluster_waiters_leave_nothing(
     redis_cluster: RedisCluster, redis_cluster_url: str, name: str
 ) -> None:
     await cancelled_waiters_leave_nothing(redis_cluster_url, name)
+
+
+@pytest.mark.redis
+def test_a_places_waiter_is_kept_beside_it_and_an_older_place_lists_an_unknown_one(
+    redis_url: str, name: str
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    keys = queue_keys("tenure", name)
+    waiters_key = keys.meta + ":waiters"
+    holder, first, second = (secrets.token_hex(8) for _ in range(3))
+    with tenure.connect(redis_url) as locks:
+        assert isinstance(take(locks, name, holder, "write"), Grant)
+        assert isinstance(take(locks, name, first, "write"), Busy)
+        assert isinstance(take(locks, name, second, "read"), Busy)
+        # It lives as long as the places it describes.
+        assert client.pttl(waiters_key) > 0
+        # An older tenure's place has no record: listed, its waiter unknown.
+        client.hdel(waiters_key, first)
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None
+        assert [(w.holder, w.mode) for w in info.waiters] == [(None, None), (HOLDER, "read")]
+        assert store(locks).release(Kind.RWLOCK, name, second) is False
+        assert client.hkeys(waiters_key) == []
+        assert store(locks).release(Kind.RWLOCK, name, first) is False
+        assert store(locks).release(Kind.RWLOCK, name, holder) is True
+    client.close()

@@ -97,7 +97,7 @@ def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
         with locks.rwlock(name, ttl=10).read():
             pass
     assert "tenure_rwlocks" in tables(path)
-    assert waiter_columns(path)[-1] == "mode"
+    assert waiter_columns(path)[-5:] == ["mode", "host", "pid", "thread", "placed_at"]
     with sqlite3.connect(path) as raw:
         # The schema version is unchanged by the tables: made on first use, not by a version.
         assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
@@ -170,3 +170,29 @@ def test_a_lapsed_place_is_dropped_and_the_waiter_behind_it_rung(
     assert rung(behind)
     assert [token for token, _, _ in places(path, name)] == ["behind", "other"]
     assert fence_of(take(store, name, "behind", "read", behind)) > read
+
+
+def test_an_older_files_places_list_an_unknown_waiter_until_the_columns_come(
+    path: pathlib.Path, name: str
+) -> None:
+    url = f"sqlite:///{path}"
+    with tenure.connect(url) as locks, locks.rwlock(name, ttl=10).read():
+        pass
+    with sqlite3.connect(path) as raw:
+        # The file as an older tenure left it: places without their waiter, one of them live.
+        for column in ("host", "pid", "thread", "placed_at"):
+            raw.execute(f"ALTER TABLE tenure_waiters DROP COLUMN {column}")
+        raw.execute(
+            "INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake, mode) "
+            "VALUES ('rwlock', ?, 1, 'old-token', 1e12, NULL, 'write')", (name,),
+        )
+    with tenure.connect(url) as locks:
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and info.queued == 1
+        assert [(w.holder, w.since, w.mode) for w in info.waiters] == [(None, None, "write")]
+        # A newer tenure's first acquire adds the columns: its own place lists its waiter.
+        queue(SQLiteFile(Settings(path)), name, "new-token", "read")
+        assert waiter_columns(path)[-4:] == ["host", "pid", "thread", "placed_at"]
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None
+        assert [(w.holder, w.mode) for w in info.waiters] == [(None, "write"), (HOLDER, "read")]

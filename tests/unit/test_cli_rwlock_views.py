@@ -5,13 +5,16 @@ offers read-write locks, SQLite)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import threading
 import time
 
 import pytest
 
 import tenure
+from tenure._tokens import HOST
 from tenure.cli.main import main
 
 URL = "memory://cli-rwlock-views"
@@ -103,3 +106,48 @@ def test_a_fair_lock_shows_as_the_write_side_and_breaks(
     plain.release()
     with pytest.raises(tenure.LockLost):
         fair.release()
+
+
+def test_show_lists_the_waiters_in_arrival_order(
+    locks: tenure.Locks, capsys: pytest.CaptureFixture[str]
+) -> None:
+    holder = locks.lock("ledger", ttl=60, fair=True)
+    assert holder.acquire()
+    waiting = [
+        (locks.rwlock("ledger", ttl=60).read(), "reader-thread"),
+        (locks.lock("ledger", ttl=60, fair=True), "writer-thread"),
+    ]
+    threads = []
+    for number, (lock, thread_name) in enumerate(waiting, start=1):
+        thread = threading.Thread(target=lock.acquire, kwargs={"timeout": 30}, name=thread_name)
+        thread.start()
+        threads.append(thread)
+        until_queued(locks, "ledger", number)  # one by one: a known arrival order
+    try:
+        status, as_json = run(capsys, "show", "ledger", "--json")
+        assert status == 0
+        entry = json.loads(as_json)
+        assert entry["queued"] == 2
+        assert [(w["thread"], w["mode"]) for w in entry["waiters"]] == [
+            ("reader-thread", "read"), ("writer-thread", "write"),
+        ]
+        for waiter in entry["waiters"]:
+            assert waiter["host"] == HOST and waiter["pid"] == os.getpid()
+            assert datetime.datetime.fromisoformat(waiter["since"]).tzinfo is not None
+
+        status, shown = run(capsys, "show", "ledger")
+        lines = flat(shown)
+        assert "queued: 2 waiting" in lines
+        first = lines.index("waiter 1:")
+        second = lines.index("waiter 2:")
+        assert first < second
+        assert "thread reader-thread, to read, since" in lines[first:second]
+        assert "thread writer-thread, to write, since" in lines[second:]
+    finally:
+        holder.release()
+        threads[0].join()
+        waiting[0][0].release()
+        threads[1].join()
+        waiting[1][0].release()
+    status, as_json = run(capsys, "show", "ledger", "--json")
+    assert json.loads(as_json)["waiters"] == []

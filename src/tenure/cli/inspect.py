@@ -1,6 +1,7 @@
 """``tenure ls``, ``tenure show``, ``tenure break``: the operator's views of every primitive:
 locks (one holder), semaphores (up to ``limit`` holders, one row per permit) and read-write
-locks, fair locks included (readers or one writer, one row per lease, and the queue length)."""
+locks, fair locks included (readers or one writer, one row per lease, and the queue length;
+``show`` lists the waiters too, in arrival order)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import urllib.parse
 from typing import Any, TextIO
 
 import tenure
-from tenure._types import LeaseInfo, LockInfo
+from tenure._types import LeaseInfo, LockInfo, WaiterInfo
 from tenure._urls import resolve_url, scheme_of
 from tenure.cli import EXIT_NOTHING, EXIT_OK
 
@@ -162,6 +163,8 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
                 f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
                 f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
             ))
+        for number, waiter in enumerate(info.waiters, start=1):
+            fields.append((f"waiter {number}", _describe_waiter(waiter)))
     else:
         fields.append(("state", "held" if info.held else "free"))
         if info.holder is not None:
@@ -176,6 +179,16 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
     width = max(len(key) for key, _ in fields) + 1
     for key, value in fields:
         out.write(f"{(key + ':').ljust(width)} {value}\n")
+
+
+def _describe_waiter(waiter: WaiterInfo) -> str:
+    """``host:pid thread T, to write, since S``: one waiter, as ``show`` lists it."""
+    holder = waiter.holder
+    who = "unknown (an older tenure's place)" if holder is None else (
+        f"{_printable(holder.host)}:{holder.pid} thread {_printable(holder.thread)}"
+    )
+    wants = "" if waiter.mode is None else f", to {waiter.mode}"
+    return f"{who}{wants}, since {_since(waiter.since)}"
 
 
 def _rwlock_state(info: LockInfo) -> str:
@@ -294,6 +307,17 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
                 "ttl_left": round(lease.ttl_left, 3),
             }
             for lease in info.holders
+        ],
+        # In arrival order (the order they are served in); a semaphore's is always empty.
+        "waiters": [
+            {
+                "host": None if waiter.holder is None else waiter.holder.host,
+                "pid": None if waiter.holder is None else waiter.holder.pid,
+                "thread": None if waiter.holder is None else waiter.holder.thread,
+                "mode": waiter.mode,
+                "since": None if waiter.since is None else waiter.since.isoformat(),
+            }
+            for waiter in info.waiters
         ],
     }
 

@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import math
 
-from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode
+from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode, WaiterInfo
 
 __all__ = ["Lease", "Place", "Record", "info"]
 
@@ -36,6 +36,10 @@ class Place:
     mode: Mode
     arrival: int
     expires_at: float
+    holder: Holder | None = None
+    """Who waits there (listed by ``inspect``)."""
+    since: datetime.datetime | None = None
+    """When the place was taken (UTC)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -117,6 +121,10 @@ def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
     if kind is Kind.SEMAPHORE:
         return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
                         leases=leases)
-    queued = sum(1 for place in record.places.values() if place.expires_at > now)
+    waiters = tuple(
+        WaiterInfo(place.holder, place.since, str(place.mode))
+        for place in sorted(record.places.values(), key=lambda place: place.arrival)
+        if place.expires_at > now
+    )
     return LockInfo(name, record.fence, None, None, None, kind=str(kind), leases=leases,
-                    queued=queued)
+                    queued=len(waiters), waiters=waiters)

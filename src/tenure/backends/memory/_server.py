@@ -103,7 +103,7 @@ class MemoryServer:
                 outcome: Grant | Busy = Grant(record.fence)
             else:
                 if spec.queues:
-                    self._keep_place(record, token, spec, now)
+                    self._keep_place(record, token, spec, now, holder)
                 ends = [lease.expires_at - now for lease in record.leases.values()]
                 outcome = Busy(min(ends) if ends else None)
         if dropped:
@@ -180,13 +180,19 @@ class MemoryServer:
             self.waiters.notify(wake_key(kind, name))
         return broken
 
-    def _keep_place(self, record: Record, token: str, spec: LeaseSpec, now: float) -> None:
-        """Add a refused queued attempt's place at the tail, or refresh the one it holds."""
+    def _keep_place(
+        self, record: Record, token: str, spec: LeaseSpec, now: float, holder: Holder
+    ) -> None:
+        """Add a refused queued attempt's place at the tail (with who waits there, and
+        since when), or refresh the one it holds."""
         assert spec.mode is not None and spec.queue_ttl is not None
         place = record.places.get(token)
         if place is None:
             record.arrivals += 1
-            record.places[token] = Place(spec.mode, record.arrivals, now + spec.queue_ttl)
+            record.places[token] = Place(
+                spec.mode, record.arrivals, now + spec.queue_ttl, holder,
+                datetime.datetime.now(datetime.UTC),
+            )
         else:
             place.expires_at = now + spec.queue_ttl
 

@@ -3,7 +3,8 @@
 Each kind's info pipeline (``_documents``, ``_semaphores``, ``_rwlocks``) projects the same
 shape: ``_id``, ``fence``, ``leases`` (the live ones: holder fields, ``acquired_at``,
 ``expires_at``, and a permit's or queued lease's own ``fence`` and ``mode``), ``now`` (the
-server's ``$$NOW`` of that read), and where the kind has them ``limit``, ``queued`` and
+server's ``$$NOW`` of that read), and where the kind has them ``limit``, ``queued``,
+``places`` (a read-write lock's live waiting places: holder fields and ``placed_at``) and
 ``value``. Time left is each expiry less that ``now``: the server's clock, never ours.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
 
 __all__ = ["to_info", "utc"]
 
@@ -51,8 +52,18 @@ def to_info(kind: Kind, row: dict[str, Any]) -> LockInfo:
         return LockInfo(name, fence, only.holder, only.acquired_at, only.ttl_left,
                         value=value if isinstance(value, str) else None)
     limit = row.get("limit")
+    places = sorted(row.get("places") or [], key=lambda place: int(place.get("seq") or 0))
     return LockInfo(
         name, fence, None, None, None, kind=kind.value,
         limit=None if limit is None else int(limit), leases=tuple(leases),
-        queued=int(row.get("queued") or 0),
+        queued=int(row.get("queued") or 0), waiters=tuple(_waiter(place) for place in places),
     )
+
+
+def _waiter(place: dict[str, Any]) -> WaiterInfo:
+    """A live place's waiter (unknown on a place an older tenure wrote: no host)."""
+    host, pid, mode = place.get("host"), place.get("pid"), place.get("mode")
+    holder = None if host is None else Holder(
+        str(host), int(pid) if pid is not None else 0, str(place.get("thread", ""))
+    )
+    return WaiterInfo(holder, utc(place.get("placed_at")), mode if isinstance(mode, str) else None)

@@ -16,7 +16,10 @@ of the same name), in the collection ``{collection}.rwlocks``::
              "thread": <str>},
         ],
         "places": [             # the waiters, in arrival order (a refresh keeps a place's spot)
-            {"token": <str>, "mode": "read" | "write", "seq": <int64>, "expires_at": <date>},
+            {"token": <str>, "mode": "read" | "write", "seq": <int64>, "expires_at": <date>,
+             "placed_at": <date>, "host": <str>, "pid": <int>, "thread": <str>},
+                                # (who waits, since when: ``tenure show`` lists them; a
+                                # place an older tenure wrote has none, its waiter unknown)
         ],
         "updated_at": <date>,   # the server's clock at the last acquire: a Busy's time left is
                                 # a holder's expiry less this, both read from one after-image
@@ -145,7 +148,8 @@ def acquire_queued_update(
     place_expires: Document = {"$add": ["$$NOW", queue_ttl_ms]}
     new_place: Document = {
         "token": me, "mode": {"$literal": mode}, "seq": "$next_seq",
-        "expires_at": place_expires,
+        "expires_at": place_expires, "placed_at": "$$NOW", "host": {"$literal": holder.host},
+        "pid": {"$literal": holder.pid}, "thread": {"$literal": holder.thread},
     }
     # Places are compared by arrival position; with no place of its own, all are ahead.
     ahead: Document = {"$filter": {"input": places, "as": "p", "cond": {"$or": [
@@ -243,13 +247,14 @@ def _with_gc(pipeline: Pipeline, gc_after_ms: int | None) -> Pipeline:
 
 
 def queue_info_pipeline(match: Document) -> Pipeline:
-    """``aggregate`` input: each record ``match`` selects, with its live leases, the number
-    of live places and the server's time, as ``_records.to_info`` reads."""
+    """``aggregate`` input: each record ``match`` selects, with its live leases, its live
+    places (their waiters), their number and the server's time, as ``_records.to_info``
+    reads."""
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},
         {"$project": {
-            "fence": 1, "leases": live_entries("$leases"),
+            "fence": 1, "leases": live_entries("$leases"), "places": live_entries("$places"),
             "queued": {"$size": live_entries("$places")}, "now": "$$NOW",
         }},
     ]

@@ -73,7 +73,12 @@ class Queues(KindTable):
 
 def _queue_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
     shaped: list[Row] = []
-    for name, fence, queued, mode, host, pid, thread, acquired_at, left_us, seq in rows:
-        lease = None if seq is None else (host, pid, thread, acquired_at, left_us, seq, mode)
+    places: dict[bytes, list[tuple[Any, ...]]] = {}
+    for name, fence, queued, mode, host, pid, thread, acquired_at, left_us, seq, entry in rows:
+        if entry == "place":  # (after the name's leases, in arrival order)
+            places.setdefault(bytes(name), []).append((host, pid, thread, acquired_at, mode))
+            lease = None
+        else:
+            lease = None if seq is None else (host, pid, thread, acquired_at, left_us, seq, mode)
         shaped.append((name, fence, None, queued, None, lease))
-    return records(Kind.RWLOCK, shaped)
+    return records(Kind.RWLOCK, shaped, places)

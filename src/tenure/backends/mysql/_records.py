@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
 
 __all__ = ["records"]
 
@@ -15,10 +15,14 @@ Row = tuple[Any, Any, Any, Any, Any, "tuple[Any, ...] | None"]
 acquired_at, left_us, fence, mode), or None for a record row without one."""
 
 
-def records(kind: Kind, rows: Iterable[Row]) -> list[LockInfo]:
+def records(
+    kind: Kind, rows: Iterable[Row],
+    places: Mapping[bytes, Sequence[tuple[Any, ...]]] | None = None,
+) -> list[LockInfo]:
     """The records of ``rows`` (one or more per name, in order): a lock's one lease is its
     holder (``LockInfo``'s lock fields); a semaphore's and a read-write lock's are its
-    ``leases``, oldest first."""
+    ``leases``, oldest first. ``places``: a read-write lock's waiters per name, in arrival
+    order, each (host, pid, thread, since, mode); NULLs where an older tenure took it."""
     by_name: dict[bytes, tuple[tuple[Any, ...], list[LeaseInfo]]] = {}
     for name, fence, limit, queued, value, lease in rows:
         entry = by_name.setdefault(bytes(name), ((fence, limit, queued, value), []))
@@ -37,7 +41,7 @@ def records(kind: Kind, rows: Iterable[Row]) -> list[LockInfo]:
             found.append(LockInfo(
                 name, int(fence), None, None, None, kind=kind.value,
                 limit=None if limit is None else int(limit), leases=tuple(leases),
-                queued=int(queued),
+                queued=int(queued), waiters=_waiters((places or {}).get(raw, ())),
             ))
         elif not leases:
             found.append(LockInfo(name, int(fence), None, None, None))
@@ -48,3 +52,14 @@ def records(kind: Kind, rows: Iterable[Row]) -> list[LockInfo]:
                 lease_info.ttl_left, value=None if value is None else str(value),
             ))
     return found
+
+
+def _waiters(places: Sequence[tuple[Any, ...]]) -> tuple[WaiterInfo, ...]:
+    return tuple(
+        WaiterInfo(
+            None if host is None else Holder(host, int(pid or 0), thread or ""),
+            None if since is None else since.replace(tzinfo=datetime.UTC),
+            None if mode is None else str(mode),
+        )
+        for host, pid, thread, since, mode in places
+    )

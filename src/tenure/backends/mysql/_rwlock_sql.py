@@ -9,9 +9,11 @@ user of plain locks alone needs no privilege on them:
 - ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
   ``entry`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a
   place's arrival position; 0 once released), ``expires_at`` by the server's clock, the
-  holder's details. A released lease or place stays, lapsed, with ``expires_at`` = when it
-  ended, until the name's next acquire (which drops lapsed entries) or the clean-up: so the
-  entries say when the name was last used.
+  holder's details (a place's are its waiter's, and its ``acquired_at`` when it was taken:
+  ``tenure show`` lists them; NULL on a place an older tenure took). A released lease or
+  place stays, lapsed, with ``expires_at`` = when it ended, until the name's next acquire
+  (which drops lapsed entries) or the clean-up: so the entries say when the name was last
+  used.
 
 Fences never go back (DESIGN rule 10): a grant's fence is max(the record's fence + 1, the
 server's clock in microseconds) (``floor_fence``), read in the acquire's own transaction, so
@@ -200,7 +202,7 @@ INSERT INTO {entries}
 SELECT UNHEX(%(name)s), %(token)s, IF(@tenure_granted IS NULL, 'place', 'lease'), %(mode)s,
        COALESCE(@tenure_granted, @tenure_arrival),
        {_AT} + INTERVAL IF(@tenure_granted IS NULL, %(queue_us)s, %(ttl_us)s) MICROSECOND,
-       IF(@tenure_granted IS NULL, NULL, {_AT}), %(host)s, %(pid)s, %(thread)s
+       {_AT}, %(host)s, %(pid)s, %(thread)s
 FROM DUAL WHERE COALESCE(@tenure_granted, @tenure_arrival) IS NOT NULL;
 COMMIT;
 SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped
@@ -233,10 +235,12 @@ SELECT @tenure_released
         GROUP BY r.name
     """, tidy=f"DELETE FROM {entries} WHERE {SWEEP_BATCH} AND expires_at <= {CUTOFF};")
 
-    # One row per live lease, oldest grant first (or one row of NULL lease columns for a
-    # record with none), each with the record's name, fence and live places; one consistent
-    # read, blocking no writer. Columns: name, fence, queued, mode, host, pid, thread,
-    # acquired_at, microseconds left, lease fence. NOW is read when the statement starts and
+    # One row per live lease, oldest grant first, then one per live place in arrival order
+    # (or one row of NULL entry columns for a record with neither), each with the record's
+    # name, fence and live places; one consistent read, blocking no writer. Columns: name,
+    # fence, queued, mode, host, pid, thread, acquired_at (a place's: when it was taken),
+    # microseconds left, lease fence (a place's arrival), entry. NOW is read when the
+    # statement starts and
     # the read's snapshot is taken after it: a release committed in between ended its entry
     # at a later NOW, so seq 0 (as for ``extend``) marks it ended (``tenure verify --rwlock``
     # saw such a writer listed with fence 0).
@@ -247,12 +251,11 @@ SELECT r.name, r.fence,
        (SELECT COUNT(*) FROM {entries} AS p
         WHERE p.name = r.name AND p.entry = 'place' AND p.expires_at > {NOW} AND p.seq > 0),
        l.mode, l.host, l.pid, l.thread, l.acquired_at,
-       TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq
+       TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq, l.entry
 FROM {records} AS r
-LEFT JOIN {entries} AS l
-    ON l.name = r.name AND l.entry = 'lease' AND l.expires_at > {NOW} AND l.seq > 0
+LEFT JOIN {entries} AS l ON l.name = r.name AND l.expires_at > {NOW} AND l.seq > 0
 WHERE {where}
-ORDER BY r.name, l.seq
+ORDER BY r.name, l.entry, l.seq
 """
 
     @functools.cached_property

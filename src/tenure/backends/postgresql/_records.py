@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
 
 __all__ = ["record"]
 
@@ -25,15 +25,24 @@ def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
         return LockInfo(name, int(fence), None, None, None, kind=str(kind),
                         limit=None if limit is None else int(limit), leases=leases)
     if kind is Kind.RWLOCK:
-        name, fence, queued, entries = row
+        name, fence, queued, entries, places = row
         leases = tuple(
             _lease(host, pid, thread,
                    acquired_at=datetime.datetime.fromtimestamp(float(acquired_at), datetime.UTC),
                    ttl_left=ttl_left, fence=lease_fence, mode=mode)
             for mode, host, pid, thread, acquired_at, ttl_left, lease_fence in entries or ()
         )
+        waiters = tuple(
+            WaiterInfo(
+                None if host is None else Holder(host, int(pid or 0), thread or ""),
+                None if since is None
+                else datetime.datetime.fromtimestamp(float(since), datetime.UTC),
+                mode,
+            )
+            for mode, host, pid, thread, since in places or ()
+        )
         return LockInfo(name, int(fence), None, None, None, kind=str(kind),
-                        queued=int(queued), leases=leases)
+                        queued=int(queued), leases=leases, waiters=waiters)
     name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
     if not live:
         return LockInfo(name, int(fence), None, None, None)

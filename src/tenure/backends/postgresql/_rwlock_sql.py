@@ -7,7 +7,9 @@ Two tables beside the lock table, made on the first read-write (or fair) lock ac
   waiting place). Its row lock serialises the acquires of the name.
 - ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
   ``kind`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a place's
-  arrival position), ``expires_at`` by the server's clock, and the holder's details.
+  arrival position), ``expires_at`` by the server's clock, and the holder's details (a
+  place's are its waiter's, with ``acquired_at`` when the place was taken: ``tenure show``
+  lists them; NULL on a place an older tenure took).
 
 An acquire is one short transaction of two statements, sent together in one round trip
 (pipelined): LOCK_NAME upserts the record row, which takes its row lock until the commit
@@ -197,7 +199,7 @@ written AS (
            CASE WHEN counted.grantable THEN counted.fence ELSE counted.arrivals END,
            now.t + CASE WHEN counted.grantable THEN %(ttl)s ELSE %(queue_ttl)s END
                    * interval '1 second',
-           CASE WHEN counted.grantable THEN now.t END, %(host)s, %(pid)s, %(thread)s
+           now.t, %(host)s, %(pid)s, %(thread)s
     FROM counted, now
     ON CONFLICT (name, token) DO UPDATE SET
         kind = excluded.kind, mode = excluded.mode, seq = excluded.seq,
@@ -326,8 +328,9 @@ SELECT count(*) FROM records_gone
 
     # Input: name (inspect) or prefix (list). Output: one row per record (name, fence,
     # live places, live leases as a JSON array oldest grant first, each [mode, host, pid,
-    # thread, acquired_at epoch seconds, seconds left, fence] or NULL), by name. One
-    # snapshot; blocks no writer.
+    # thread, acquired_at epoch seconds, seconds left, fence] or NULL, live places as a JSON
+    # array in arrival order, each [mode, host, pid, thread, taken at epoch seconds] or
+    # NULL), by name. One snapshot; blocks no writer.
     def _info(self, where: str) -> str:
         entries = self.quoted_entries
         return f"""
@@ -341,7 +344,13 @@ SELECT rec.name, rec.fence,
                    extract(epoch FROM l.expires_at - now.t)::float8, l.seq)
                ORDER BY l.seq)
         FROM {entries} AS l
-        WHERE l.name = rec.name AND l.kind = 'lease' AND l.expires_at > now.t)
+        WHERE l.name = rec.name AND l.kind = 'lease' AND l.expires_at > now.t),
+       (SELECT json_agg(json_build_array(
+                   w.mode, w.host, w.pid, w.thread,
+                   extract(epoch FROM w.acquired_at)::float8)
+               ORDER BY w.seq)
+        FROM {entries} AS w
+        WHERE w.name = rec.name AND w.kind = 'place' AND w.expires_at > now.t)
 FROM {self.quoted_records} AS rec, now
 WHERE {where}
 ORDER BY rec.name

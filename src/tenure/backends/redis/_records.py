@@ -9,7 +9,7 @@ import datetime
 import json
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
 
 __all__ = ["decode_info", "decode_queue", "decode_record", "decode_semaphore"]
 
@@ -83,8 +83,19 @@ def decode_queue(reply: Any) -> LockInfo | None:
     """INSPECT_QUEUE's reply as a LockInfo (``kind="rwlock"``)."""
     if not reply:
         return None
-    name, fence, now, queued, records = reply
+    name, fence, now, queued, records, *rest = reply
     return LockInfo(
         _text(name), int(_text(fence)), None, None, None, kind="rwlock",
         leases=_leases(now, records, True), queued=int(queued),
+        waiters=tuple(_waiter(place) for place in (rest[0] if rest else ())),
     )
+
+
+def _waiter(place: Any) -> WaiterInfo:
+    """A place's record ``[mode, host, pid, thread, since ms]``; '' for a place an older
+    tenure took (its waiter unknown)."""
+    text = _text(place)
+    if not text:
+        return WaiterInfo(None, None)
+    mode, host, pid, thread, since = json.loads(text)
+    return WaiterInfo(Holder(str(host), int(pid), str(thread)), _since(since, 1000), str(mode))

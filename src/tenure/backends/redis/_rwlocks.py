@@ -15,19 +15,25 @@ lives in one slot), under ``{ns}:rw:``, a prefix no lock or semaphore key has:
     {ns}:rw:{D}:writes       zset  token -> arrival position, for the   last place ends
                                    places of writers only
     {ns}:rw:{D}:places       zset  token -> place expiry (server ms)
+    {ns}:rw:{D}:waiters      hash  token -> JSON [mode, host, pid,
+                                   thread, since (server ms)]: who
+                                   waits in that place, since when
     {ns}:rw:{D}:wake:TOKEN   list  at most one item: "your turn may     5 s after its last
                                    have come", BLPOPed by that waiter   push
 
 A lease is a member of ``expiries`` (its server-clock end) with its record in ``leases``; a
 waiting place a member of ``queue`` (its arrival position, from the ``arrivals`` counter)
-and ``places`` (its end), and of ``writes`` too when it waits to write. Every script reads the
-server's clock (``TIME``) and first drops the lapsed leases and places, so a crashed holder's
-lease frees the name when it ends and a dead waiter's place stops blocking the queue when
-its place ends; no client clock is used. Each read is a sorted-set lookup: "a live holder"
-is ZCARD of ``expiries``; "a place ahead" is ZCOUNT of ``queue`` (or ``writes``, for a
-reader) below this token's own arrival; a writer holds the name only alone (a write is
-granted only when nobody holds it; a read only when no writer does), so "a writer holds" is
-one lease whose mode is write.
+and ``places`` (its end), and of ``writes`` too when it waits to write; its record in
+``waiters`` says who waits there (``tenure show`` lists them; a place of an older tenure has
+none, and lists an unknown waiter). Like the wake lists, ``waiters`` is named from the first
+hash inside the scripts (same hash tag, same slot), so the scripts' KEYS are unchanged.
+Every script reads the server's clock (``TIME``) and first drops the lapsed leases and
+places, so a crashed holder's lease frees the name when it ends and a dead waiter's place
+stops blocking the queue when its place ends; no client clock is used. Each read is a
+sorted-set lookup: "a live holder" is ZCARD of ``expiries``; "a place ahead" is ZCOUNT of
+``queue`` (or ``writes``, for a reader) below this token's own arrival; a writer holds the
+name only alone (a write is granted only when nobody holds it; a read only when no writer
+does), so "a writer holds" is one lease whose mode is write.
 
 Waking: a waiter BLPOPs a list of its own (``wake:TOKEN``). Whenever a lease or a place goes
 (release, break, a place left, lapsed ones dropped by any script), the script walks the
@@ -134,11 +140,13 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function whole(number) return string.format('%d', number) end
 local meta, leases, expiries, queue, writes, places, wake_prefix =
   K[1], K[2], K[3], K[4], K[5], K[6], K[7]
+local waiters = meta .. ':waiters'
 
 local function remove_place(token)
   redis.call('ZREM', queue, token)
   redis.call('ZREM', writes, token)
   redis.call('ZREM', places, token)
+  redis.call('HDEL', waiters, token)
 end
 
 -- Drop lapsed leases and places; true if any was dropped (a waiter's turn may have come).
@@ -198,7 +206,7 @@ local function keep(gc_ms)
   last = redis.call('ZRANGE', places, -1, -1, 'WITHSCORES')
   if last[2] then
     until_ms = math.max(until_ms, tonumber(last[2]))
-    for _, key in ipairs({{queue, writes, places}}) do
+    for _, key in ipairs({{queue, writes, places, waiters}}) do
       redis.call('PEXPIREAT', key, whole(tonumber(last[2]) + 1000))
     end
   end
@@ -266,6 +274,8 @@ else
   redis.call('ZADD', queue, arrival, token)
   if mode == 'write' then redis.call('ZADD', writes, arrival, token) end
   redis.call('ZADD', places, place_end, token)
+  redis.call('HSET', waiters, token,
+             cjson.encode({mode, ARGV[6], tonumber(ARGV[7]), ARGV[8], whole(now)}))
 end
 if dropped then wake_turn() end
 keep(gc_ms)
@@ -330,8 +340,9 @@ return 0
 """)
 
 # KEYS: the seven of the prelude. Returns false if never used (or collected), else
-# {name, fence, now ms, queued, {lease JSON, expiry, lease JSON, expiry, ...}}: the live
-# leases, and the count of live places. Writes nothing.
+# {name, fence, now ms, queued, {lease JSON, expiry, lease JSON, expiry, ...}, {place JSON,
+# ...}}: the live leases, the count of live places, and their waiters in arrival order (''
+# for a place without a record). Writes nothing.
 INSPECT_QUEUE = Script("inspect_queue", _ONE_NAME + """
 local found = redis.call('HMGET', meta, 'name', 'fence')
 if not found[1] then return false end
@@ -342,7 +353,14 @@ for i = 1, #live, 2 do
   records[#records + 1] = live[i + 1]
 end
 local queued = redis.call('ZCOUNT', places, '(' .. now, '+inf')
-return {found[1], found[2] or '0', whole(now), queued, records}
+local waiting = {}
+for _, token in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+  local ends = redis.call('ZSCORE', places, token)
+  if ends and tonumber(ends) > now then
+    waiting[#waiting + 1] = redis.call('HGET', waiters, token) or ''
+  end
+end
+return {found[1], found[2] or '0', whole(now), queued, records, waiting}
 """)
 
 # KEYS: the seven of the prelude. ARGV: gc_after ms. Frees every lease (the queue and the

@@ -28,22 +28,28 @@ class Queues:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._ready = False
-        """Whether the file has the read-write lock tables (``_make_tables``)."""
+        """Whether the file has the read-write lock tables (``exist``)."""
+        self._made = False
+        """Whether this process made sure of the tables and every place column."""
+        self._holders = False
+        """Whether the places have their holder columns (``PLACE_HOLDERS``)."""
 
     def _make_tables(self) -> None:
         """Made by the first read-write (or fair) lock acquire, not at open: a file used for
         plain locks only (even listed by ``tenure ls``) never gets the lease table nor the
-        waiters' mode column. Both are additions (IF NOT EXISTS, a nullable column), so the
-        schema version stays and an older tenure keeps using the file."""
-        if self._ready:
+        waiters' place columns. All are additions (IF NOT EXISTS, nullable columns), so the
+        schema version stays and an older tenure keeps using the file. The first acquire of
+        each process checks the columns: one an older tenure's tables lack (the places'
+        holders) is added then."""
+        if self._made:
             return
         with self.db.step() as connection, self.db.transaction(connection):
             connection.execute(sql.CREATE_TABLE)
-            present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}
-            column, kind = sql.MODE_COLUMN
-            if column not in present:
-                connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
-        self._ready = True
+            present = _waiter_columns(connection)
+            for column, kind in sql.PLACE_COLUMNS:
+                if column not in present:
+                    connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
+        self._made = self._ready = self._holders = True
 
     def exist(self) -> bool:
         """Whether the file has the read-write lock tables: without them, no read-write lock
@@ -173,14 +179,14 @@ class Queues:
             return None
         with self._step(write=False) as (connection, now):
             row = connection.execute(sql.RECORD, {"name": name, "now": now}).fetchone()
-            return None if row is None else _queue_record(connection, row, now)
+            return None if row is None else self._queue_record(connection, row, now)
 
     def list_records(self, prefix: str) -> list[LockInfo]:
         if not self.exist():
             return []
         with self._step(write=False) as (connection, now):
             rows = connection.execute(sql.LIST, {"prefix": prefix, "now": now}).fetchall()
-            return [_queue_record(connection, row, now) for row in rows]
+            return [self._queue_record(connection, row, now) for row in rows]
 
     def break_leases(self, name: str) -> bool:
         if not self.exist():
@@ -196,7 +202,20 @@ class Queues:
         return any(live for (live,) in broken)
 
 
-def _queue_record(connection: sqlite3.Connection, row: tuple[Any, ...], now: float) -> LockInfo:
-    name, fence, queued = row
-    leases = connection.execute(sql.LEASES, {"name": name, "now": now}).fetchall()
-    return record(Kind.RWLOCK, name, fence, leases, queued=int(queued))
+    def _queue_record(
+        self, connection: sqlite3.Connection, row: tuple[Any, ...], now: float
+    ) -> LockInfo:
+        """The record of ``row`` (name, fence, live places), its leases and its waiters
+        read in the caller's snapshot."""
+        name, fence, queued = row
+        params = {"name": name, "now": now}
+        leases = connection.execute(sql.LEASES, params).fetchall()
+        if not self._holders:  # a file an older tenure made: the columns may come later
+            self._holders = set(sql.PLACE_HOLDERS) <= _waiter_columns(connection)
+        holders = ", ".join(sql.PLACE_HOLDERS if self._holders else ["NULL"] * 4)
+        places = connection.execute(sql.PLACES.format(holders), params).fetchall()
+        return record(Kind.RWLOCK, name, fence, leases, queued=int(queued), places=places)
+
+
+def _waiter_columns(connection: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}

@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
 
 __all__ = ["record"]
 
@@ -14,10 +14,13 @@ __all__ = ["record"]
 def record(
     kind: Kind, name: str, fence: int, leases: Iterable[Sequence[Any]], *,
     limit: int | None = None, queued: int = 0, value: str | None = None,
+    places: Iterable[Sequence[Any]] = (),
 ) -> LockInfo:
     """The record of ``name``: its ``leases``, each row (host, pid, thread, acquired_at,
     ttl_left, fence, mode), oldest first. A lock's one lease is its holder (``LockInfo``'s
-    lock fields); a semaphore's and a read-write lock's are its ``leases``."""
+    lock fields); a semaphore's and a read-write lock's are its ``leases``. A read-write
+    lock's ``places``, each row (host, pid, thread, placed_at, mode), in arrival order, are
+    its waiters (a place without a host: an older tenure's, its waiter unknown)."""
     held = tuple(
         LeaseInfo(
             Holder(host, int(pid), thread),
@@ -35,7 +38,16 @@ def record(
         return LockInfo(
             name, int(fence), lease.holder, lease.acquired_at, lease.ttl_left, value=value
         )
+    waiters = tuple(
+        WaiterInfo(
+            None if host is None else Holder(host, int(pid or 0), thread or ""),
+            None if placed_at is None
+            else datetime.datetime.fromtimestamp(placed_at, datetime.UTC),
+            mode,
+        )
+        for host, pid, thread, placed_at, mode in places
+    )
     return LockInfo(
         name, int(fence), None, None, None, kind=kind.value, limit=limit, leases=held,
-        queued=queued,
+        queued=queued, waiters=waiters,
     )

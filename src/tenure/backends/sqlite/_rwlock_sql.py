@@ -11,10 +11,11 @@ its leases was granted or renewed to: the clean-up counts gc_after from it. A na
 sit side by side in one B-tree page.
 
 Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
-and a ``mode`` column (added in place with the lease table, by the first acquire): a place
-is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by SQLite's
-clock, the waiting process's doorbell address), plus its mode. Refreshing it changes its
-expiry only, so it keeps its position.
+and the ``PLACE_COLUMNS`` (added in place with the lease table, by the first acquire): a
+place is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by
+SQLite's clock, the waiting process's doorbell address), plus its mode and who waits there
+since when (``tenure show`` lists them). Refreshing it changes its expiry only, so it keeps
+its position and its start.
 
 Every step that writes runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's
 write lock is taken before anything is read); inspecting reads one snapshot. ``:now`` is
@@ -41,11 +42,13 @@ __all__ = [
     "LEAVE",
     "LEASES",
     "LIST",
-    "MODE_COLUMN",
     "NEW_PLACE",
     "NEXT_FENCE",
     "OWNED",
     "PLACE",
+    "PLACES",
+    "PLACE_COLUMNS",
+    "PLACE_HOLDERS",
     "RECORD",
     "RELEASE",
     "RENEW_OWN",
@@ -74,9 +77,16 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
 # The record row (token '') has no mode; its ``expires_at`` is when it was last in use (see
 # above), not a lease: every statement about leases asks for ``token != ''``.
 
-# A place's mode, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an
-# older tenure, which names its columns when it inserts, keeps working on the file).
-MODE_COLUMN = ("mode", "TEXT")
+# A place's mode and its waiter (who, since when by SQLite's clock), added to
+# ``tenure_waiters`` (nullable: a lock's waiter has none, and an older tenure, which names its
+# columns when it inserts, keeps working on the file; its places list an unknown waiter). The
+# holder columns came after the mode: a file whose lease table an older tenure made gets them
+# at the first acquire of a newer one.
+PLACE_COLUMNS = (
+    ("mode", "TEXT"), ("host", "TEXT"), ("pid", "INTEGER"), ("thread", "TEXT"),
+    ("placed_at", "REAL"),
+)
+PLACE_HOLDERS = ("host", "pid", "thread", "placed_at")
 
 # A row once the first read-write lock acquire made the tables.
 TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_rwlocks'"
@@ -154,10 +164,13 @@ WHERE kind = 'rwlock' AND name = :name AND token = :token
 RETURNING seq
 """
 
-# Inputs :name :token :mode :place :now :wake. A place at the back of the queue.
+# Inputs :name :token :mode :place :now :wake :host :pid :thread. A place at the back of
+# the queue, taken now by that waiter.
 NEW_PLACE = f"""
-INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake, mode)
-SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode
+INSERT INTO tenure_waiters
+    (kind, name, seq, token, expires_at, wake, mode, host, pid, thread, placed_at)
+SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode,
+       :host, :pid, :thread, :now
 FROM {_PLACES}
 """
 
@@ -214,6 +227,12 @@ RECORD = _RECORD + " WHERE r.name = :name AND r.token = ''"
 # substr() compares the prefix as text: LIKE/GLOB would read % _ * ? in it as patterns.
 LIST = _RECORD + """
 WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.name
+"""
+
+# Inputs :name :now. The live places, in arrival order: host, pid, thread, placed_at, mode
+# (``PLACE_HOLDERS`` replaced by NULL on a file without those columns yet).
+PLACES = f"""
+SELECT {{}}, mode FROM {_PLACES} AND expires_at > :now ORDER BY seq
 """
 
 # Inputs :name :now. The live leases, oldest grant first.

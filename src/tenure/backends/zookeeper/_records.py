@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Kind, LeaseInfo, LockInfo, Mode
+from tenure._types import Kind, LeaseInfo, LockInfo, Mode, WaiterInfo
 from tenure.backends.zookeeper._nodes import Record, mode_of
 
 __all__ = ["lock_info"]
@@ -61,9 +61,10 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
     with no live write node ahead); the others wait. A first try's node is written unmarked
     and rewritten as queued once ranked behind a holder or a waiter: until then it is not in
     its turn, and is counted as waiting (``tenure verify --rwlock`` saw it listed beside the
-    writer it waited for)."""
+    writer it waited for). The waiters are listed in node (arrival) order, each since its
+    node's creation by the server's clock (``ctime``)."""
     leases = []
-    queued = 0
+    waiters = []
     ahead = writes_ahead = 0
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, Exception):
@@ -78,7 +79,7 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
         ahead += 1
         writes_ahead += mode == Mode.WRITE
         if record.queued or not in_turn:
-            queued += 1
+            waiters.append(WaiterInfo(record.holder, _utc(stat.ctime / 1000), mode))
             continue
         leases.append(
             LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode)
@@ -86,7 +87,7 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
     # The name's fence is written just after a grant: the newest lease may be ahead of it.
     fence = max([fence, *(lease.fence or 0 for lease in leases)])
     return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
-                    queued=queued)
+                    queued=len(waiters), waiters=tuple(waiters))
 
 
 def _utc(since: float) -> datetime.datetime:
