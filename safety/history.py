@@ -69,6 +69,9 @@ class Section:
     """When ``release`` returned, with "ok" or "lost" (None: it raised BackendError, was
     never called, or the worker does not record it): the end of the release call that
     ``tenure verify``'s checker reads (``safety.linearizable``)."""
+    renewed: int | None = None
+    """When the lease's last successful renewal before the section's end was sent (None:
+    not renewed by then, or not a renewed mutex): the checker reads it as an extend."""
 
     @property
     def key(self) -> str:

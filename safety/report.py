@@ -168,8 +168,8 @@ NOTE_KEYS: dict[int, list[str]] = {
     3: ["overlap_pairs", "victims_told_of_loss", "silent_overlaps", "stale_writes_refused",
         "lost_updates"],
     4: ["ttl", "median_recovery", "lanes"],
-    5: ["sections_spanning_a_restart", "of_which_told_of_loss", "fence_regressions",
-        "backend_errors_seen", "restart_seconds"],
+    5: ["sections_spanning_a_restart", "of_which_told_of_loss", "takeovers_inside_a_ttl",
+        "fence_regressions", "backend_errors_seen", "restart_seconds"],
     6: ["worst_check_raises_after", "slowest_calls", "worst_recovery_after_heal",
         "lost_to_a_suspension"],
     7: ["held_right_after", "held_after_3_ttl", "renewer_tasks_after_3_ttl",
@@ -258,8 +258,9 @@ def render(results: Sequence[Result], env: Environment, backends: Sequence[str],
         "it had seen a newer holder's fence. Worst recovery: what it measures is under each "
         "scenario (its bound in brackets); n/a where it does not apply. Linearizable: "
         "`tenure verify`'s checker's verdict on the calls the clients made (each section's "
-        "acquire and release, with their times and answers), where the scenario's leases are "
-        "never renewed (docs/verify.md).")
+        "acquire, last renewal and release, with their times and answers), where the harness "
+        "checks the scenario's history (safety-method.md, \"Linearizability\"): \"**no**\" is "
+        "expected only where a scenario breaks what the backend promises.")
     add("")
     add("| Scenario | Backend | Runs | Sections | Overlaps | Stale writes accepted "
         "| Linearizable | Worst recovery (bound) | Result | Notes |")

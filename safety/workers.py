@@ -222,9 +222,23 @@ def _body(
     else:
         _sleep(config.get("hold", [0, 0]), rng)
     lost = lock.lost.is_set()
+    renewed = _renewed(lock)
     end = now_ns()
     return Section(worker, seq, lock.name, asked, start, end, fence, read, wrote, accepted, lost,
-                   mode=side)
+                   mode=side, renewed=renewed)
+
+
+def _renewed(lock: Held) -> int | None:
+    """When the lease's last successful renewal was sent (the observer's clock, ns), None
+    when it was not renewed. The public handle does not say, so this reads its hold (the
+    renewal scheduler sets ``lease_deadline`` to the renewal's send time plus what it
+    vouches for); a handle without one (an election's candidate) answers None."""
+    holds = getattr(lock, "_holds", None)
+    owner = getattr(lock, "_owner", None)
+    hold = holds.get(owner()) if holds is not None and owner is not None else None
+    if hold is None or not hold.renewals:
+        return None
+    return round((hold.lease_deadline - hold.trusted_for) * 1e9)
 
 
 # ---- scenario 3: the paused holder -----------------------------------------------------------

@@ -14,7 +14,7 @@ from safety.checker import (
     write_fence_regressions,
 )
 from safety.history import Access, Attempt, History, Section
-from safety.linearizable import checked, operations
+from safety.linearizable import certain_overlaps, checked, operations
 
 
 def section(worker: str, start: int, end: int, fence: int, *, name: str = "k",
@@ -185,8 +185,57 @@ def test_the_verify_checker_reads_the_sections_calls() -> None:
         dataclasses.replace(section("b", 12_000_000, 14_000_000, 2), released=15_000_000),
     ])
     assert checked(told, ttl=0.001).linearizable is True
-    # Read-write sections are left out (not in the model); an unanswered release is unknown.
+    # Read-write sections are left out of a lock's calls; an unanswered release is unknown.
     assert operations(History(sections=[section("r", 1, 2, 1, mode="read")]), ttl=1.0) == []
     [_, release] = operations(History(sections=[section("a", 1, 2, 1, release="error")]),
                               ttl=1.0)
     assert release.outcome == "unknown" and release.completed is None
+
+
+MS = 1_000_000
+
+
+def test_a_renewal_keeps_the_lease_live_for_the_checker() -> None:
+    # a (ttl 1 s) renewed at 800 ms, b granted at 1.2 s while a held on; a's release at 1.5 s
+    # answered "not ours" (the server had lost a's lease, as a restart without persistence).
+    a = Section("a", 1, "k", 0, 1 * MS, 1500 * MS, 1, release="lost", released=1501 * MS,
+                renewed=800 * MS)
+    b = Section("b", 1, "k", 1100 * MS, 1200 * MS, 1300 * MS, 2, released=1301 * MS)
+    # Without the renewal, a's lease may have run out from 0.988 s: b's grant is explained.
+    unrenewed = History(sections=[dataclasses.replace(a, renewed=None), b])
+    assert checked(unrenewed, ttl=1.0).linearizable is True
+    assert certain_overlaps(unrenewed, ttl=1.0) == 0
+    # Renewed at 800 ms, it was live until 1.788 s at the earliest: b granted while held.
+    renewed = History(sections=[a, b])
+    extend = [op for op in operations(renewed, ttl=1.0) if op.kind == "extend"]
+    assert [(op.invoked, op.completed, op.outcome) for op in extend] == [(0.8, 1.5, "ok")]
+    assert checked(renewed, ttl=1.0).linearizable is False
+    assert certain_overlaps(renewed, ttl=1.0) == 1
+
+
+def test_a_release_after_a_known_loss_is_an_unknown_outcome() -> None:
+    # The holder knew its lease lost (a renewal failed): release says LockLost whatever the
+    # server did, so the answer is the client's, not the service's.
+    known = Section("a", 1, "k", 0, 1 * MS, 5 * MS, 1, lost=True, release="lost",
+                    released=6 * MS)
+    [_, release] = operations(History(sections=[known]), ttl=1.0)
+    assert release.outcome == "unknown" and release.completed is None
+    told = dataclasses.replace(known, lost=False)  # the server's own "not ours"
+    [_, release] = operations(History(sections=[told]), ttl=1.0)
+    assert release.outcome == "fail" and release.completed == 0.006
+
+
+def test_read_write_sections_are_checked_against_the_rwlock_model() -> None:
+    def side(worker: str, start: int, end: int, fence: int, mode: str) -> Section:
+        return Section(worker, 1, "k", start * MS - MS, start * MS, end * MS, fence,
+                       released=end * MS + MS, mode=mode)
+
+    readers = History(sections=[side("r1", 10, 30, 1, "read"), side("r2", 15, 35, 2, "read"),
+                                side("w", 40, 50, 3, "write")])
+    report = checked(readers, ttl=10.0, primitive="rwlock")
+    assert report.linearizable is True and report.operations == 6
+    assert {op.primitive for op in operations(readers, ttl=10.0, primitive="rwlock")} == {
+        "rwlock"}
+    writer_among_readers = History(sections=[side("r1", 10, 30, 1, "read"),
+                                             side("w", 15, 25, 2, "write")])
+    assert checked(writer_among_readers, ttl=10.0, primitive="rwlock").linearizable is False
