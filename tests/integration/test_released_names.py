@@ -20,6 +20,7 @@ from tenure.backends.redis._rwlocks import queue_keys
 from tenure.backends.redis._scripts import lock_keys
 from tenure.backends.redis._semaphores import semaphore_keys
 from tests.conftest import offers
+from tests.timing import scaled
 
 COLLECTED = ("memory", "sqlite", "redis", "redis_cluster", "mongodb", "mysql", "postgresql",
              "redlock", "etcd", "zookeeper")
@@ -27,12 +28,14 @@ GC_AFTER = 0.5
 
 
 def _handle(locks: tenure.Locks, kind: str, name: str) -> Any:
-    """A handle of ``kind`` on ``name``."""
+    """A handle of ``kind`` on ``name``: a lease of a second, stretched by the load (a MySQL
+    acquire and release once took longer than a second at a load of 60)."""
+    ttl = scaled(1)
     if kind == "semaphore":
-        return locks.semaphore(name, limit=2, ttl=1)
+        return locks.semaphore(name, limit=2, ttl=ttl)
     if kind == "rwlock":
-        return locks.rwlock(name, ttl=1).write()
-    return locks.lock(name, ttl=1)
+        return locks.rwlock(name, ttl=ttl).write()
+    return locks.lock(name, ttl=ttl)
 
 
 def _until_gone(locks: tenure.Locks, name: str, kind: str) -> None:

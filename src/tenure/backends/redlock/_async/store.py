@@ -87,6 +87,7 @@ class AsyncRedlockBackend(AsyncStore):
         wakeups="back-off",
         multi_host=True,
         fault_tolerant=True,
+        fences_count_per_name=False,
     )
     refusals: ClassVar[Mapping[str, str]] = {
         "semaphore": (

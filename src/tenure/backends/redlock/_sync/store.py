@@ -89,6 +89,7 @@ class RedlockBackend(Store):
         wakeups="back-off",
         multi_host=True,
         fault_tolerant=True,
+        fences_count_per_name=False,
     )
     refusals: ClassVar[Mapping[str, str]] = {
         "semaphore": (

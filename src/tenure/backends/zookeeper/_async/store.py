@@ -3,8 +3,9 @@ locks as ordered ephemeral nodes, one mechanism for all (a lock is ``limit = 1``
 ``session`` (the connection: the only module that calls kazoo), ``grants`` (the verbs about one
 granted node: release, renewal, ownership, election values, the session's doubt),
 ``attempt`` (one acquire call's tries, waits and waiting place), ``ranking`` (which nodes
-ahead count), ``_records`` (nodes to ``LockInfo``), ``_nodes`` (the layout), ``_leases``
-(what is kept between calls), ``_errors`` (kazoo's failures).
+ahead count), ``sweep`` (the clean-up of idle names' nodes, after releases), ``_records``
+(nodes to ``LockInfo``), ``_nodes`` (the layout), ``_leases`` (what is kept between calls),
+``_errors`` (kazoo's failures).
 
 - **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
   record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
@@ -20,7 +21,8 @@ ahead count), ``_records`` (nodes to ``LockInfo``), ``_nodes`` (the layout), ``_
 - **Renewal**, **release**, **the name's last fence**, **sessions**, **election values**:
   ``grants``' docstring.
 
-Fence: the holder node's ``czxid``. The name's node keeps the last fence granted.
+Fence: the holder node's ``czxid``. The name's node keeps the last fence granted, until it
+has been idle for ``gc_after`` (``sweep``).
 
 **Requests** (``_calls.SENT`` counts them; ``tests/integration/test_zookeeper_requests.py``):
 
