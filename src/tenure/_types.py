@@ -104,7 +104,8 @@ class WaiterInfo:
     holder: Holder | None
     """Who waits; None when the place does not say (written by an older tenure)."""
     since: datetime.datetime | None
-    """When the waiter took its place, by the server's clock (UTC); None when unknown."""
+    """When the waiter took its place, by the server's clock (UTC; on etcd, which has no
+    clock to read, by the waiter's, as its leases' ``acquired_at``); None when unknown."""
     mode: str | None = None
     """What it waits for: "read" or "write" (a fair lock's waiters wait to write)."""
 

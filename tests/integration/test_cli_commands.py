@@ -253,6 +253,12 @@ def test_ls_show_break_a_read_write_lock_held_and_awaited_by_other_processes(
         assert [holder["pid"] for holder in shown["holders"]] == [readers.pid] * 2
         assert sorted(holder["fence"] for holder in shown["holders"]) == sorted(fences)
         assert shown["fence"] == max(fences)
+        # The waiter, another process, listed with who it is and what it waits for.
+        (waiter,) = shown["waiters"]
+        assert (waiter["host"], waiter["pid"], waiter["mode"]) == (_host(), writer.pid, "write")
+        assert waiter["since"].endswith("+00:00")
+        printed = tenure_command("show", name, "--url", url, env=env).stdout
+        assert f"waiter 1: {_host()}:{writer.pid} thread " in " ".join(printed.split())
 
         broken = tenure_command("break", name, "--rwlock", "--url", url, env=env)
         assert broken.returncode == 0 and "broke read-write lock" in broken.stdout, (

@@ -29,9 +29,11 @@ async def waiters(locks: tenure.AsyncLocks, name: str) -> tuple[WaiterInfo, ...]
     return info.waiters
 
 
-async def until_waiting(locks: tenure.AsyncLocks, name: str, count: int) -> None:
-    """Wait until exactly ``count`` waiters are listed (at most 10 s)."""
-    deadline = time.monotonic() + 10
+async def until_waiting(
+    locks: tenure.AsyncLocks, name: str, count: int, within: float = 10.0
+) -> None:
+    """Wait until exactly ``count`` waiters are listed (at most ``within`` seconds)."""
+    deadline = time.monotonic() + within
     while len(await waiters(locks, name)) != count:
         assert time.monotonic() < deadline, f"never {count} waiters listed"
         await helpers.sleep(0.01)
@@ -103,12 +105,14 @@ async def test_waiting_handles_are_listed_until_granted(backend_url: str, name: 
 
         async def read() -> bool:
             took = await reader.acquire(timeout=30)
-            await until_waiting(locks, name, 0)  # the fair writer was granted after us
+            await until_shown(locks, name, ["read"], ["write"])  # granted: left the list
+            await reader.release()
             return took
 
         async def write_fairly() -> bool:
             await until_waiting(locks, name, 1)  # behind the reader
             took = await fair.acquire(timeout=30)
+            await until_shown(locks, name, ["write"], [])  # granted: left the list
             await fair.release()
             return took
 
@@ -119,9 +123,7 @@ async def test_waiting_handles_are_listed_until_granted(backend_url: str, name: 
             for waiter in listed:
                 assert waiter.holder is not None
                 assert (waiter.holder.host, waiter.holder.pid) == (HOST, os.getpid())
-            await writer.release()  # the reader is granted: it leaves the list
-            await until_shown(locks, name, ["read"], ["write"])
-            await reader.release()  # the fair writer is granted: the list is empty
+            await writer.release()  # the reader is granted, then (once it is done) the writer
 
         assert await helpers.gather(read, write_fairly, watch) == [True, True, None]
         assert await waiters(locks, name) == ()
@@ -132,12 +134,14 @@ async def test_a_waiter_that_times_out_leaves_the_list(backend_url: str, name: s
         holder = locks.lock(name, ttl=30, fair=True)
         assert await holder.acquire()
 
+        patience = scaled(2.0)
+
         async def give_up() -> bool:
-            return await locks.lock(name, ttl=30, fair=True).acquire(timeout=scaled(1.0))
+            return await locks.lock(name, ttl=30, fair=True).acquire(timeout=patience)
 
         async def watch() -> None:
             await until_waiting(locks, name, 1)  # listed while it waits
-            await until_waiting(locks, name, 0)  # and gone once it gave up
+            await until_waiting(locks, name, 0, within=patience + 10)  # gone once it gave up
 
         assert await helpers.gather(give_up, watch) == [False, None]
         await holder.release()
