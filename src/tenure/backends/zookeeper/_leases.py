@@ -44,6 +44,10 @@ class Held:
     """A first try's fence, not written to the name's node yet: the node, the fence and
     the node's version to write it at (None: read it first). The release writes it in its
     multi, or the first renewal in the background (``_async/store.py``, "Requests")."""
+    name_read: Any = None
+    """A ``get`` of the name's node sent, without waiting, right after a grant from the
+    queue (``session.read_soon``): its version lets the release's multi keep this grant's
+    fence there without a read of its own (``_async/grants.py``, "Release")."""
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
@@ -99,6 +103,12 @@ class Place:
     written_ttl_ms: int = 0
     """The ttl that last write gave the node: past ``mtime`` plus this, others may have
     judged it expired and gone ahead of it."""
+    sent: float = 0.0
+    """``time.monotonic()`` just before our last write of the node was sent: the server
+    stamped it (``mtime``) later than this, so the queue lease it wrote lasts at least to
+    ``sent`` plus its ttl by our clock."""
+    epoch: int = 0
+    """The session's epoch when that write was sent (``Held.epoch``)."""
     mode: str | None = None
     """A read-write lock's mode (None: a lock or a semaphore, ranked by ``limit``)."""
     ahead: list[str] | None = None
@@ -109,10 +119,12 @@ class Place:
     """Our node's path once the one node ahead that could keep it waiting was deleted (its
     watch said so): nodes only join behind, so it is granted without listing the queue."""
 
-    def wrote(self, stat: Any, ttl_ms: int) -> bool:
-        """Record a write of the node; False if the write before it had already lapsed by the
-        server's clock (``_async/attempt.py``: the node must then go)."""
+    def wrote(self, stat: Any, ttl_ms: int, sent: float, epoch: int) -> bool:
+        """Record a write of the node (``sent``: ``time.monotonic()`` before it was sent, in
+        session ``epoch``); False if the write before it had already lapsed by the server's
+        clock (``_async/attempt.py``: the node must then go)."""
         lapsed = self.mtime + self.written_ttl_ms < stat.mtime
         self.version, self.mtime, self.written_ttl_ms = stat.version, stat.mtime, ttl_ms
+        self.sent, self.epoch = sent, epoch
         return not lapsed
 

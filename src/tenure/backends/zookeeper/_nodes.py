@@ -11,9 +11,12 @@ holds. ``{seq}`` is ZooKeeper's sequence number under ``{N}``: the order of arri
 data is JSON: who holds or waits (host, pid, thread), since when (the holder's clock), the
 limit, and the ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against
 the server time of their own latest write; an election leader's ``value``, written by the
-create or versioned set that grants the node, so it goes with the node; and ``queued`` on a
-waiter's node, which holds nothing even once it is first, until the versioned set that
-grants it; and ``fence`` on a node a release re-created to keep the name held a while
+create or versioned set that grants the node (a lock's waiter's node: by its create), so it
+goes with the node; ``queued`` on a waiter's node, which holds nothing even once it is
+first, until the versioned set that grants it; but a lock's waiter's node also carries
+``asks_ms``, the ttl it asked for, and holds as it is once it is the oldest node under the
+name, until its last write plus that ttl (``Record.counts_until``, ``_async/attempt.py``);
+and ``fence`` on a node a release re-created to keep the name held a while
 (``_async/window.py``): the fence it stands for, its own ``czxid`` being newer.
 
 A read-write lock's mode is in its nodes' names (kazoo's ReadLock and WriteLock name their
@@ -84,6 +87,10 @@ class Record:
     fence: int | None = None
     """The fence this node stands for when it is not its own ``czxid``: a holder's node
     re-created, persistent, by a release inside a ``hold_at_least`` window."""
+    asks_ms: int | None = None
+    """A lock's waiter's node: the ttl it asked for. Once no node is left ahead of it, it
+    holds the lock with the node as it is, for that long from its last write
+    (``counts_until``; ``_async/attempt.py``, "Granted from the queue")."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {
@@ -96,17 +103,34 @@ class Record:
             fields["queued"] = True
         if self.fence is not None:
             fields["fence"] = self.fence
+        if self.asks_ms is not None:
+            fields["asks_ms"] = self.asks_ms
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, ttl: float, *, value: str | None = None,
-        queued: bool = False,
+        queued: bool = False, asks: float | None = None,
     ) -> Record:
-        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued)
+        return cls(
+            holder, time.time(), limit, _milliseconds(ttl), value, queued,
+            asks_ms=None if asks is None else _milliseconds(asks),
+        )
 
     def with_ttl(self, ttl: float) -> Record:
-        return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
+        return dataclasses.replace(self, ttl_ms=_milliseconds(ttl))
+
+    def counts_until(self, stat: Any, *, oldest: bool) -> int:
+        """The server's milliseconds until which the node this record was read from counts
+        (``stat``: its stat): its last write plus its ttl; a lock's waiter's node that is
+        the oldest node under the name (no node ahead of it exists, in a view read after
+        the judge's own write) counts as granted, until its last write plus the ttl it
+        asked for. Every judge of a node's expiry asks this (``_async/ranking.py``,
+        ``_records``)."""
+        mtime: int = stat.mtime
+        if oldest and self.queued and self.asks_ms is not None:
+            return mtime + max(self.ttl_ms, self.asks_ms)
+        return mtime + self.ttl_ms
 
     def fence_of(self, stat: Any) -> int:
         """The fence of the node this record was read from (``stat``: its stat)."""
@@ -123,7 +147,12 @@ class Record:
                 None if fields.get("value") is None else str(fields["value"]),
                 fields.get("queued") is True,
                 None if fields.get("fence") is None else int(fields["fence"]),
+                None if fields.get("asks_ms") is None else int(fields["asks_ms"]),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.
             return cls(Holder("?", 0, "?"), 0.0, 0, 2**62)
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))

@@ -21,18 +21,22 @@ def lock_info(
         return _in_turn(name, fence, now, nodes, answers)
     live = []
     values = []
+    oldest = True
     for answer in answers:
         if isinstance(answer, Exception):
             continue
         record = Record.decode(answer[0])
         stat = answer[1]
-        left = (stat.mtime + record.ttl_ms - now) / 1000
-        if record.queued:
+        left = (record.counts_until(stat, oldest=oldest) - now) / 1000
+        if record.queued and not (oldest and record.asks_ms is not None):
             # A live waiter ahead of the rest: nothing behind it holds, and it holds
-            # nothing itself until the set that grants it.
+            # nothing itself until the set that grants it (a lock's waiter: until it is
+            # the oldest node, then it holds as it is).
             if left > 0:
                 break
+            oldest = False
             continue
+        oldest = False
         if left > 0:
             live.append(LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat)))
             values.append(record.value)

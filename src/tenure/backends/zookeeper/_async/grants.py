@@ -18,13 +18,15 @@
   that keeps the name for the window (``window``'s docstring).
 - **The name's last fence** (its node's data, for ``inspect`` once no node holds it; it
   never goes back: every write of it is versioned after a read, or after our own write,
-  showing a lower number): a first try's fence is written by its release's multi, or, if
-  the lease is renewed first, in the background with the first renewal, or by a break of
-  it; a fence granted from the queue is written in the background right after the grant
-  (the release waits for it). A holder whose session ends before its release or renewal
-  leaves the previous fence there (the node shows its own while it lives, and the next
-  grant's is higher); the same was true before of a holder that ended between its grant
-  and the fence's own write.
+  showing a lower number): a first try's fence, and that of a lock's waiter that took its
+  turn with its node as it is (``attempt``, "Granted from the queue": the version to write
+  it at comes from the read it sent right after its grant), is written by its release's
+  multi, or, if the lease is renewed first, in the background with the first renewal, or by
+  a break of it; any other fence granted from the queue is written in the background right
+  after the grant (the release waits for it). A holder whose session ends before its
+  release or renewal leaves the previous fence there (the node shows its own while it
+  lives, and the next grant's is higher); the same was true before of a holder that ended
+  between its grant and the fence's own write.
 - **Sessions**: every grant remembers the session epoch it was made in (``session``'s
   docstring): once the connection was suspended or the session lost, the server may have
   ended the session and handed the name to a contender, so every earlier grant is doubted
@@ -43,17 +45,19 @@
   holder node's record, written by the create or versioned set that grants the node,
   replaced by a versioned set of that node (only while it exists: a node deleted as
   expired, broken or with its session is gone for good), and gone with the node. A waiter's
-  node is marked ``queued`` and carries no value until it is granted. ``inspect`` takes
+  node is marked ``queued``; it carries the value from its creation, shown only once it
+  holds (the oldest node under the name). ``inspect`` takes
   holder, value and term (the node's czxid) from one ``getData`` of the holder's node.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from tenure._async.store import AsyncStore
 from tenure._types import Kind, Renewal
@@ -219,7 +223,7 @@ class AsyncZooKeeperGrants(AsyncStore):
         known = held.known()  # the write we know of; each conflict moves it on
         unrecorded, held.unrecorded = held.unrecorded, None
         if unrecorded is not None and unrecorded[2] is None:
-            unrecorded = await self._fence_version(*unrecorded[:2])
+            unrecorded = await self._fence_version(*unrecorded[:2], sent=held.name_read)
         while True:
             # One multi: a write whose stat gives the server's time (for the ttl rule), and
             # the node's delete, guarded by the version we know. The write is the first
@@ -265,11 +269,18 @@ class AsyncZooKeeperGrants(AsyncStore):
             known.wrote(latest, Record.decode(data).ttl_ms)
         return not known.lapsed_before(stat.mtime)
 
-    async def _fence_version(self, parent: str, fence: int) -> tuple[str, int, int | None] | None:
-        """The name's node's version to write ``fence`` at, read now; None when it shows
-        ``fence`` or a later one already."""
+    async def _fence_version(
+        self, parent: str, fence: int, *, sent: Any = None
+    ) -> tuple[str, int, int | None] | None:
+        """The name's node's version to write ``fence`` at, read now (or by ``sent``, a read
+        of it sent earlier: a stale version makes the multi fail, and it is read again);
+        None when it shows ``fence`` or a later one already."""
         try:
-            data, stat = await self.session.call("get", parent)
+            answer = None
+            if sent is not None:
+                with contextlib.suppress(TimeoutError, ConnectionError, KazooException):
+                    answer = await self.session.answer(sent)
+            data, stat = answer or await self.session.call("get", parent)
         except NoNodeError:
             return None
         return None if int(data or b"0") >= fence else (parent, fence, stat.version)

@@ -1,6 +1,12 @@
 """Ranking a node among its name's queue: which live nodes are ahead of it, judged by the
 server's clock (``store.py``'s docstring, "Acquire, first try"), and whether they let it hold
-(the rules of ``tenure.backends._ordered_queue``: the ``limit`` oldest, or by mode)."""
+(the rules of ``tenure.backends._ordered_queue``: the ``limit`` oldest, or by mode).
+
+Each node counts until ``Record.counts_until``: a lock's waiter's node, queued, counts by its
+queue ttl while a node ahead of it still exists, and as granted (by the ttl it asked for)
+once it is the oldest node: the nodes ahead are read in one pipeline, oldest first, after
+our own write, so a node is the oldest when every node listed ahead of it answered "gone"
+(``_async/attempt.py``, "Granted from the queue", for why this is sound)."""
 
 from __future__ import annotations
 
@@ -48,7 +54,9 @@ async def rank(
         (nearest,) = await session.call_many("get", [(f"{parent}/{ahead[-1]}",)])
         if not isinstance(nearest, Exception):
             record = Record.decode(nearest[0])
-            if nearest[1].mtime + record.ttl_ms >= now_ms:
+            # Judged as if not the oldest (nodes were listed ahead of it): a lock's waiter
+            # that is in fact the oldest counts longer, which the full read below finds.
+            if record.counts_until(nearest[1], oldest=False) >= now_ms:
                 conflict = None if mode is not None or record.limit == limit else (
                     record.limit
                 )
@@ -57,12 +65,15 @@ async def rank(
     live: list[Record] = []
     standing: list[str] = []
     writes = 0
+    oldest = True  # no node read so far exists: the next one is the oldest left
     for node, answer in zip(ahead, answers, strict=True):
         if isinstance(answer, Exception):
             continue  # gone meanwhile
         data, stat = answer
         record = Record.decode(data)
-        if stat.mtime + record.ttl_ms < now_ms:
+        expired = record.counts_until(stat, oldest=oldest) < now_ms
+        oldest = False
+        if expired:
             if not await session.delete(f"{parent}/{node}", stat.version):
                 # Rewritten since we judged it (its writer then finds its lapse and
                 # deletes it): passed, but it may still be there to watch.

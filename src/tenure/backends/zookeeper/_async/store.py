@@ -10,8 +10,9 @@ ahead count), ``_records`` (nodes to ``LockInfo``), ``_nodes`` (the layout), ``_
   record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
   requests in order, so the list shows our node): granted if fewer than ``limit`` live
   nodes are ahead of ours, else ours is deleted. A node ahead is live unless its last
-  write (``mtime``) plus its ttl is older than the server time of our own write (our
-  node's ``mtime``): then it has expired, and we delete it, guarded by the version we
+  write (``mtime``) plus its ttl (a lock's waiter's node, once the oldest under the name:
+  the ttl it asked for, ``Record.counts_until``) is older than the server time of our own
+  write (our node's ``mtime``): then it has expired, and we delete it, guarded by the version we
   judged (a renewal in between makes the delete fail, and it stays). So ``ttl`` means what
   it means on every backend, judged by the server's clock, and a hung-but-connected holder
   cannot keep a name forever (kazoo's own Lock recipe keeps it as long as the session
@@ -30,10 +31,13 @@ Fence: the holder node's ``czxid``. The name's node keeps the last fence granted
   3 waits (create, list, delete).
 - Handoff, from the release to the next holder's grant. Before: the release's 2 (rewrite,
   delete), then the woken waiter's rewrite, list, rewrite with its ttl, read and set of the
-  name's node: 7 requests, 7 waits in a row. Now: the release's multi, then the woken
-  waiter's rewrite with its ttl: 2 waits in a row (and the fence in the background: a read
-  and a set of the name's node; 4 requests). kazoo's Lock: a delete, then the woken
-  waiter's list: 2 requests, 2 waits.
+  name's node: 7 requests, 7 waits in a row. Then: the release's multi, then the woken
+  waiter's rewrite with its ttl (2 waits in a row; and the fence in the background: a read
+  and a set of the name's node; 4 requests). Now: the release's multi alone; the woken
+  waiter takes the lock with its node as it is (``attempt``, "Granted from the queue") and
+  reads the name's node in the background, for its own release's multi to keep its fence
+  there: 2 requests, 1 wait in a row. kazoo's Lock: a delete, then the woken waiter's
+  list: 2 requests, 2 waits.
 
 The first use of a name adds a read of its node (sent with the create). Each wait of a
 queued waiter: before, a rewrite and a list on waking, a rewrite and a list again before
@@ -158,7 +162,13 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         await self.session.delete(path)
         if ranked.conflict is not None:
             raise limit_mismatch(name, ranked.conflict, limit)
-        queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
+        # A lock's waiter's node carries its value and the ttl it asks for: once no node is
+        # ahead of it, it is granted as it is (``attempt``, "Granted from the queue").
+        if kind == Kind.LOCK:
+            queued = Record.new(holder, limit, QUEUE_TTL, value=spec.value, queued=True,
+                                asks=ttl)
+        else:
+            queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
         return Place(kind, name, token, limit, parent, queued, spec.value)
 
     async def inspect(self, kind: Kind, name: str) -> LockInfo | None:

@@ -15,15 +15,41 @@
   bounded (``max_backoff``): then the waiter rewrites its node and ranks again, judging the
   nodes ahead by the server time of that rewrite (a lock's waiter reads the nearest first: if
   it is live, the others need not be read).
-- **Granted from the queue**: once nothing that counts is ahead, the waiter rewrites its node
-  with its real ttl (versioned: a node judged expired meanwhile is gone). A waiter woken by
+- **Granted from the queue**: a lock's waiter's node (``queued``, its queue ttl) also carries
+  its value and the ttl it asked for (``asks_ms``). A waiter that knows no node is left ahead
+  of its own (woken by the delete of the only node ahead in its last list: nodes only join
+  behind; or a list showing none) takes the lock with its node as it is: no request at all,
+  if less than ``TURN_BEFORE`` of its queue ttl passed by its own clock since its last write
+  was sent and the session was not interrupted since (``_take``). Its lease counts from
+  before that write was sent (``Grant.age``); every judge counts the node, once it is the
+  oldest under the name, until its last write plus the ttl it asked for
+  (``Record.counts_until``), so its first renewal, its release or a proclaim judge it so
+  too. It then reads the name's node in the background: the version at which its release's
+  multi keeps its fence there. Any other grant from the queue (a semaphore's, a read-write
+  lock's, a lock's waiter late by its clock, or one whose nodes ahead expired without being
+  deleted) rewrites the node with the holder's record and ttl (versioned: a node judged
+  expired meanwhile is gone; its lapse is found as below), and its fence is written to the
+  name's node in the background right after (the release waits for it). A waiter woken by
   the delete of the one node ahead that could keep it waiting (a lock's only node ahead, a
-  reader's only writer ahead) knows that nothing is ahead any more (nodes only join behind):
-  it rewrites its node at once, without listing the queue. Any other waiter lists the queue
-  once: with nothing ahead (nothing that counts) it is granted by its rewrite alone; else it
-  rewrites its node and judges the nodes ahead from that list (read after the rewrite; the
-  list may be older, but no node joins ahead). The fence (the node's czxid) is written to
-  the name's node in the background right after the grant (the release waits for it).
+  reader's only writer ahead) does so without listing the queue; any other lists it once:
+  with nothing ahead that counts it is granted at once; else it rewrites its node and
+  judges the nodes ahead from that list (read after the rewrite; the list may be older, but
+  no node joins ahead).
+
+**Why a lock's waiter may take its turn without a write.** Let D be the moment the last node
+ahead of the waiter's node W went (in the log's order; the leader stamps writes in that
+order), M its last write's ``mtime``, q its queue ttl, s the moment that write was sent
+(s <= M). W takes its turn only after it learned of D, and only if less than q passed since
+s: so D < s + q <= M + q, by the server's clock, which we take as running at the rate of
+ours. A judge C (its own write stamped T, its reads after it, oldest first in one pipeline)
+passes W only when a node ahead of W still exists in its view and M + q < T: then D comes
+after C's write, so D > T > M + q, and W cannot have taken its turn. When no node ahead of W
+exists in its view, C counts W as granted until M plus the ttl it asked for, whether W took
+its turn or not (a waiter late by its clock never does: it is granted by a write, or finds
+its lapse and joins again); W's own count of its lease, from s, ends no later. The price of
+not writing: a waiter paused (its session alive) at the moment its turn comes keeps the name
+until its asked ttl from its last write has passed, as a paused holder does, where a
+written grant would have let it go after its queue ttl; it is never granted that place.
 
 **A place that lapsed stays lapsed.** A contender judges a waiter's node expired when its last
 write is older than its queue ttl by the server time of the contender's own write, and then
@@ -41,6 +67,8 @@ back) is at least the contender's time, past the old ``mtime`` plus the ttl.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
@@ -58,7 +86,12 @@ from tenure.backends.zookeeper._nodes import Record, mode_of, node_prefix, seque
 if TYPE_CHECKING:
     from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
-__all__ = ["ZooKeeperAttempt", "drop", "rewrite"]
+__all__ = ["TURN_BEFORE", "ZooKeeperAttempt", "drop", "rewrite"]
+
+TURN_BEFORE = 0.9
+"""A lock's waiter takes its turn with its node as it is only if less than this fraction of
+its queue ttl passed, by its own clock, since its last write was sent (the rest: slack for
+the two clocks' rates); later, it is granted by a write, which finds a lapse."""
 
 
 class ZooKeeperAttempt(OrderedAttempt[Place]):
@@ -89,8 +122,9 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         place.ahead = None
         if place.clear and place.clear == place.path:
             # Woken by the delete of the one node ahead that counted: nothing can be ahead
-            # any more (nodes only join behind), so no list, no judging, no server time.
-            return self._grant(place)
+            # any more (nodes only join behind), so no list, no judging, no server time; a
+            # lock's waiter takes the lock with its node as it is (no request at all).
+            return self._take(place) or self._grant(place)
         # The queue is listed first: with nothing ahead (nothing that counts, for a reader)
         # there is nothing to judge, and the waiter is granted at once. Else its node is
         # rewritten, for the server time to judge the nodes ahead by: read after it, so the
@@ -99,7 +133,9 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         children = session.children(place.parent)
         ours = sequence_of(place.path)
         ahead = [n for n in children if sequence_of(n) < ours]
-        if not [n for n in ahead if place.mode != Mode.READ or mode_of(n) == Mode.WRITE]:
+        if not ahead:
+            return self._take(place) or self._grant(place)
+        if place.mode == Mode.READ and not [n for n in ahead if mode_of(n) == Mode.WRITE]:
             return self._grant(place)
         stat = rewrite(self.store.session, place)
         if stat is None:
@@ -116,18 +152,51 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
             return Busy(None)
         return self._grant(place)
 
+    def _take(self, place: Place) -> Grant | None:
+        """A lock's waiter with no node left ahead of its own: granted with the node as it is
+        (module docstring, "Granted from the queue"), if its queue lease, counted by our
+        clock from before its last write was sent, has not run out and the session was not
+        interrupted since. None: it must be granted by a write (``_grant``)."""
+        asks_ms = place.record.asks_ms
+        session = self.store.session
+        age = time.monotonic() - place.sent
+        if (
+            asks_ms is None or session.epoch != place.epoch
+            or age * 1000 >= place.written_ttl_ms * TURN_BEFORE
+        ):
+            return None
+        # Its record from now on (renewals write it): the queued one's holder, value and
+        # since (shown while it holds, as written, so inspect and an observer see one grant).
+        record = dataclasses.replace(place.record, ttl_ms=asks_ms, queued=False, asks_ms=None)
+        held = Held(
+            place.path, place.version, place.mtime, record, place.epoch, place.czxid,
+            unrecorded=(place.parent, place.czxid, None),
+            # The release's multi keeps the fence on the name's node: it needs the node's
+            # version, read now in the background (others wrote it since our last grant).
+            name_read=session.read_soon(place.parent),
+        )
+        held.written_ttl_ms = asks_ms  # what others judge the node by, from its last write
+        self.store._held[(place.kind, place.name, place.token)] = held
+        # The lease counts from before our last write was sent: the server's count of it
+        # (from that write's mtime) ends no earlier.
+        return Grant(place.czxid, age=age)
+
     def _grant(self, place: Place) -> Grant | Busy:
         """Rewrite a waiter's node, found first in the queue, with the holder's record and
         ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         store, session = self.store, self.store.session
-        record = Record.new(self.holder, place.limit, self.ttl, value=place.value)
-        epoch = session.epoch
+        # Since as the node showed it (a lock's waiter's node may be shown holding already).
+        record = dataclasses.replace(
+            Record.new(self.holder, place.limit, self.ttl, value=place.value),
+            since=place.record.since,
+        )
+        epoch, sent = session.epoch, time.monotonic()
         try:
             granted = session.call("set", place.path, record.encode(), version=place.version)
         except (NoNodeError, BadVersionError):
             place.path = ""  # judged expired meanwhile: join again at the back
             return Busy(None)
-        if not place.wrote(granted, record.ttl_ms):
+        if not place.wrote(granted, record.ttl_ms, sent, epoch):
             drop(session, place)  # lapsed before this grant: others went ahead of it
             return Busy(None)
         store._granted_in(epoch, place.path)
@@ -147,6 +216,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
             rewrite(self.store.session, place)
         children = None
         if not place.path:
+            epoch, sent = session.epoch, time.monotonic()
             created, children = session.call_together([
                 ("create", (f"{place.parent}/{node_prefix(place.token, place.mode)}",
                             place.record.encode()),
@@ -158,6 +228,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
             path, stat = created
             place.path, place.czxid, place.version = path, stat.czxid, stat.version
             place.mtime, place.written_ttl_ms = stat.mtime, place.record.ttl_ms
+            place.sent, place.epoch = sent, epoch
             if isinstance(children, Exception) or path.rpartition("/")[2] not in children:
                 children = None  # the name's node was new: list again below
         signal = io.Signal()
@@ -219,12 +290,15 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
 def rewrite(session: Session, place: Place) -> Any:
     """Rewrite the waiter's node so that the others see it alive; its stat, or None if it
     lapsed (then the next wait joins again)."""
+    epoch, sent = session.epoch, time.monotonic()
+    # Stamped anew: a lock's waiter's node is granted as it is, and shows this as its since.
+    place.record = dataclasses.replace(place.record, since=time.time())
     try:
         stat = session.call("set", place.path, place.record.encode(), version=place.version)
     except (NoNodeError, BadVersionError):
         place.path = ""
         return None
-    if not place.wrote(stat, place.record.ttl_ms):
+    if not place.wrote(stat, place.record.ttl_ms, sent, epoch):
         drop(session, place)
         return None
     return stat

@@ -302,6 +302,25 @@ class Session:
             raise ConnectionError("not connected (the session was closed)")
         return self.fences.record_soon(client, path, fence, version, guess=guess)
 
+    def read_soon(self, path: str) -> Any:
+        """A ``get`` of ``path`` sent without waiting: kazoo's async result (``answer``
+        awaits it), or None when not connected."""
+        with self._mutex:
+            client = self._client if self._pid == os.getpid() else None
+        if client is None:
+            return None
+        try:
+            return start(client, "get", path)
+        except (KazooException, OSError):
+            return None
+
+    def answer(self, result: Any) -> Any:
+        """The answer of a call sent with ``read_soon``, within ``timeout``."""
+        try:
+            return io.result_of(result, self.settings.timeout)
+        except TimeoutError as exc:
+            raise self._timeout("get") from exc
+
     def watch_soon(
         self, path: str, watch: Callable[[Any], object], gone: Callable[[], object],
         failed: Callable[[], object],
