@@ -24,8 +24,10 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure.backends.etcd._keys import Record, name_prefix
+from tenure.backends.etcd._statements import oldest
 from tenure.backends.etcd._sync.pool import lease_seconds
-from tenure.backends.etcd._sync.store import EtcdBackend
+from tenure.backends.etcd._sync.store import QUEUE_TTL, EtcdBackend
 
 pytestmark = pytest.mark.etcd
 
@@ -154,3 +156,89 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, third)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == again.fence
+
+
+def _queue_lease_ready(backend: EtcdBackend) -> None:
+    """A spare queue lease in the pool, as a process that waited before has one."""
+    backend.pool.keep_spare(backend.pool.new(QUEUE_TTL))
+
+
+def _txns(backend: EtcdBackend, sent: list[Any]) -> Any:
+    post = backend.gateway.post
+
+    def recording(path: str, body: Any, **options: Any) -> Any:
+        if path == "/v3/kv/txn":
+            sent.append(body)
+        return post(path, body, **options)
+
+    backend.gateway.post = recording  # type: ignore[method-assign]
+    return post
+
+
+def test_a_blocking_locks_refused_first_try_queues_in_the_same_request(
+    backend: EtcdBackend, name: str
+) -> None:
+    holder, waiter = token(), token()
+    assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    _queue_lease_ready(backend)
+    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    sent: list[Any] = []
+    post = _txns(backend, sent)
+    try:
+        assert isinstance(attempt.try_or_wait(0.05), Busy)
+    finally:
+        backend.gateway.post = post  # type: ignore[method-assign]
+    # The try wrote the waiter's key at the back of the queue: no join transaction after it.
+    assert len(sent) == 1, sent
+    keys = backend.gateway.post("/v3/kv/range", oldest(
+        name_prefix("tenure", "lock", name), None)["request_range"])["kvs"]
+    assert [Record.decode(kv["value"]).queued for kv in keys] == [False, True]
+    assert backend.release(Kind.LOCK, name, holder)
+    attempt.wait(30, Busy(None))
+    assert isinstance(attempt.try_once(), Grant)
+    info = backend.inspect(Kind.LOCK, name)
+    assert info is not None and info.holder == HOLDER and info.fence == int(
+        keys[1]["create_revision"])
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_a_resent_first_try_finds_what_its_lost_answer_did(
+    backend: EtcdBackend, name: str, held: bool
+) -> None:
+    """The gateway resends a request whose answer was lost: the queued first try, sent
+    twice, finds its own grant (it is not queued behind itself) or its own place."""
+    holder = token()
+    if held:
+        assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    _queue_lease_ready(backend)
+    post = backend.gateway.post
+
+    def twice(path: str, body: Any, **options: Any) -> Any:
+        if path == "/v3/kv/txn":
+            post(path, body, **options)  # its answer lost
+        return post(path, body, **options)
+
+    backend.gateway.post = twice  # type: ignore[method-assign]
+    waiter = token()
+    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    try:
+        outcome = attempt.try_or_wait(0.01)
+    finally:
+        backend.gateway.post = post  # type: ignore[method-assign]
+    if not held:
+        assert isinstance(outcome, Grant)
+        assert backend.owned(Kind.LOCK, name, waiter)
+        info = backend.inspect(Kind.LOCK, name)
+        assert info is not None and info.fence == outcome.fence
+        return
+    assert isinstance(outcome, Busy)
+    assert backend.release(Kind.LOCK, name, holder)
+    attempt.wait(30, Busy(None))
+    granted = attempt.try_once()
+    assert isinstance(granted, Grant) and backend.owned(Kind.LOCK, name, waiter)
+
+
+def test_a_quiet_wait_lasts_a_third_of_the_queue_lease() -> None:
+    # Each wait first keeps the queue lease alive: a place outlives two waits in a row
+    # that overran, and a waiter sends a third fewer keep-alives than at 0.5 s.
+    assert EtcdBackend.max_backoff == QUEUE_TTL / 3

@@ -93,6 +93,15 @@ class AsyncLeasePool:
             return lease
         return await self.new(seconds)  # ended meanwhile (a break, or expired)
 
+    def ready(self, seconds: int, ttl: float) -> Lease | None:
+        """A spare of ``seconds`` on which a key written now lasts at least ``ttl`` without a
+        request first (taken from the spares: the caller uses it or keeps it spare again);
+        None when there is none."""
+        spares = self._spares_here().get(seconds, [])
+        # The newest spare is the one refreshed last; an older one is kept alive when next
+        # asked for (``lasting``).
+        return spares.pop() if spares and spares[-1].lasts(ttl) else None
+
     async def on_lease(self, txn: Callable[[Lease], JSON], lease: Lease) -> tuple[JSON, Lease]:
         """Send the transaction ``txn(lease)`` writes; if etcd answers that the lease is not
         found (a spare ended meanwhile: a break, or a stall past its length), once more on a

@@ -13,13 +13,16 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
   never barges past waiters, and the same transaction puts the name's fence key; a
   semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
   deleted (and its fence key written by a second request). Refused, the attempt keeps the
-  lease it wrote on for its grant, and waits (``attempt``).
+  lease it wrote on for its grant, and waits (``attempt``); a blocking lock's first try
+  writes its key at the back of the queue in that same transaction (``first_try``).
 - **Release**: one request deletes the holder key (watchers wake); its lease, alive and now
-  without a key, becomes a spare. A key already gone (its lease ended: expiry, a break)
-  answers ``deleted: 0``: not released, and the lease is dropped. Inside a lock's
-  ``hold_at_least`` window the key is not deleted: it moves to a lease of the window's
-  length (``_move``, as a renewal with a new ttl does), keeping its creation revision (the
-  fence), and is deleted with that lease when it runs out.
+  without a key, becomes a spare. The waiter behind then moves its key onto its ttl lease: a
+  handoff is two writes in a row, as a dead waiter must not be granted a ttl (``attempt``).
+  A key already gone (its lease ended: expiry, a break) answers ``deleted: 0``: not
+  released, and the lease is dropped. Inside a lock's ``hold_at_least`` window the key is
+  not deleted: it moves to a lease of the window's length (``_move``, as a renewal with a
+  new ttl does), keeping its creation revision (the fence), and is deleted with that lease
+  when it runs out.
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
 - **Election values** (``set_value``): the leader's value is a field of the holder key's
@@ -66,7 +69,7 @@ from tenure._types import (
 )
 from tenure.backends.etcd import SCHEMES
 from tenure.backends.etcd._async.attempt import AsyncEtcdAttempt
-from tenure.backends.etcd._async.first_try import QUEUE_TTL, Held, QueuePlace, first_try
+from tenure.backends.etcd._async.first_try import QUEUE_TTL, Held, first_try
 from tenure.backends.etcd._async.gateway import AsyncGateway
 from tenure.backends.etcd._async.pool import (
     SPARE_LEASES,
@@ -123,8 +126,9 @@ class AsyncEtcdBackend(AsyncStore):
     offers = EVERY_PRIMITIVE
     driver_errors = DRIVER_ERRORS
     notifies = True
-    max_backoff = 0.5
-    """The longest single wait: each wait keeps the waiter's queue lease alive first."""
+    max_backoff = QUEUE_TTL / 3
+    """The longest single wait: each wait keeps the waiter's queue lease alive first, so a
+    place lives through two waits it missed."""
 
     def __init__(self, settings: EtcdSettings) -> None:
         self.settings = settings
@@ -170,10 +174,12 @@ class AsyncEtcdBackend(AsyncStore):
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
-        outcome = await first_try(
+        outcome, place = await first_try(
             self, name, spec, token=token, ttl=ttl, holder=holder, kept=None
         )
-        return Busy(None) if isinstance(outcome, QueuePlace) else outcome
+        if place is not None and place.holder_lease is not None and not spec.queues:
+            await self.pool.keep_spare(place.holder_lease)  # no place kept: no grant to come
+        return outcome
 
     async def record_fence(self, kind: str, name: str, fence: int) -> None:
         """Remember the name's last fence for ``inspect``, never letting it go back."""

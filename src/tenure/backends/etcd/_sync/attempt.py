@@ -3,14 +3,16 @@
 """An etcd acquire call's tries: its place in the name's queue, kept between them.
 
 - **Waiting**: the waiter writes its key on a short queue lease (``QUEUE_TTL``), in a
-  transaction that also reads the key just ahead, and watches that key (a lock), or the
-  name's range (a semaphore), for a deletion. Each later wait first keeps alive, in one
+  transaction that also reads the key just ahead (a blocking lock's first try, refused,
+  already did: ``try_or_wait``), and watches that key (a lock), or the name's range (a
+  semaphore), for a deletion. Each later wait first keeps alive, in one
   request, the queue lease and the lease the waiter will hold the name on (granted by its
   first try, so that the grant needs no lease request). A waiter that dies or gives up
   leaves the queue within ``QUEUE_TTL`` seconds: its place is on the queue lease, not on a
   lease of its ttl, so a dead waiter at the head holds the name back for seconds, not for a
-  whole ttl. Every wait is bounded and followed by a fresh step (watch streams can miss or
-  repeat events: etcd issues #20655, #18879). A read-write lock's waiter (its place written
+  whole ttl. Every wait is bounded (a third of the queue lease: a place outlives two waits
+  that overran) and followed by a fresh step (watch streams can miss or repeat events: etcd
+  issues #20655, #18879). A read-write lock's waiter (its place written
   by its first try) watches the newest key ahead that blocks it: any key for a writer, the
   newest write key for a reader. A place whose lease lapsed (a waiter stalled past
   ``queue_ttl``) is gone for good: its waiter writes its key again, at the back, with a new
@@ -25,6 +27,14 @@
   a read is not. A semaphore's waiter (and a reader) reads its rank first (a reader: counts
   the write keys created before its own), then sends the same move, guarded by the key's
   creation revision alone. The queue lease, now without a key, becomes a spare.
+
+Why the waiter moves its own key, rather than its releaser granting it (one write in a row
+instead of two, as etcd's lock service answers a blocked ``lock`` itself): the server cannot
+tell a live successor from one that died a moment ago, as both have a queued key whose queue
+lease still runs. Moved onto the successor's ttl lease by the releaser, a dead successor's
+key would hold the name for a whole ttl rather than lapse with its queue lease; left on the
+queue lease, a live one would hold less than its ttl. An etcd lease's length is fixed at its
+grant, so the key changes leases only once its waiter shows it is alive, by writing.
 
 Why a grant from the queue may read, then write, where the first try may not: the keys that
 block a waiter are all older than its own, and no key older than it can appear any more (a
@@ -41,7 +51,13 @@ from typing import TYPE_CHECKING
 from tenure._sync.ordered_attempt import OrderedAttempt
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Mode
-from tenure.backends.etcd._sync.first_try import Held, QueuePlace, first_try
+from tenure.backends.etcd._sync.first_try import (
+    Held,
+    QueuePlace,
+    first_try,
+    newest_two,
+    placed,
+)
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
 from tenure.backends.etcd._statements import (
@@ -62,28 +78,44 @@ if TYPE_CHECKING:
 
 __all__ = ["EtcdAttempt"]
 
+WAITING = Busy(None)
+"""A queued waiter's refused try: its place (the attempt's) says what the next wait does."""
+
 
 class EtcdAttempt(OrderedAttempt[QueuePlace]):
     """One acquire call's tries: the first writes (or refuses, leaving a place ready), the
     waits queue and watch, the later ones settle the place (module docstring)."""
 
     store: EtcdBackend
+    combines_try_and_wait = True
+    """A blocking lock's first try queues at once when refused, and waits (``try_or_wait``)."""
 
     def try_once(self) -> Grant | Busy:
         place = self.place
         if place is not None and place.revision:
-            outcome = self._settle(place)
-        else:
-            kept = None
-            if place is not None:  # a place that lapsed: its holder lease is still ready
-                kept, place.holder_lease = place.holder_lease, None
-            outcome = first_try(
-                self.store, self.name, self.spec, token=self.token, ttl=self.ttl,
-                holder=self.holder, kept=kept,
-            )
-        if isinstance(outcome, QueuePlace):
-            self.place = outcome
-            return Busy(None)
+            return self._settle(place)
+        kept = None
+        if place is not None:  # a place that lapsed: its holder lease is still ready
+            kept, place.holder_lease = place.holder_lease, None
+        outcome, self.place = first_try(
+            self.store, self.name, self.spec, token=self.token, ttl=self.ttl,
+            holder=self.holder, kept=kept,
+        )
+        return outcome
+
+    def try_or_wait(self, wait: float) -> Grant | Busy | None:
+        """A blocking lock's first try, which, refused, writes its key at the back of the
+        queue in the same transaction (no join after it), then the first wait; the next
+        ``try_once`` settles the place. None (a plain try) for the other kinds."""
+        if self.spec.limit != 1 or self.spec.mode is not None:
+            return None
+        self.waited = True  # from here on the attempt may hold a place: giving up leaves it
+        outcome, self.place = first_try(
+            self.store, self.name, self.spec, token=self.token, ttl=self.ttl,
+            holder=self.holder, kept=None, queue=True,
+        )
+        if isinstance(outcome, Busy):
+            self.wait(wait, outcome)
         return outcome
 
     def wait_unplaced(self, timeout: float) -> None:
@@ -94,7 +126,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
     def _prefix(self, place: QueuePlace) -> str:
         return name_prefix(self.store.settings.namespace, place.kind, place.name)
 
-    def _settle(self, place: QueuePlace) -> Grant | QueuePlace:
+    def _settle(self, place: QueuePlace) -> Grant | Busy:
         """A queued waiter's try: granted once its key is among the ``limit`` oldest."""
         prefix = self._prefix(place)
         if place.mode is not None:
@@ -109,10 +141,10 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         place.watch_from = revision(answer) + 1
         mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == place.key), None)
         if mine is None:
-            return place
+            return WAITING
         if int(mine["create_revision"]) != place.revision:
             place.revision = 0  # our place lapsed and the key was written again: rejoin
-            return place
+            return WAITING
         conflict = next(
             (record.limit for kv in ranked if kv is not mine
              and (record := Record.decode(kv.get("value", ""))).limit != place.limit),
@@ -123,17 +155,17 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
             raise limit_mismatch(place.name, conflict, place.limit)
         return self._take(place, None)
 
-    def _settle_in_turn(self, place: QueuePlace, mode: str) -> Grant | QueuePlace:
+    def _settle_in_turn(self, place: QueuePlace, mode: str) -> Grant | Busy:
         """A read-write lock's waiter: granted once no key that blocks it is older."""
         ahead_in = blocking(self._prefix(place), mode)
         if mode == Mode.WRITE:
             # Its own key is in the range, as a lock's waiter's.
             return self._take_in_turn(place, ahead_in)
         if not self._look_ahead(place, ahead_in, {"key": b64(place.key)}):
-            return place
+            return WAITING
         return self._take(place, None)
 
-    def _take_in_turn(self, place: QueuePlace, ahead_in: str) -> Grant | QueuePlace:
+    def _take_in_turn(self, place: QueuePlace, ahead_in: str) -> Grant | Busy:
         """A lock's waiter (or a writer's): the grant's transaction at once after a wait
         that may have seen the key ahead go; after a quiet timeout, a read first (every wait
         is followed by a fresh look, as watches can miss events, but a read is not a Raft
@@ -141,7 +173,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         if not place.woken and not self._look_ahead(
             place, ahead_in, {"key": b64(place.key), "keys_only": True}
         ):
-            return place
+            return WAITING
         return self._take(place, ahead_in)
 
     def _look_ahead(self, place: QueuePlace, ahead_in: str, mine: JSON) -> bool:
@@ -163,7 +195,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
             return False
         return True
 
-    def _take(self, place: QueuePlace, ahead_in: str | None) -> Grant | QueuePlace:
+    def _take(self, place: QueuePlace, ahead_in: str | None) -> Grant | Busy:
         """Move our key onto our holder lease, if it is still the key we queued and, with
         ``ahead_in`` (a range holding our key), no key of that range is older: then it is
         our turn, judged in the step that grants it. Refused: our key and the key just
@@ -196,13 +228,13 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
             mine = kvs(answer["responses"][0])
             if not mine or int(mine[0]["create_revision"]) != place.revision:
                 place.revision = 0  # our queue lease lapsed (a stalled waiter): rejoin
-                return place
+                return WAITING
             place.watch_from = revision(answer) + 1
             if ahead_in is not None:
                 ahead = kvs(answer["responses"][1])
                 place.predecessor = ahead[0]["key"] if ahead else None
                 place.predecessor_known = True
-            return place
+            return WAITING
         store.pool.keep_spare(place.lease)  # the key left it; nothing else is on it
         place.lease = None
         store.remember(place.kind, place.name, self.token,
@@ -262,23 +294,14 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         prefix = self._prefix(place)
         if place.mode is not None:
             prefix = blocking(prefix, place.mode)
-        newest = oldest(prefix, 2)
-        newest["request_range"] |= {"sort_order": "DESCEND", "keys_only": True}
 
         def join(lease: Lease) -> JSON:
             return {"success": [
                 put(place.key, place.record, lease.id),
                 {"request_range": {"key": b64(place.key)}},
-                newest,
+                newest_two(prefix),
             ]}
 
         answer, place.lease = pool.on_lease(join, place.lease)
         (mine,) = kvs(answer["responses"][1])
-        place.revision = int(mine["create_revision"])
-        place.watch_from = revision(answer) + 1
-        # The newest key other than ours is the one just ahead when ours is the newest, as
-        # a new key is; a key of ours that outlived its lapsed place keeps its old creation
-        # revision, and then the wait reads the key ahead itself.
-        others = [kv for kv in kvs(answer["responses"][2]) if kv["key"] != mine["key"]]
-        place.predecessor_known = not others or int(others[0]["create_revision"]) < place.revision
-        place.predecessor = others[0]["key"] if others and place.predecessor_known else None
+        placed(place, answer, mine, kvs(answer["responses"][2]))
