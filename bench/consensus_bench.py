@@ -3,7 +3,7 @@
 run.
 
     .venv/bin/python bench/consensus_bench.py [--seconds S] [--rounds R] [--handoffs N]
-        [--processes N] [--no-write]
+        [--processes N] [--stores etcd,zookeeper] [--no-write]
 
 A 3-node etcd cluster and a 3-node ZooKeeper ensemble on loopback, started by the test
 harness (``tests/servers/etcd.py``, ``tests/servers/zookeeper.py``: short Raft / tick timers,
@@ -34,7 +34,8 @@ watch counted as one request when it opens); ZooKeeper: the requests kazoo sends
 (``KazooClient._call``, wrapped in every process: a ``multi`` is one request; the session's
 pings are not counted).
 
-Prints tables and writes docs/benchmarks-consensus.md. No assertions: figures only.
+Prints tables and writes docs/benchmarks-consensus.md (``--stores`` naming one store: prints
+that half only, and writes nothing). No assertions: figures only.
 """
 
 from __future__ import annotations
@@ -239,17 +240,20 @@ def factory(store: str, kind: str, url: str, name: str, tally: Any) -> _common.L
 
 
 @contextlib.contextmanager
-def servers() -> Iterator[dict[str, str]]:
-    """store -> URL of a running 3-node cluster of it, stopped afterwards."""
+def servers(stores: tuple[str, ...] = STORES) -> Iterator[dict[str, str]]:
+    """store -> URL of a running 3-node cluster of each of ``stores``, stopped afterwards."""
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-consensus-bench-"))
     etcd = zookeeper = None
     try:
         (workdir / "etcd").mkdir()
         (workdir / "zookeeper").mkdir()
-        etcd = start_etcd_cluster(workdir / "etcd")
-        zookeeper = start_zookeeper_ensemble(workdir / "zookeeper")
-        yield {"etcd": etcd.url, "zookeeper": zookeeper.url,
-               "zookeeper-port": str(zookeeper.members[0].client_port)}
+        etcd = start_etcd_cluster(workdir / "etcd") if "etcd" in stores else None
+        urls = {} if etcd is None else {"etcd": etcd.url}
+        if "zookeeper" in stores:
+            zookeeper = start_zookeeper_ensemble(workdir / "zookeeper")
+            urls |= {"zookeeper": zookeeper.url,
+                     "zookeeper-port": str(zookeeper.members[0].client_port)}
+        yield urls
     finally:
         for cluster in (etcd, zookeeper):
             if cluster is not None:
@@ -376,8 +380,11 @@ def report(
         "lease onto the lease of its ttl that it kept alive while waiting, and records the "
         "fence; so a handoff there is two writes in a row (the release's delete, then that "
         "txn) where the lock service's is one (the delete, after which the server answers "
-        "the blocked `lock` call itself). Between two waits an etcd waiter sends that txn "
-        "and a keep-alive of its two leases (the requests column counts them). tenure's "
+        "the blocked `lock` call itself): a releaser-granted key would hold the name for a "
+        "whole ttl had its waiter just died. A refused first try writes its key at the back "
+        "of the queue in the same txn; each quiet wait (at most 0.67 s, a third of the queue "
+        "lease) adds a keep-alive of the waiter's two leases, a watch and a read (the "
+        "requests column counts them). tenure's "
         "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
         "server's time and every live node ahead), then rewrites its node with its ttl; "
         "kazoo's Lock only lists the children. Each wait is bounded (0.5 s) and re-checked, "
@@ -393,8 +400,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--handoffs", type=int, default=60)
     parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--stores", default=",".join(STORES),
+                        help="the stores to run, comma-separated (one alone writes no report)")
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args()
+    stores = tuple(store for store in STORES if store in args.stores.split(","))
+    if not stores:
+        parser.error(f"--stores names none of {', '.join(STORES)}")
     # SIGTERM (a timeout, a kill by PID) unwinds like Ctrl-C: the clusters are stopped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     import httpx
@@ -402,19 +414,21 @@ def main() -> None:
 
     facts = _common.machine(load_average=True)
     context = multiprocessing.get_context("spawn")
-    with servers() as urls:
-        facts["etcd"] = f"{etcd_version()} (3 members, JSON gateway)"
-        facts["zookeeper"] = f"{zookeeper_version(int(urls['zookeeper-port']))} (3 members)"
+    with servers(stores) as urls:
+        if "etcd" in urls:
+            facts["etcd"] = f"{etcd_version()} (3 members, JSON gateway)"
+        if "zookeeper" in urls:
+            facts["zookeeper"] = f"{zookeeper_version(int(urls['zookeeper-port']))} (3 members)"
         facts["tenure"] = _common.version("tenure")
         facts["httpx"] = httpx.__version__
         facts["kazoo"] = getattr(kazoo, "__version__", _common.version("kazoo"))
         _common.print_facts(facts)
-        width = max(len(label(store, kind)) for store in STORES for kind in KINDS)
+        width = max(len(label(store, kind)) for store in stores for kind in KINDS)
 
         tallies = {(store, kind, phase): context.Array("q", len(TALLY))
-                   for store in STORES for kind in KINDS for phase in ("uncontended", "handoff")}
+                   for store in stores for kind in KINDS for phase in ("uncontended", "handoff")}
         runs: dict[str, Callable[[], tuple[float, int]]] = {}
-        for store in STORES:
+        for store in stores:
             for kind in KINDS:
                 lock = factory(store, kind, urls[store], f"bench-{secrets.token_hex(4)}",
                                tallies[store, kind, "uncontended"])
@@ -423,7 +437,7 @@ def main() -> None:
                 )
         by_label = _common.best_of_rounds(runs, args.rounds)
         rates = {(store, kind): by_label[label(store, kind)]
-                 for store in STORES for kind in KINDS}
+                 for store in stores for kind in KINDS}
         for (store, kind), (rate, cycles) in rates.items():
             print(f"uncontended {label(store, kind):<{width}} {rate:8,.0f} cycles/s "
                   f"({cycles} cycles, "
@@ -433,7 +447,7 @@ def main() -> None:
         factories = {
             (store, kind): factory(store, kind, urls[store], f"handoff-{secrets.token_hex(4)}",
                                    tallies[store, kind, "handoff"])
-            for store in STORES for kind in ("tenure", "native")
+            for store in stores for kind in ("tenure", "native")
         }
         by_label_latency: dict[str, list[int]] = {}
         for (store, kind), lock in factories.items():
@@ -447,8 +461,10 @@ def main() -> None:
                   f"{per_cycle(tally):.2f} requests per acquisition, {tally[2]} overlaps, "
                   f"{time.perf_counter() - started:.1f} s)", flush=True)
         latencies = {(store, kind): by_label_latency[label(store, kind)]
-                     for store in STORES for kind in ("tenure", "native")}
+                     for store in stores for kind in ("tenure", "native")}
 
+    if stores != STORES:
+        return  # half a report would overwrite the other half's figures
     _common.publish(report(facts, rates, latencies, tallies, args),
                     ROOT / "docs" / "benchmarks-consensus.md", ROOT, args.write)
 
