@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import math
 
-from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode
+from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode, queue_kind
 
 __all__ = ["Lease", "Place", "Record", "info"]
 
@@ -27,6 +27,8 @@ class Lease:
     acquired_at: datetime.datetime
     fence: int
     mode: Mode | None = None
+    fair: bool = False
+    """Granted to a fair lock (a read-write lock's write handle's lease is not)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -36,6 +38,8 @@ class Place:
     mode: Mode
     arrival: int
     expires_at: float
+    fair: bool = False
+    """Held by a fair lock's waiter."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -111,12 +115,14 @@ def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
                          lease.expires_at - now, value=record.value)
     leases = tuple(
         LeaseInfo(lease.holder, lease.acquired_at, lease.expires_at - now, lease.fence,
-                  None if lease.mode is None else str(lease.mode))
+                  None if lease.mode is None else str(lease.mode), lease.fair)
         for lease in live
     )
     if kind is Kind.SEMAPHORE:
         return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
                         leases=leases)
-    queued = sum(1 for place in record.places.values() if place.expires_at > now)
-    return LockInfo(name, record.fence, None, None, None, kind=str(kind), leases=leases,
-                    queued=queued)
+    places = [place for place in record.places.values() if place.expires_at > now]
+    fair = sum(lease.fair for lease in live) + sum(place.fair for place in places)
+    return LockInfo(name, record.fence, None, None, None,
+                    kind=queue_kind(len(live) + len(places), fair), leases=leases,
+                    queued=len(places))

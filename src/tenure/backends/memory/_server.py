@@ -98,7 +98,7 @@ class MemoryServer:
                 record.fence = max(record.fence + 1, self.fence_floor())
                 record.leases[token] = Lease(
                     now + ttl, holder, datetime.datetime.now(datetime.UTC), record.fence,
-                    spec.mode,
+                    spec.mode, spec.fair,
                 )
                 outcome: Grant | Busy = Grant(record.fence)
             else:
@@ -186,7 +186,9 @@ class MemoryServer:
         place = record.places.get(token)
         if place is None:
             record.arrivals += 1
-            record.places[token] = Place(spec.mode, record.arrivals, now + spec.queue_ttl)
+            record.places[token] = Place(
+                spec.mode, record.arrivals, now + spec.queue_ttl, spec.fair
+            )
         else:
             place.expires_at = now + spec.queue_ttl
 
