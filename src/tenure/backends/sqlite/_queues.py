@@ -21,6 +21,9 @@ from tenure.backends.sqlite._records import record
 
 __all__ = ["Queues"]
 
+_CURRENT = {statement: statement for statement in sql.BEFORE_FAIR}
+"""The inspect statements of a file with the fair column, as ``sql.BEFORE_FAIR`` maps them."""
+
 
 class Queues:
     """The read-write lock steps on one file."""
@@ -29,21 +32,26 @@ class Queues:
         self.db = db
         self._ready = False
         """Whether the file has the read-write lock tables (``_make_tables``)."""
+        self._fair = False
+        """Whether they have the fair column (a file from before it: not until an acquire)."""
 
     def _make_tables(self) -> None:
         """Made by the first read-write (or fair) lock acquire, not at open: a file used for
         plain locks only (even listed by ``tenure ls``) never gets the lease table nor the
         waiters' mode column. Both are additions (IF NOT EXISTS, a nullable column), so the
-        schema version stays and an older tenure keeps using the file."""
-        if self._ready:
+        schema version stays and an older tenure keeps using the file. A file whose tables
+        predate the fair column gets it on both here too."""
+        if self._ready and self._fair:
             return
         with self.db.step() as connection, self.db.transaction(connection):
             connection.execute(sql.CREATE_TABLE)
-            present = {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}
-            column, kind = sql.MODE_COLUMN
-            if column not in present:
-                connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
-        self._ready = True
+            for table, columns in [("tenure_waiters", [sql.MODE_COLUMN, sql.FAIR_COLUMN]),
+                                   ("tenure_rwlocks", [sql.FAIR_COLUMN])]:
+                present = _columns(connection, table)
+                for column, kind in columns:
+                    if column not in present:
+                        connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self._ready = self._fair = True
 
     def exist(self) -> bool:
         """Whether the file has the read-write lock tables: without them, no read-write lock
@@ -54,6 +62,14 @@ class Queues:
                 found = self.db.execute(connection, sql.TABLE_EXISTS).fetchone()
             self._ready = found is not None
         return self._ready
+
+    def _reads(self, connection: sqlite3.Connection) -> dict[str, str]:
+        """The inspect statements for this file: those of a file whose tables predate the
+        fair column until it has it (asked again on each read until then: another process's
+        acquire may add it). A read never alters the file."""
+        if not self._fair:
+            self._fair = sql.FAIR_COLUMN[0] in _columns(connection, "tenure_rwlocks")
+        return _CURRENT if self._fair else sql.BEFORE_FAIR
 
     @contextlib.contextmanager
     def _step(self, *, write: bool = True) -> Iterator[tuple[sqlite3.Connection, float]]:
@@ -69,7 +85,7 @@ class Queues:
 
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
-        queue_ttl: float, ticket: Ticket | None,
+        queue_ttl: float, ticket: Ticket | None, fair: bool = False,
     ) -> Grant | Busy:
         """``ticket``: the attempt's place in the queue (None: a ticket of this try's own,
         whose place the token's release removes). A refused attempt takes (or refreshes) its
@@ -78,6 +94,7 @@ class Queues:
         params: dict[str, Any] = {
             "name": name, "token": token, "ttl": ttl, "mode": mode, "place": queue_ttl,
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+            "fair": 1 if fair else None,
         }
         to_ring: list[tuple[str, str | None]] = []
         self._make_tables()
@@ -172,15 +189,17 @@ class Queues:
         if not self.exist():
             return None
         with self._step(write=False) as (connection, now):
-            row = connection.execute(sql.RECORD, {"name": name, "now": now}).fetchone()
-            return None if row is None else _queue_record(connection, row, now)
+            reads = self._reads(connection)
+            row = connection.execute(reads[sql.RECORD], {"name": name, "now": now}).fetchone()
+            return None if row is None else _queue_record(connection, reads, row, now)
 
     def list_records(self, prefix: str) -> list[LockInfo]:
         if not self.exist():
             return []
         with self._step(write=False) as (connection, now):
-            rows = connection.execute(sql.LIST, {"prefix": prefix, "now": now}).fetchall()
-            return [_queue_record(connection, row, now) for row in rows]
+            reads = self._reads(connection)
+            rows = connection.execute(reads[sql.LIST], {"prefix": prefix, "now": now}).fetchall()
+            return [_queue_record(connection, reads, row, now) for row in rows]
 
     def break_leases(self, name: str) -> bool:
         if not self.exist():
@@ -196,7 +215,14 @@ class Queues:
         return any(live for (live,) in broken)
 
 
-def _queue_record(connection: sqlite3.Connection, row: tuple[Any, ...], now: float) -> LockInfo:
-    name, fence, queued = row
-    leases = connection.execute(sql.LEASES, {"name": name, "now": now}).fetchall()
-    return record(Kind.RWLOCK, name, fence, leases, queued=int(queued))
+def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+
+
+def _queue_record(
+    connection: sqlite3.Connection, reads: dict[str, str], row: tuple[Any, ...], now: float
+) -> LockInfo:
+    name, fence, queued, fair_queued = row
+    leases = connection.execute(reads[sql.LEASES], {"name": name, "now": now}).fetchall()
+    return record(Kind.RWLOCK, name, fence, leases, queued=int(queued),
+                  fair_queued=int(fair_queued))

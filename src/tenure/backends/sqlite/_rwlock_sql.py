@@ -2,19 +2,26 @@
 ``_store``.
 
 Holder leases live in ``tenure_rwlocks``, keyed (name, token), one row per lease (``mode``
-'read' or 'write', its fence, expiry and holder), beside the name's record row, whose token
-is ``''``: the name's fence counter, shared by reads and writes, never deleted by a release
-or a break. A grant's fence is max(the counter + 1, :floor, the host's clock in
-microseconds), so fences strictly increase while the record lives and never go back when
-the clean-up (``COLLECT``) removed it. The record's ``expires_at`` is the latest end any of
-its leases was granted or renewed to: the clean-up counts gc_after from it. A name's rows
-sit side by side in one B-tree page.
+'read' or 'write', its fence, expiry and holder, ``fair`` 1 for a fair lock's), beside the
+name's record row, whose token is ``''``: the name's fence counter, shared by reads and
+writes, never deleted by a release or a break. A grant's fence is max(the counter + 1,
+:floor, the host's clock in microseconds), so fences strictly increase while the record
+lives and never go back when the clean-up (``COLLECT``) removed it. The record's
+``expires_at`` is the latest end any of its leases was granted or renewed to: the clean-up
+counts gc_after from it. A name's rows sit side by side in one B-tree page.
 
 Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
 and a ``mode`` column (added in place with the lease table, by the first acquire): a place
 is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by SQLite's
-clock, the waiting process's doorbell address), plus its mode. Refreshing it changes its
-expiry only, so it keeps its position.
+clock, the waiting process's doorbell address), plus its mode and ``fair``. Refreshing it
+changes its expiry only, so it keeps its position.
+
+``fair`` (1: a fair lock's lease or place, NULL: a read-write lock's, or written by a tenure
+from before the column) only names the primitive for ``inspect``; no grant reads it. It is a
+nullable column of both tables, added in place by the first acquire (``FAIR_COLUMN``): a
+file whose tables predate it is read with every entry a read-write lock's
+(``BEFORE_FAIR``), and an older tenure, which names its columns when it writes, keeps
+working on the upgraded file.
 
 Every step that writes runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's
 write lock is taken before anything is read); inspecting reads one snapshot. ``:now`` is
@@ -34,7 +41,9 @@ __all__ = [
     "CREATE_TABLE",
     "DROP_EXPIRED",
     "DROP_LAPSED",
+    "BEFORE_FAIR",
     "EXTEND",
+    "FAIR_COLUMN",
     "GRANTABLE",
     "INSERT_LEASE",
     "KEEP_PLACE",
@@ -68,6 +77,7 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
     host        TEXT,
     pid         INTEGER,
     thread      TEXT,
+    fair        INTEGER,
     PRIMARY KEY (name, token)
 ) WITHOUT ROWID
 """
@@ -77,6 +87,10 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
 # A place's mode, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an
 # older tenure, which names its columns when it inserts, keeps working on the file).
 MODE_COLUMN = ("mode", "TEXT")
+
+# Whether an entry (a lease in ``tenure_rwlocks``, a place in ``tenure_waiters``) is a fair
+# lock's, added to each table that lacks it (a file from before it).
+FAIR_COLUMN = ("fair", "INTEGER")
 
 # A row once the first read-write lock acquire made the tables.
 TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_rwlocks'"
@@ -137,27 +151,28 @@ STAMP_OLD = f"""
 UPDATE tenure_rwlocks SET expires_at = {NOW} WHERE token = '' AND expires_at IS NULL
 """
 
-# Inputs :name :token :mode :fence :ttl :now :host :pid :thread.
+# Inputs :name :token :mode :fence :ttl :now :host :pid :thread :fair.
 INSERT_LEASE = """
-INSERT INTO tenure_rwlocks (name, token, mode, fence, expires_at, acquired_at, host, pid, thread)
-VALUES (:name, :token, :mode, :fence, :now + :ttl, :now, :host, :pid, :thread)
+INSERT INTO tenure_rwlocks
+    (name, token, mode, fence, expires_at, acquired_at, host, pid, thread, fair)
+VALUES (:name, :token, :mode, :fence, :now + :ttl, :now, :host, :pid, :thread, :fair)
 """
 
 # Inputs :name :token. Removes the caller's place, if any.
 LEAVE = f"DELETE FROM {_PLACES} AND token = :token"
 
-# Inputs :name :token :mode :place (seconds) :now :wake. Refreshes the caller's place keeping
-# its position (and records where its waiter now listens). No row: it has none.
+# Inputs :name :token :mode :place (seconds) :now :wake :fair. Refreshes the caller's place
+# keeping its position (and records where its waiter now listens). No row: it has none.
 KEEP_PLACE = """
-UPDATE tenure_waiters SET expires_at = :now + :place, mode = :mode, wake = :wake
+UPDATE tenure_waiters SET expires_at = :now + :place, mode = :mode, wake = :wake, fair = :fair
 WHERE kind = 'rwlock' AND name = :name AND token = :token
 RETURNING seq
 """
 
-# Inputs :name :token :mode :place :now :wake. A place at the back of the queue.
+# Inputs :name :token :mode :place :now :wake :fair. A place at the back of the queue.
 NEW_PLACE = f"""
-INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake, mode)
-SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode
+INSERT INTO tenure_waiters (kind, name, seq, token, expires_at, wake, mode, fair)
+SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode, :fair
 FROM {_PLACES}
 """
 
@@ -203,24 +218,35 @@ DELETE FROM tenure_rwlocks WHERE name = :name AND token != ''
 RETURNING expires_at > :now
 """
 
-# Inputs :name :now. The record: name, fence, live places.
-_RECORD = """
-SELECT r.name, r.fence,
-       (SELECT count(*) FROM tenure_waiters AS w
-        WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > :now)
+# Inputs :name :now. The record: name, fence, live places, how many of them are fair locks'.
+_LIVE_PLACES = """(SELECT count(*) FROM tenure_waiters AS w
+        WHERE w.kind = 'rwlock' AND w.name = r.name AND w.expires_at > :now{also})"""
+_RECORD = f"""
+SELECT r.name, r.fence, {_LIVE_PLACES.format(also="")}, {{fair_places}}
 FROM tenure_rwlocks AS r
 """
-RECORD = _RECORD + " WHERE r.name = :name AND r.token = ''"
+_ONE = " WHERE r.name = :name AND r.token = ''"
 # substr() compares the prefix as text: LIKE/GLOB would read % _ * ? in it as patterns.
-LIST = _RECORD + """
+_UNDER = """
 WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.name
 """
+_FAIR_PLACES = _LIVE_PLACES.format(also=" AND w.fair = 1")
+RECORD = _RECORD.format(fair_places=_FAIR_PLACES) + _ONE
+LIST = _RECORD.format(fair_places=_FAIR_PLACES) + _UNDER
 
-# Inputs :name :now. The live leases, oldest grant first.
-LEASES = """
-SELECT host, pid, thread, acquired_at, expires_at - :now, fence, mode FROM tenure_rwlocks
-WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
+# Inputs :name :now. The live leases, oldest grant first, each with ``fair``.
+_LEASES = """
+SELECT host, pid, thread, acquired_at, expires_at - :now, fence, mode, {fair}
+FROM tenure_rwlocks WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
 """
+LEASES = _LEASES.format(fair="fair")
+
+# The reads of a file whose tables predate the fair column (none is a fair lock's entry).
+BEFORE_FAIR = {
+    RECORD: _RECORD.format(fair_places="0") + _ONE,
+    LIST: _RECORD.format(fair_places="0") + _UNDER,
+    LEASES: _LEASES.format(fair="NULL"),
+}
 
 # ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 
