@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 
-from tenure._types import Kind, LeaseInfo, LockInfo
+from tenure._types import Kind, LeaseInfo, LockInfo, queue_kind
 from tenure.backends.etcd._keys import Record, mode_of, unb64
 from tenure.backends.etcd._statements import JSON
 
@@ -47,15 +47,18 @@ def lock_info(
             kind == Kind.RWLOCK) else None
         leases.append(LeaseInfo(
             record.holder, _utc(record.since), _ttl_left(seconds, record),
-            int(kv["create_revision"]), mode=mode,
+            int(kv["create_revision"]), mode=mode, fair=record.fair,
         ))
         values.append(record.value)
     if kind == Kind.RWLOCK:
-        queued = sum(Record.decode(kv.get("value", "")).queued for kv in keys)
+        places = [record for record in map(Record.decode, (kv.get("value", "") for kv in keys))
+                  if record.queued]
+        fair = sum(lease.fair for lease in leases) + sum(place.fair for place in places)
         # The fence key is written just after a grant: the newest lease may be ahead of it.
         fence = max([fence, *(lease.fence or 0 for lease in leases)])
-        return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
-                        queued=queued)
+        return LockInfo(name, fence, None, None, None,
+                        kind=queue_kind(len(leases) + len(places), fair),
+                        leases=tuple(leases), queued=len(places))
     if kind == Kind.SEMAPHORE:
         limit = Record.decode(keys[0].get("value", "")).limit if keys else None
         return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Kind, LeaseInfo, LockInfo, Mode
+from tenure._types import Kind, LeaseInfo, LockInfo, Mode, queue_kind
 from tenure.backends.zookeeper._nodes import Record, mode_of
 
 __all__ = ["lock_info"]
@@ -63,7 +63,7 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
     its turn, and is counted as waiting (``tenure verify --rwlock`` saw it listed beside the
     writer it waited for)."""
     leases = []
-    queued = 0
+    queued = fair = 0
     ahead = writes_ahead = 0
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, Exception):
@@ -77,16 +77,18 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
         in_turn = not (writes_ahead if mode == Mode.READ else ahead)
         ahead += 1
         writes_ahead += mode == Mode.WRITE
+        fair += record.fair
         if record.queued or not in_turn:
             queued += 1
             continue
-        leases.append(
-            LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode)
-        )
+        leases.append(LeaseInfo(
+            record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode,
+            fair=record.fair,
+        ))
     # The name's fence is written just after a grant: the newest lease may be ahead of it.
     fence = max([fence, *(lease.fence or 0 for lease in leases)])
-    return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
-                    queued=queued)
+    return LockInfo(name, fence, None, None, None, kind=queue_kind(len(leases) + queued, fair),
+                    leases=tuple(leases), queued=queued)
 
 
 def _utc(since: float) -> datetime.datetime:

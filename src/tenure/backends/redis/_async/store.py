@@ -40,7 +40,7 @@ class AsyncRedisBackend(AsyncLockSteps, AsyncPermitSteps, AsyncQueueSteps):
             return await self._acquire_permit(name, token, ttl, holder, spec.limit)
         if spec.kind is Kind.RWLOCK:
             return await self._acquire_queued(
-                name, token, ttl, holder, spec.mode, spec.queue_ttl
+                name, token, ttl, holder, spec.mode, spec.queue_ttl, fair=spec.fair
             )
         return await self._acquire_lock(name, token, ttl, holder, spec.value, False)
 

@@ -36,7 +36,7 @@ class QueueSteps(RedisBase):
 
     def _acquire_queued(  # noqa: PLR0917 - the store's acquire's arguments
         self, name: str, token: str, ttl: float, holder: Holder, mode: Mode | None,
-        queue_ttl: float | None,
+        queue_ttl: float | None, *, fair: bool = False,
     ) -> Grant | Busy:
         if mode not in (Mode.READ, Mode.WRITE) or queue_ttl is None:
             raise InvalidArgument(
@@ -47,7 +47,7 @@ class QueueSteps(RedisBase):
             ACQUIRE_QUEUED,
             keys.all,
             (name, token, milliseconds(ttl), str(mode), milliseconds(queue_ttl), holder.host,
-             holder.pid, holder.thread, self._gc_after_ms),
+             holder.pid, holder.thread, self._gc_after_ms, "1" if fair else "0"),
         )
         if status == 1:
             return Grant(int(value))

@@ -42,7 +42,7 @@ class RedisBackend(LockSteps, PermitSteps, QueueSteps):
             return self._acquire_permit(name, token, ttl, holder, spec.limit)
         if spec.kind is Kind.RWLOCK:
             return self._acquire_queued(
-                name, token, ttl, holder, spec.mode, spec.queue_ttl
+                name, token, ttl, holder, spec.mode, spec.queue_ttl, fair=spec.fair
             )
         return self._acquire_lock(name, token, ttl, holder, spec.value, False)
 
