@@ -19,6 +19,7 @@ __all__ = [
     "Mode",
     "Renewal",
     "WaiterInfo",
+    "queue_kind",
 ]
 
 
@@ -57,6 +58,10 @@ class LeaseSpec:
     """A value stored with a lock's lease when it is granted (an election's leader value)."""
     queue_ttl: float | None = None
     """Seconds a refused queued attempt's waiting place outlives the attempt (kind RWLOCK)."""
+    fair: bool = False
+    """A fair lock's lease (kind RWLOCK, mode WRITE): the same lease as the read-write lock's
+    write side, granted by the same rule; the store keeps the flag with the lease and its
+    waiting place only so that the operator's views name the primitive that made them."""
 
     @property
     def queues(self) -> bool:
@@ -94,6 +99,9 @@ class LeaseInfo:
     mode: str | None = None
     """A read-write lock's lease: "read" (shared) or "write" (exclusive; a fair lock's holder
     too). None for the other primitives."""
+    fair: bool = False
+    """A fair lock's lease (``locks.lock(name, fair=True)``), not a read-write lock's write
+    handle's (the two are the same lease of the name's queue)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,7 +126,9 @@ class LockInfo:
     ``acquired_at`` and ``ttl_left`` also describe), a semaphore up to ``limit``, a
     read-write lock (``kind="rwlock"``, which a fair lock of the same name is the write side
     of) its readers or its one writer, each with its ``mode``, and its ``waiters`` (their
-    count is ``queued``). Semaphores do not queue: their ``waiters`` are always empty.
+    count is ``queued``); the same record reads ``kind="fair"`` while every live lease and
+    waiter in it is a fair lock's. Semaphores do not queue: their ``waiters`` are always
+    empty.
     """
 
     name: str
@@ -131,8 +141,10 @@ class LockInfo:
     ttl_left: float | None
     """Seconds until the current lease runs out, by the server's clock."""
     kind: str = "lock"
-    """Which primitive this name belongs to: "lock", "semaphore" or "rwlock" (read-write
-    locks and fair locks)."""
+    """Which primitive this name belongs to: "lock", "semaphore", or for the queue that
+    read-write and fair locks share, "fair" when each of its live leases and waiting places
+    was made by a fair lock, else "rwlock" (a read-write lock's lease or waiter among them,
+    or none live: a free name does not say which made it)."""
     limit: int | None = None
     """A semaphore's limit, as stored with its live permits (None for a lock)."""
     leases: tuple[LeaseInfo, ...] = ()
@@ -166,6 +178,12 @@ class LockInfo:
     def holders(self) -> tuple[LeaseInfo, ...]:
         """Every live lease, whatever the primitive (the same as ``leases``)."""
         return self.leases
+
+
+def queue_kind(entries: int, fair_entries: int) -> str:
+    """``LockInfo.kind`` of a read-write lock record with ``entries`` live leases and places,
+    ``fair_entries`` of them a fair lock's: "fair" when all are (and there is one)."""
+    return "fair" if entries and fair_entries == entries else Kind.RWLOCK.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -78,7 +78,8 @@ def test_the_collection_is_made_on_first_use_with_its_index(
         assert lease["mode"] == "write" and lease["fence"] == writer.fence == document["fence"]
         granted = writer.fence
         assert set(lease) == {"token", "mode", "expires_at", "fence", "acquired_at", "host",
-                              "pid", "thread"}
+                              "pid", "thread", "fair"}
+        assert lease["fair"] is False  # a read-write lock's writer, not a fair lock
         assert document["gc_at"] > lease["expires_at"]
         writer.release()
         # Released: the document and its fence stay; the lock's own document is apart.
@@ -87,6 +88,27 @@ def test_the_collection_is_made_on_first_use_with_its_index(
         assert document["fence"] == granted
         # The plain lock's fence is its own, granted before the read-write lock's.
         assert database[collection_name].find_one({"_id": "a"})["fence"] < granted
+
+
+def test_a_fair_locks_entries_say_so_and_entries_from_before_read_as_rwlock(
+    mongodb_url: str, collection_name: str, raw: pymongo.MongoClient[dict[str, Any]]
+) -> None:
+    rwlocks = raw["tenure"][f"{collection_name}.rwlocks"]
+    with tenure.connect(f"{mongodb_url}&collection={collection_name}") as locks:
+        backend = backend_of(locks)
+        fair = LeaseSpec(Kind.RWLOCK, mode=Mode.WRITE, queue_ttl=QUEUE_TTL, fair=True)
+        assert isinstance(backend.acquire("f", fair, "holder", 5.0, HOLDER), Grant)
+        assert isinstance(backend.acquire("f", fair, "waiter", 5.0, HOLDER), Busy)
+        document = rwlocks.find_one({"_id": "f"})
+        assert document is not None
+        assert [entry["fair"] for entry in document["leases"] + document["places"]] == [True] * 2
+        info = locks.inspect("f", kind="fair")
+        assert info is not None and info.kind == "fair" and info.queued == 1
+        # A tenure from before the field wrote none: its entries are a read-write lock's.
+        rwlocks.update_one({"_id": "f"}, {"$unset": {"places.0.fair": ""}})
+        info = locks.inspect("f", kind="fair")
+        assert info is not None and info.kind == "rwlock"
+        assert [lease.fair for lease in info.leases] == [True]
 
 
 def test_clean_up_removes_only_long_unused_documents(

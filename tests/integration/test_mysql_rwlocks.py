@@ -18,6 +18,7 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode, Renewal
+from tenure.backends.mysql._rwlock_sql import RwlockStatements
 from tenure.backends.mysql._store import MySQLTable
 from tests.integration.processes import ROOT
 from tests.integration.sql_support import mysql_connection, raw
@@ -331,3 +332,76 @@ def test_a_place_lists_its_waiter_and_an_older_tenures_place_no_start(mysql_url:
         assert [lease.mode for lease in info.leases] == ["write"]
         store.release(Kind.RWLOCK, name, "b" * 32)
         store.release(Kind.RWLOCK, name, "a" * 32)
+
+
+def old_rwlock_tables(url: str, table: str) -> None:
+    """The read-write lock tables as a tenure from before the fair column made them (this
+    tenure's, less that column), and the lock table beside them."""
+    with tenure.connect(url, table=table) as locks, locks.lock("plain", ttl=10):
+        pass
+    for statement in RwlockStatements(table).create:
+        raw(url, statement.replace("    fair        TINYINT NULL,\n", ""))
+
+
+def entry_columns(url: str, table: str) -> list[str]:
+    rows = raw(
+        url,
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+        "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (f"{table}_rwlock_entries",),
+    )
+    return [str(row[0]) for row in rows]
+
+
+def test_entries_from_before_the_fair_column_are_upgraded_and_read_as_rwlock(
+    mysql_url: str,
+) -> None:
+    table = f"old_{uuid.uuid4().hex[:12]}"
+    old_rwlock_tables(mysql_url, table)
+    assert "fair" not in entry_columns(mysql_url, table)
+    # An older tenure's fair lock: its record and its live write lease.
+    raw(mysql_url, f"INSERT INTO `{table}_rwlocks` VALUES (%s, 7, 0)", (b"old",))
+    raw(mysql_url,
+        f"INSERT INTO `{table}_rwlock_entries` VALUES (%s, 'old-token', 'lease', 'write', 7, "
+        "UTC_TIMESTAMP(6) + INTERVAL 60 SECOND, UTC_TIMESTAMP(6), 'old-host', 7, 'old-thread')",
+        (b"old",))
+    with tenure.connect(mysql_url, table=table) as locks:
+        info = locks.inspect("old", kind="fair")  # the first statement upgrades the table
+        assert entry_columns(mysql_url, table)[-1] == "fair"
+        assert info is not None and info.kind == "rwlock" and info.fence == 7
+        assert [(lease.holder.host, lease.fair) for lease in info.leases] == [("old-host", False)]
+        with locks.lock("new", ttl=10, fair=True):
+            shown = locks.inspect("new", kind="rwlock")
+            assert shown is not None and shown.kind == "fair"
+            assert [lease.fair for lease in shown.leases] == [True]
+        assert locks.break_lock("old", kind="rwlock")
+        fair = locks.lock("old", ttl=10, fair=True)
+        assert fair.acquire(blocking=False) and (fair.fence or 0) > 7
+        shown = locks.inspect("old", kind="rwlock")
+        assert shown is not None and shown.kind == "fair"
+        fair.release()
+    assert entry_columns(mysql_url, table).count("fair") == 1
+
+
+def test_a_fair_column_upgrade_blocked_by_a_long_transaction_gives_up_and_is_tried_again(
+    mysql_url: str,
+) -> None:
+    table = f"old_{uuid.uuid4().hex[:12]}"
+    old_rwlock_tables(mysql_url, table)
+    reader = mysql_connection(mysql_url, autocommit=False)
+    try:
+        with reader.cursor() as cursor:
+            # An open transaction that read the table holds its metadata lock until it ends.
+            cursor.execute(f"SELECT COUNT(*) FROM `{table}_rwlock_entries`")
+            cursor.fetchall()
+        with tenure.connect(mysql_url, table=table, timeout=2) as locks:
+            with pytest.raises(tenure.BackendError, match="ALTER"):
+                locks.inspect("name", kind="rwlock")
+            reader.commit()
+            # The next operation upgrades the table and goes on.
+            with locks.lock("name", ttl=10, fair=True):
+                info = locks.inspect("name", kind="rwlock")
+                assert info is not None and info.kind == "fair"
+    finally:
+        reader.close()
+    assert entry_columns(mysql_url, table)[-1] == "fair"

@@ -24,7 +24,7 @@ from tenure.backends.postgresql._rwlock_sql import RwlockStatements
 from tenure.backends.postgresql._sync import connection as postgresql_connection
 from tenure.backends.postgresql._sync.store import PostgreSQLStore
 from tests.integration.processes import ROOT
-from tests.integration.sql_support import raw
+from tests.integration.sql_support import all_at_once, raw
 
 pytestmark = pytest.mark.postgresql
 
@@ -323,3 +323,67 @@ def test_a_place_lists_its_waiter_and_an_older_tenures_place_no_start(
     info = backend.inspect(Kind.RWLOCK, name)
     assert info is not None
     assert [(w.holder, w.since, w.mode) for w in info.waiters] == [(HOLDER, None, "read")]
+
+
+def entry_columns(url: str, table: str) -> list[str]:
+    rows = raw(url, "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                    "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+               (RwlockStatements(table).quoted_entries,))
+    return [str(row[0]) for row in rows]
+
+
+def test_entries_from_before_the_fair_column_are_read_as_is_and_upgraded_by_an_acquire(
+    postgresql_url: str, table: str, name: str
+) -> None:
+    sql = RwlockStatements(table)
+    with tenure.connect(postgresql_url, table=table) as locks, locks.lock("plain", ttl=10):
+        pass  # the lock table
+    for statement in sql.create:  # as a tenure from before the fair column made them
+        raw(postgresql_url, statement.replace("    fair        boolean,\n", ""))
+    assert "fair" not in entry_columns(postgresql_url, table)
+    # An older tenure's fair lock: its record and its live write lease.
+    raw(postgresql_url, f"INSERT INTO {sql.quoted_records} VALUES (%s, 7, 0)", (name,))
+    raw(postgresql_url,
+        f"INSERT INTO {sql.quoted_entries} VALUES (%s, 'old-token', 'lease', 'write', 7, "
+        "clock_timestamp() + interval '60 seconds', clock_timestamp(), 'old-host', 7, "
+        "'old-thread')", (name,))
+    with tenure.connect(postgresql_url, table=table) as locks:
+        info = locks.inspect(name, kind="fair")
+        # Read without altering the table: an entry from before the column is a read-write
+        # lock's (nothing says otherwise).
+        assert info is not None and info.kind == "rwlock" and info.fence == 7
+        assert [(lease.holder.host, lease.fair) for lease in info.leases] == [("old-host", False)]
+        assert [i.kind for i in locks.list_locks(name)] == ["rwlock"]
+        assert "fair" not in entry_columns(postgresql_url, table)
+        # The first acquire adds the column and goes on.
+        with locks.lock(f"{name}-new", ttl=10, fair=True):
+            assert entry_columns(postgresql_url, table)[-1] == "fair"
+            shown = locks.inspect(f"{name}-new", kind="rwlock")
+            assert shown is not None and shown.kind == "fair"
+            assert [lease.fair for lease in shown.leases] == [True]
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and info.kind == "rwlock" and info.held  # the old lease stays
+        assert locks.break_lock(name, kind="rwlock")
+        fair = locks.lock(name, ttl=10, fair=True)
+        assert fair.acquire(blocking=False) and (fair.fence or 0) > 7
+        shown = locks.inspect(name, kind="rwlock")
+        assert shown is not None and shown.kind == "fair"
+        fair.release()
+
+
+def test_many_clients_upgrading_old_entries_at_once_all_succeed(
+    postgresql_url: str, table: str
+) -> None:
+    with tenure.connect(postgresql_url, table=table) as locks, locks.lock("plain", ttl=10):
+        pass
+    for statement in RwlockStatements(table).create:
+        raw(postgresql_url, statement.replace("    fair        boolean,\n", ""))
+
+    def client(number: int) -> None:
+        with (tenure.connect(postgresql_url, table=table) as locks,
+              locks.lock(f"fair-{number}", ttl=10, fair=True)):
+            info = locks.inspect(f"fair-{number}", kind="rwlock")
+            assert info is not None and info.kind == "fair"
+
+    assert all_at_once(6, client) == []
+    assert entry_columns(postgresql_url, table).count("fair") == 1

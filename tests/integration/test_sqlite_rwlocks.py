@@ -97,7 +97,7 @@ def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
         with locks.rwlock(name, ttl=10).read():
             pass
     assert "tenure_rwlocks" in tables(path)
-    assert waiter_columns(path)[-5:] == ["mode", "host", "pid", "thread", "placed_at"]
+    assert waiter_columns(path)[-6:] == ["mode", "host", "pid", "thread", "placed_at", "fair"]
     with sqlite3.connect(path) as raw:
         # The schema version is unchanged by the tables: made on first use, not by a version.
         assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
@@ -108,6 +108,60 @@ def test_the_tables_are_made_on_first_use_and_plain_locks_never_need_them(
         )
     with tenure.connect(url) as locks, locks.lock("old", ttl=10) as lock:
         assert lock.fence is not None  # its lapsed place holds nobody back
+
+
+# The read-write lock table as tenure made it before the fair column (its waiters' table
+# had the mode column, not the fair one).
+OLD_RWLOCKS = """
+CREATE TABLE tenure_rwlocks (
+    name TEXT NOT NULL, token TEXT NOT NULL, mode TEXT, fence INTEGER NOT NULL,
+    expires_at REAL, acquired_at REAL, host TEXT, pid INTEGER, thread TEXT,
+    PRIMARY KEY (name, token)
+) WITHOUT ROWID
+"""
+
+
+def test_tables_from_before_the_fair_column_are_read_as_is_and_upgraded_by_an_acquire(
+    path: pathlib.Path, name: str
+) -> None:
+    url = f"sqlite:///{path}"
+    with tenure.connect(url) as locks, locks.lock("plain", ttl=10):
+        pass  # the file and its lock tables, as every tenure makes them
+    with sqlite3.connect(path) as raw:
+        raw.execute(OLD_RWLOCKS)
+        raw.execute("ALTER TABLE tenure_waiters ADD COLUMN mode TEXT")
+        # An older tenure's fair lock: its record row and its live write lease.
+        raw.execute("INSERT INTO tenure_rwlocks (name, token, fence, expires_at) "
+                    "VALUES (?, '', 7, unixepoch() + 60)", (name,))
+        raw.execute("INSERT INTO tenure_rwlocks VALUES (?, 'old-token', 'write', 7, "
+                    "unixepoch() + 60, unixepoch(), 'old-host', 7, 'old-thread')", (name,))
+    with tenure.connect(url) as locks:
+        info = locks.inspect(name, kind="fair")
+        # Read without altering the file: an entry from before the column is a read-write
+        # lock's (nothing says otherwise).
+        assert info is not None and info.kind == "rwlock" and info.fence == 7
+        assert [(lease.holder.host, lease.fair) for lease in info.leases] == [("old-host", False)]
+        assert "fair" not in waiter_columns(path)
+        assert [i.kind for i in locks.list_locks(name)] == ["rwlock"]
+        # The first acquire adds the column to both tables and goes on.
+        other = f"{name}-new"
+        with locks.lock(other, ttl=10, fair=True):
+            assert waiter_columns(path)[-1] == "fair"
+            shown = locks.inspect(other, kind="rwlock")
+            assert shown is not None and shown.kind == "fair"
+            assert [lease.fair for lease in shown.leases] == [True]
+        info = locks.inspect(name, kind="rwlock")
+        assert info is not None and info.kind == "rwlock" and info.held  # the old lease stays
+        assert locks.break_lock(name, kind="rwlock")
+        fair = locks.lock(name, ttl=10, fair=True)
+        assert fair.acquire(blocking=False) and (fair.fence or 0) > 7
+        shown = locks.inspect(name, kind="rwlock")
+        assert shown is not None and shown.kind == "fair"
+        fair.release()
+    with sqlite3.connect(path) as raw:
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(tenure_rwlocks)")]
+        assert columns[-1] == "fair"
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_write_release_rings_every_reader_before_the_next_writer(

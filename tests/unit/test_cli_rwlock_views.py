@@ -81,28 +81,44 @@ def test_ls_and_show_readers_and_the_queue(
     writer.release()
 
 
-def test_a_fair_lock_shows_as_the_write_side_and_breaks(
+def test_a_fair_lock_shows_as_a_fair_lock_and_breaks(
     locks: tenure.Locks, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fair = locks.lock("deploy", ttl=60, fair=True)
     assert fair.acquire()
     plain = locks.lock("deploy", ttl=60)
     assert plain.acquire()
+    waiters = [locks.lock("deploy", ttl=60, fair=True) for _ in range(3)]
+    threads = [threading.Thread(target=w.acquire, kwargs={"timeout": 30}) for w in waiters]
+    for thread in threads:
+        thread.start()
+    until_queued(locks, "deploy", 3)
     status, as_json = run(capsys, "show", "deploy", "--json")
     both = json.loads(as_json)
-    assert [entry["kind"] for entry in both] == ["lock", "rwlock"]
-    assert both[1]["holders"][0]["mode"] == "write"
+    assert [entry["kind"] for entry in both] == ["lock", "fair"]
+    assert both[1]["queued"] == 3 and both[1]["holders"][0]["mode"] == "write"
+    status, shown = run(capsys, "show", "deploy")
+    assert "kind: fair" in flat(shown) and "state: held" in flat(shown)
+    assert "holder:" in shown and "writer" not in shown and "rwlock" not in shown
     status, table = run(capsys, "ls", "deploy")
-    kinds = sorted(" ".join(line.split()[1:3]) for line in table.splitlines()[1:])
-    assert kinds[0].startswith("lock") and kinds[1] == "rwlock write"
+    kinds = sorted(" ".join(line.split()[1:4]) for line in table.splitlines()[1:])
+    assert kinds[0] == "fair +3 queued" and kinds[1].startswith("lock")
 
-    status, said = run(capsys, "break", "deploy", "--rwlock")
-    assert status == 0 and "broke read-write lock deploy" in said
-    assert fair.owned() is False and plain.owned() is True  # only the rwlock record broke
-    status, said = run(capsys, "break", "deploy", "--rwlock")
-    assert status == 1 and "was not held" in said
+    status, said = run(capsys, "break", "deploy", "--fair")
+    assert status == 0 and "broke fair lock deploy" in said
+    assert fair.owned() is False and plain.owned() is True  # only the queue's record broke
+    for _ in waiters:  # the waiters go on in turn
+        deadline = time.monotonic() + 10
+        while not (holding := [w for w in waiters if w.owned()]):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        holding[0].release()
+    for thread in threads:
+        thread.join()
+    status, said = run(capsys, "break", "deploy", "--fair")
+    assert status == 1 and "fair lock deploy was not held" in said
     status, said = run(capsys, "ls", "deploy", "--all")
-    assert "rwlock" in said and "(free)" in said
+    assert "rwlock" in said and "(free)" in said  # a free name does not say which made it
     plain.release()
     with pytest.raises(tenure.LockLost):
         fair.release()
@@ -151,3 +167,26 @@ def test_show_lists_the_waiters_in_arrival_order(
         waiting[1][0].release()
     status, as_json = run(capsys, "show", "ledger", "--json")
     assert json.loads(as_json)["waiters"] == []
+
+
+def test_a_read_write_lock_among_fair_locks_shows_as_a_read_write_lock(
+    locks: tenure.Locks, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fair = locks.lock("mixed", ttl=60, fair=True)
+    assert fair.acquire()
+    writer = locks.rwlock("mixed", ttl=60).write()
+    waiting = threading.Thread(target=writer.acquire, kwargs={"timeout": 30})
+    waiting.start()
+    try:
+        until_queued(locks, "mixed", 1)
+        status, as_json = run(capsys, "show", "mixed", "--json")
+        assert json.loads(as_json)["kind"] == "rwlock"
+        status, shown = run(capsys, "show", "mixed")
+        assert "kind: rwlock" in flat(shown) and "writer (a fair lock):" in shown
+        status, said = run(capsys, "break", "mixed", "--rwlock")
+        assert status == 0 and "broke read-write lock mixed" in said
+    finally:
+        waiting.join()
+    status, as_json = run(capsys, "show", "mixed", "--json")
+    assert json.loads(as_json)["kind"] == "rwlock"  # the read-write lock's writer holds it
+    writer.release()

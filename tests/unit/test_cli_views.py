@@ -56,9 +56,16 @@ def test_break_with_the_wrong_flag_names_the_right_one(
     assert reader.acquire()
     status, said = run(capsys, "break", name)
     assert status == 1
-    assert (f"{name} is held as a read-write or fair lock (1 lease held); to break it: "
+    assert (f"{name} is held as a read-write lock (1 lease held); to break it: "
             f"tenure break {name} --rwlock") in said
     reader.release()
+    fair = locks.lock(name, ttl=60, fair=True)
+    assert fair.acquire()
+    status, said = run(capsys, "break", name)
+    assert status == 1
+    assert (f"{name} is held as a fair lock (1 lease held); to break it: "
+            f"tenure break {name} --fair") in said
+    fair.release()
     status, said = run(capsys, "break", name)
     assert (status, said) == (1, f"lock {name} was not held: nothing to break\n")
 

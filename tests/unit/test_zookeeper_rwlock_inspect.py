@@ -17,7 +17,10 @@ NOW = 1_000_000
 def node(mode: str, sequence: int, *, queued: bool = False,
          written_ms_ago: int = 0) -> tuple[str, tuple[bytes, object]]:
     record = Record.new(Holder("host", 1, "main"), 1, 10.0, queued=queued)
-    stat = types.SimpleNamespace(mtime=NOW - written_ms_ago, czxid=sequence)
+    # As kazoo's ZnodeStat: a waiter is listed since its node's creation (ctime).
+    stat = types.SimpleNamespace(
+        mtime=NOW - written_ms_ago, ctime=NOW - written_ms_ago, czxid=sequence
+    )
     return f"{node_prefix('token', mode)}{sequence:010d}", (record.encode(), stat)
 
 

@@ -38,9 +38,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_TTL = 30.0
-KINDS = ("lock", "semaphore", "rwlock")
+KINDS = ("lock", "semaphore", "rwlock", "fair")
 """The primitives whose records ``inspect`` / ``list_locks`` / ``break_lock`` read (a fair
-lock's record is its name's "rwlock" one: it is that read-write lock's write side)."""
+lock's record is its name's "rwlock" one: it is that read-write lock's write side; the
+record's ``kind`` says "fair" while only fair locks hold or wait in it)."""
 NOUNS = {
     "semaphore": "semaphores",
     "election": "elections",
@@ -133,7 +134,7 @@ class Locks:
         spec, noun = LeaseSpec(), None
         if fair:
             self._offered("fair")
-            spec, noun = queued_spec(Mode.WRITE), "fair lock"
+            spec, noun = queued_spec(Mode.WRITE, fair=True), "fair lock"
         return self._lock(
             name,
             {
@@ -294,7 +295,7 @@ class Locks:
         """``kind`` as a record kind this store keeps (a fair lock's is its "rwlock")."""
         if kind not in KINDS:
             raise InvalidArgument(f"unknown primitive {kind!r}; tenure knows {list(KINDS)}")
-        recorded = Kind(str(kind))
+        recorded = Kind.RWLOCK if kind == "fair" else Kind(str(kind))
         if recorded not in self._kinds_recorded():
             self._offered(str(recorded))
         return recorded
@@ -342,7 +343,9 @@ class Locks:
     def inspect(self, name: str, kind: str = "lock") -> LockInfo | None:
         """Who holds the ``kind`` primitive ``name`` (host, pid, thread, since, fence, ttl
         left; a semaphore's limit and every permit; a read-write or fair lock's readers or
-        writer, each with its mode, and its queue length); None if unknown."""
+        writer, each with its mode, and its queue length); None if unknown. ``kind="fair"``
+        reads the same record as ``"rwlock"`` (a fair lock is that queue's write side); the
+        answer's ``kind`` is "fair" while only fair locks hold or wait in it."""
         name = validate_name(name)
         return self.store.inspect(self._recorded(kind), name)
 

@@ -49,11 +49,14 @@ within this long. Shorter would cost live waiters on a loaded machine their turn
 would let a dead one hold everybody behind it for longer."""
 
 
-def queued_spec(mode: object, queue_ttl: float = QUEUE_TTL) -> LeaseSpec:
-    """The spec of one side of a read-write lock (a fair lock: the write side)."""
+def queued_spec(mode: object, queue_ttl: float = QUEUE_TTL, *, fair: bool = False) -> LeaseSpec:
+    """The spec of one side of a read-write lock (a fair lock, ``fair=True``: the write side,
+    marked as a fair lock's for the operator's views)."""
     if mode not in (Mode.READ, Mode.WRITE):
         raise InvalidArgument(f"a queued lease's mode is 'read' or 'write', not {mode!r}")
-    return LeaseSpec(Kind.RWLOCK, mode=Mode(str(mode)), queue_ttl=queue_ttl)
+    if fair and mode != Mode.WRITE:
+        raise InvalidArgument("a fair lock is the write side of its name's queue")
+    return LeaseSpec(Kind.RWLOCK, mode=Mode(str(mode)), queue_ttl=queue_ttl, fair=fair)
 
 
 class LockOptions(TypedDict, total=False):

@@ -1,7 +1,8 @@
 """``tenure ls``, ``tenure show``, ``tenure break``: the operator's views of every primitive:
 locks (one holder), semaphores (up to ``limit`` holders, one row per permit) and read-write
-locks, fair locks included (readers or one writer, one row per lease, and the queue length;
-``show`` lists the waiters too, in arrival order)."""
+locks (readers or one writer, one row per lease, and the queue length; ``show`` lists the
+waiters too, in arrival order), shown as fair locks while only fair locks hold or wait in the
+queue the two share."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ __all__ = [
     "list_locks",
     "show_lock",
 ]
+
+QUEUED = ("rwlock", "fair")
+"""The kinds of the one record read-write and fair locks share (``LockInfo.kind``)."""
 
 
 def absent_store(url: str | None) -> pathlib.Path | None:
@@ -154,11 +158,11 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
                 f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
                 f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
             ))
-    elif info.kind == "rwlock":
+    elif info.kind in QUEUED:
         fields += [("state", _rwlock_state(info)), ("queued", f"{info.queued} waiting")]
         for number, lease in enumerate(info.leases, start=1):
             fields.append((
-                "writer" if lease.mode == "write" else f"reader {number}",
+                _lease_role(info, lease, number),
                 f"{_printable(lease.holder.host)}:{lease.holder.pid} "
                 f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
                 f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
@@ -194,10 +198,21 @@ def _describe_waiter(waiter: WaiterInfo) -> str:
 def _rwlock_state(info: LockInfo) -> str:
     if not info.leases:
         return "free"
+    if info.kind == "fair":
+        return "held"
     if any(lease.mode == "write" for lease in info.leases):
         return "held by a writer"
     readers = len(info.leases)
     return f"held by {readers} reader{'s' if readers > 1 else ''}"
+
+
+def _lease_role(info: LockInfo, lease: LeaseInfo, number: int) -> str:
+    """How ``show`` labels a lease of a read-write or fair lock."""
+    if info.kind == "fair":
+        return "holder"
+    if lease.mode != "write":
+        return f"reader {number}"
+    return "writer (a fair lock)" if lease.fair else "writer"
 
 
 def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextIO) -> int:
@@ -216,7 +231,15 @@ def break_lock(locks: tenure.Locks, name: str, *, kind: str = "lock", out: TextI
 def _break_messages(locks: tenure.Locks, name: str, kind: str) -> tuple[str, str]:
     """What a break of ``kind`` says when it broke a live lease, and when nothing was held."""
     shown = _printable(name)
-    if kind == "rwlock":
+    if kind in QUEUED:
+        # Read first only to name the primitive; the break itself is one atomic step.
+        before = locks.inspect(name, kind=kind)
+        if (before.kind if before is not None and before.held else kind) == "fair":
+            return (
+                f"broke fair lock {shown}: its holder is gone (it learns this at its next "
+                "renewal, check or release); its queue of waiters stays",
+                f"fair lock {shown} was not held: nothing to break",
+            )
         return (
             f"broke read-write lock {shown}: its readers or writer are gone (they learn this "
             "at their next renewal, check or release); its queue of waiters stays",
@@ -240,9 +263,14 @@ def _break_messages(locks: tenure.Locks, name: str, kind: str) -> tuple[str, str
     )
 
 
-BREAK_FLAGS = {"lock": "", "semaphore": " --semaphore", "rwlock": " --rwlock"}
+BREAK_FLAGS = {
+    "lock": "", "semaphore": " --semaphore", "rwlock": " --rwlock", "fair": " --fair",
+}
 """The ``tenure break`` flag of each primitive."""
-SHOWN_AS = {"lock": "a lock", "semaphore": "a semaphore", "rwlock": "a read-write or fair lock"}
+SHOWN_AS = {
+    "lock": "a lock", "semaphore": "a semaphore", "rwlock": "a read-write lock",
+    "fair": "a fair lock",
+}
 
 
 def _held_elsewhere(locks: tenure.Locks, name: str, kind: str, out: TextIO) -> int:
@@ -256,8 +284,8 @@ def _held_elsewhere(locks: tenure.Locks, name: str, kind: str, out: TextIO) -> i
         held = (f"{live} of {info.limit} permits held" if other == "semaphore"
                 else f"{live} lease{'s' if live > 1 else ''} held")
         out.write(
-            f"{_printable(name)} is held as {SHOWN_AS[other]} ({held}); to break it: "
-            f"tenure break {shlex.quote(name)}{BREAK_FLAGS[other]}\n"
+            f"{_printable(name)} is held as {SHOWN_AS[info.kind]} ({held}); to break it: "
+            f"tenure break {shlex.quote(name)}{BREAK_FLAGS[info.kind]}\n"
         )
     return EXIT_NOTHING
 
@@ -268,7 +296,7 @@ def _other_kinds(locks: tenure.Locks, kind: str) -> list[str]:
         kinds.append("semaphore")
     if locks.supports("rwlock") or locks.supports("fair"):
         kinds.append("rwlock")
-    return [other for other in kinds if other != kind]
+    return [other for other in kinds if other != kind and not {other, kind} <= set(QUEUED)]
 
 
 def describe_lease(lease: LeaseInfo) -> str:
@@ -324,20 +352,20 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
 
 def _rows(info: LockInfo) -> list[list[str]]:
     """One row per live lease (a semaphore's permits, a read-write lock's readers, each),
-    or one ``(free)`` row."""
+    or one ``(free)`` row. Only queued kinds have a queue."""
     kind = "lock" if info.kind == "lock" else f"sem {len(info.leases)}/{info.limit}"
     if info.value is not None:
         # An election's leader: its lock carries the value it campaigned or proclaimed with.
         kind = f"leader {_printable(info.value)}"
     queue = f" +{info.queued} queued" if info.queued else ""
-    if info.kind == "rwlock":
-        kind = "rwlock"
+    if info.kind in QUEUED:
+        kind = info.kind
     if not info.holders:
         return [[_printable(info.name), kind + queue, "(free)", "-", "-", str(info.fence), "-"]]
     return [
         [
             _printable(info.name),
-            f"rwlock {lease.mode}{queue}" if info.kind == "rwlock" else kind,
+            f"rwlock {lease.mode}{queue}" if info.kind == "rwlock" else kind + queue,
             f"{_printable(lease.holder.host)}:{lease.holder.pid}",
             _printable(lease.holder.thread),
             _since(lease.acquired_at),

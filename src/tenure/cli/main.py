@@ -116,8 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
         "List the locks, semaphore permits and read-write lock leases currently held (with "
         "--all, also the free ones the backend remembers, with their last fence). KIND is "
         "'lock', 'sem H/N' for a semaphore with H of its N permits held (one row per permit), "
-        "or 'rwlock read' / 'rwlock write' for a read-write or fair lock's readers or writer "
-        "(one row per lease), with '+Q queued' when Q waiters are in its queue. Times are "
+        "'rwlock read' / 'rwlock write' for a read-write lock's readers or writer (one row "
+        "per lease), or 'fair' for a fair lock's holder (a name whose holder and waiters are "
+        "all fair locks: one with a read-write lock's among them shows as rwlock), with "
+        "'+Q queued' when Q waiters are in its queue. Times are "
         "UTC; TTL LEFT is by the server's clock.",
     )
     ls.add_argument("prefix", nargs="?", default="", metavar="PREFIX",
@@ -152,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     kinds.add_argument("--rwlock", action="store_true",
                        help="break every reader or the writer of the read-write (or fair) lock "
                             "NAME instead of the lock NAME; its queue of waiters stays")
+    kinds.add_argument("--fair", action="store_true",
+                       help="break the holder of the fair lock NAME instead of the lock NAME "
+                            "(the same as --rwlock: a fair lock is the write side of the "
+                            "read-write lock NAME); its queue of waiters stays")
     brk.set_defaults(handler=_break)
 
     demo = command(
@@ -336,7 +342,8 @@ def _break(options: argparse.Namespace) -> int:
         say_absent(absent, as_json=False, empty="", out=_out(), name=name)
         return EXIT_NOTHING
     with _connect(options) as locks:
-        kind = "semaphore" if options.semaphore else "rwlock" if options.rwlock else "lock"
+        kind = ("semaphore" if options.semaphore else "rwlock" if options.rwlock
+                else "fair" if options.fair else "lock")
         return break_lock(locks, name, kind=kind, out=_out())
 
 

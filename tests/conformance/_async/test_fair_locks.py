@@ -207,6 +207,84 @@ async def test_fair_lock_is_the_write_side_of_the_rwlock(backend_url: str, name:
         await fair.release()
 
 
+async def test_inspect_shows_a_fair_lock_as_fair(backend_url: str, name: str) -> None:
+    """The queue a fair lock shares with the read-write lock of its name is shown as what
+    the user made: "fair" while every lease and waiter in it is a fair lock's, "rwlock" as
+    soon as one is a read-write lock's (the grant rules are the same either way)."""
+    async with tenure.connect_async(backend_url) as locks:
+        holder = locks.lock(name, ttl=10, fair=True)
+        assert await holder.acquire()
+        waiters = [locks.lock(name, ttl=10, fair=True) for _ in range(3)]
+        seen: list[tenure.LockInfo | None] = []
+
+        def wait(lock: tenure.AsyncLock) -> Callable[[], Awaitable[None]]:
+            async def take() -> None:
+                assert await lock.acquire(timeout=30)
+                await lock.release()
+
+            return take
+
+        async def look_then_release() -> None:
+            await until_queued(locks, name, 3)
+            seen.append(await locks.inspect(name, kind="rwlock"))
+            seen.append(await locks.inspect(name, kind="fair"))
+            await holder.release()
+
+        await helpers.gather(look_then_release, *[wait(lock) for lock in waiters])
+        for info in seen:
+            assert info is not None and info.kind == "fair" and info.queued == 3
+            assert [(lease.mode, lease.fair) for lease in info.leases] == [("write", True)]
+            # The same one read lists the fair locks' waiters, each waiting to write.
+            assert [waiter.mode for waiter in info.waiters] == ["write"] * 3
+        assert [info.kind for info in await locks.list_locks(name)] == ["rwlock"]  # free
+
+        writer = locks.rwlock(name, ttl=10).write()
+        assert await writer.acquire()
+        info = await locks.inspect(name, kind="fair")
+        assert info is not None and info.kind == "rwlock"
+        assert [(lease.mode, lease.fair) for lease in info.leases] == [("write", False)]
+        await writer.release()
+
+
+async def kind_while_waiting(
+    locks: tenure.AsyncLocks, name: str, holder: tenure.AsyncLock, waiter: tenure.AsyncLock
+) -> str:
+    """``inspect``'s kind of ``name`` while ``holder`` holds it and ``waiter`` waits."""
+    assert await holder.acquire()
+    kinds: list[str] = []
+
+    async def take() -> None:
+        assert await waiter.acquire(timeout=30)
+        await waiter.release()
+
+    async def look_then_release() -> None:
+        await until_queued(locks, name, 1)
+        info = await locks.inspect(name, kind="rwlock")
+        assert info is not None and info.held
+        kinds.append(info.kind)
+        await holder.release()
+
+    await helpers.gather(look_then_release, take)
+    return kinds[0]
+
+
+async def test_a_fair_lock_and_a_read_write_lock_in_one_queue_show_as_rwlock(
+    backend_url: str, name: str
+) -> None:
+    async with tenure.connect_async(backend_url) as locks:
+        rw = locks.rwlock(name, ttl=10)
+
+        def fair() -> tenure.AsyncLock:
+            return locks.lock(name, ttl=10, fair=True)
+
+        assert await kind_while_waiting(locks, name, fair(), rw.write()) == "rwlock"
+        assert await kind_while_waiting(locks, name, rw.write(), fair()) == "rwlock"
+        assert await kind_while_waiting(locks, name, fair(), rw.read()) == "rwlock"
+        assert await kind_while_waiting(locks, name, fair(), fair()) == "fair"
+        info = await locks.inspect(name, kind="rwlock")
+        assert info is not None and not info.held and info.queued == 0
+
+
 async def test_mutual_exclusion_under_contention(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         inside = 0

@@ -15,7 +15,10 @@ clock: etcd has no clock to read), the limit it was taken with, the ttl asked fo
 is up to a second longer: ``inspect`` reports at most the ttl), an election leader's
 ``value`` (written in the granting transaction, so it lives and dies with the key and its
 lease), and ``queued`` on a waiter's key, which holds nothing even once it is the oldest,
-until it moves onto its own lease in the transaction that grants it.
+until it moves onto its own lease in the transaction that grants it. A read-write lock's
+key (a holder's or a waiter's) made by a fair lock says ``fair``, for ``inspect`` only (no
+grant reads it; a key without it, written by a tenure from before it, is a read-write
+lock's).
 
 Each key is attached to an etcd lease. The name is granted to its ``limit`` oldest keys by
 creation revision; the others are waiting, first in, first out. A key's creation revision is
@@ -105,6 +108,8 @@ class Record:
     ttl: float | None = None
     """The ttl asked for (None: a waiter's key, or a record written before it was kept): the
     lease lasts up to a second longer (whole seconds), ``inspect`` reports at most this."""
+    fair: bool = False
+    """Written by a fair lock (a read-write lock's key otherwise)."""
 
     def encode(self) -> str:
         fields: dict[str, Any] = {
@@ -117,14 +122,16 @@ class Record:
             fields["queued"] = True
         if self.ttl is not None:
             fields["ttl"] = self.ttl
+        if self.fair:
+            fields["fair"] = True
         return b64(json.dumps(fields, separators=(",", ":")))
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False,
-        ttl: float | None = None,
+        ttl: float | None = None, fair: bool = False,
     ) -> Record:
-        return cls(holder, time.time(), limit, value, queued, ttl)
+        return cls(holder, time.time(), limit, value, queued, ttl, fair)
 
     @classmethod
     def decode(cls, value: str) -> Record:
@@ -137,6 +144,7 @@ class Record:
                 None if data.get("value") is None else str(data["value"]),
                 data.get("queued") is True,
                 None if data.get("ttl") is None else float(data["ttl"]),
+                data.get("fair") is True,
             )
         except (ValueError, KeyError, TypeError):
             # Not ours (written by hand?): show it, never crash a listing.

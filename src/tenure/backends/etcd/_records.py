@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 
-from tenure._types import Kind, LeaseInfo, LockInfo, WaiterInfo
+from tenure._types import Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 from tenure.backends.etcd._keys import Record, mode_of, unb64
 from tenure.backends.etcd._statements import JSON
 
@@ -47,22 +47,25 @@ def lock_info(
             kind == Kind.RWLOCK) else None
         leases.append(LeaseInfo(
             record.holder, _utc(record.since), _ttl_left(seconds, record),
-            int(kv["create_revision"]), mode=mode,
+            int(kv["create_revision"]), mode=mode, fair=record.fair,
         ))
         values.append(record.value)
     if kind == Kind.RWLOCK:
         # The waiters: every key marked queued, in creation (arrival) order, each with the
         # holder and the time (the waiter's clock: etcd has none to read) its record names.
         waiters = []
+        fair = sum(lease.fair for lease in leases)
         for kv in keys:
             record = Record.decode(kv.get("value", ""))
             if record.queued:
                 entry = unb64(kv["key"]).decode().rpartition("/")[2]
                 waiters.append(WaiterInfo(record.holder, _utc(record.since), mode_of(entry)))
+                fair += record.fair
         # The fence key is written just after a grant: the newest lease may be ahead of it.
         fence = max([fence, *(lease.fence or 0 for lease in leases)])
-        return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
-                        queued=len(waiters), waiters=tuple(waiters))
+        return LockInfo(name, fence, None, None, None,
+                        kind=queue_kind(len(leases) + len(waiters), fair),
+                        leases=tuple(leases), queued=len(waiters), waiters=tuple(waiters))
     if kind == Kind.SEMAPHORE:
         limit = Record.decode(keys[0].get("value", "")).limit if keys else None
         # The fence key lives on the lease of the permit that recorded it: that permit gone

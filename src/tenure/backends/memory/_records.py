@@ -13,7 +13,16 @@ import dataclasses
 import datetime
 import math
 
-from tenure._types import Holder, Kind, LeaseInfo, LeaseSpec, LockInfo, Mode, WaiterInfo
+from tenure._types import (
+    Holder,
+    Kind,
+    LeaseInfo,
+    LeaseSpec,
+    LockInfo,
+    Mode,
+    WaiterInfo,
+    queue_kind,
+)
 
 __all__ = ["Lease", "Place", "Record", "info"]
 
@@ -27,6 +36,8 @@ class Lease:
     acquired_at: datetime.datetime
     fence: int
     mode: Mode | None = None
+    fair: bool = False
+    """Granted to a fair lock (a read-write lock's write handle's lease is not)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -40,6 +51,8 @@ class Place:
     """Who waits there (listed by ``inspect``)."""
     since: datetime.datetime | None = None
     """When the place was taken (UTC)."""
+    fair: bool = False
+    """Held by a fair lock's waiter."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -115,16 +128,18 @@ def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
                          lease.expires_at - now, value=record.value)
     leases = tuple(
         LeaseInfo(lease.holder, lease.acquired_at, lease.expires_at - now, lease.fence,
-                  None if lease.mode is None else str(lease.mode))
+                  None if lease.mode is None else str(lease.mode), lease.fair)
         for lease in live
     )
     if kind is Kind.SEMAPHORE:
         return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
                         leases=leases)
-    waiters = tuple(
-        WaiterInfo(place.holder, place.since, str(place.mode))
-        for place in sorted(record.places.values(), key=lambda place: place.arrival)
-        if place.expires_at > now
+    places = sorted(
+        (place for place in record.places.values() if place.expires_at > now),
+        key=lambda place: place.arrival,
     )
-    return LockInfo(name, record.fence, None, None, None, kind=str(kind), leases=leases,
+    waiters = tuple(WaiterInfo(place.holder, place.since, str(place.mode)) for place in places)
+    fair = sum(lease.fair for lease in live) + sum(place.fair for place in places)
+    return LockInfo(name, record.fence, None, None, None,
+                    kind=queue_kind(len(live) + len(places), fair), leases=leases,
                     queued=len(waiters), waiters=waiters)

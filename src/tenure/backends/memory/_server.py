@@ -98,7 +98,7 @@ class MemoryServer:
                 record.fence = max(record.fence + 1, self.fence_floor())
                 record.leases[token] = Lease(
                     now + ttl, holder, datetime.datetime.now(datetime.UTC), record.fence,
-                    spec.mode,
+                    spec.mode, spec.fair,
                 )
                 outcome: Grant | Busy = Grant(record.fence)
             else:
@@ -191,7 +191,7 @@ class MemoryServer:
             record.arrivals += 1
             record.places[token] = Place(
                 spec.mode, record.arrivals, now + spec.queue_ttl, holder,
-                datetime.datetime.now(datetime.UTC),
+                datetime.datetime.now(datetime.UTC), spec.fair,
             )
         else:
             place.expires_at = now + spec.queue_ttl

@@ -99,6 +99,7 @@ def acquire_pipeline(
         return _rwlocks.acquire_queued_update(
             token, holder, mode=spec.mode.value, ttl_ms=milliseconds(ttl),
             queue_ttl_ms=milliseconds(spec.queue_ttl), gc_after_ms=gc_after_ms,
+            fair=spec.fair,
         )
     return _documents.acquire_update(
         token, milliseconds(ttl), holder, gc_after_ms, value=spec.value

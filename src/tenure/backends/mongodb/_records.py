@@ -5,7 +5,8 @@ shape: ``_id``, ``fence``, ``leases`` (the live ones: holder fields, ``acquired_
 ``expires_at``, and a permit's or queued lease's own ``fence`` and ``mode``), ``now`` (the
 server's ``$$NOW`` of that read), and where the kind has them ``limit``, ``queued``,
 ``places`` (a read-write lock's live waiting places: holder fields and ``placed_at``) and
-``value``. Time left is each expiry less that ``now``: the server's clock, never ours.
+``value`` (a read-write lock's also ``fair_queued``, and ``fair`` on its leases and places).
+Time left is each expiry less that ``now``: the server's clock, never ours.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 
 __all__ = ["to_info", "utc"]
 
@@ -35,6 +36,7 @@ def _lease(entry: dict[str, Any], now: datetime.datetime | None) -> LeaseInfo:
         utc(entry.get("acquired_at")), max(0.0, left),
         int(fence) if fence is not None else None,
         mode if isinstance(mode, str) else None,
+        entry.get("fair") is True,
     )
 
 
@@ -51,12 +53,16 @@ def to_info(kind: Kind, row: dict[str, Any]) -> LockInfo:
         only = leases[0]
         return LockInfo(name, fence, only.holder, only.acquired_at, only.ttl_left,
                         value=value if isinstance(value, str) else None)
-    limit = row.get("limit")
+    limit, queued = row.get("limit"), int(row.get("queued") or 0)
+    shown = kind.value
+    if kind is Kind.RWLOCK:
+        fair = sum(lease.fair for lease in leases) + int(row.get("fair_queued") or 0)
+        shown = queue_kind(len(leases) + queued, fair)
     places = sorted(row.get("places") or [], key=lambda place: int(place.get("seq") or 0))
     return LockInfo(
-        name, fence, None, None, None, kind=kind.value,
-        limit=None if limit is None else int(limit), leases=tuple(leases),
-        queued=int(row.get("queued") or 0), waiters=tuple(_waiter(place) for place in places),
+        name, fence, None, None, None, kind=shown,
+        limit=None if limit is None else int(limit), leases=tuple(leases), queued=queued,
+        waiters=tuple(_waiter(place) for place in places),
     )
 
 

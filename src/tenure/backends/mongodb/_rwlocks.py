@@ -13,11 +13,12 @@ of the same name), in the collection ``{collection}.rwlocks``::
         "leases": [             # the holders, in grant order
             {"token": <str>, "mode": "read" | "write", "expires_at": <date>,
              "fence": <int64>, "acquired_at": <date>, "host": <str>, "pid": <int>,
-             "thread": <str>},
+             "thread": <str>, "fair": <bool>},
         ],
         "places": [             # the waiters, in arrival order (a refresh keeps a place's spot)
             {"token": <str>, "mode": "read" | "write", "seq": <int64>, "expires_at": <date>,
-             "placed_at": <date>, "host": <str>, "pid": <int>, "thread": <str>},
+             "placed_at": <date>, "host": <str>, "pid": <int>, "thread": <str>,
+             "fair": <bool>},
                                 # (who waits, since when: ``tenure show`` lists them; a
                                 # place an older tenure wrote has none, its waiter unknown)
         ],
@@ -25,6 +26,10 @@ of the same name), in the collection ``{collection}.rwlocks``::
                                 # a holder's expiry less this, both read from one after-image
         "gc_at": <date>,        # TTL index: the document may be deleted after this
     }
+
+``fair`` is true on a fair lock's lease or place (false on a read-write lock's; an entry
+without it, written by a tenure from before it, is a read-write lock's too): it names the
+primitive for ``inspect`` only, no grant reads it.
 
 The rules of ``_documents`` hold here too: time is ``$$NOW``, names only appear as ``_id``
 equality (or range bounds), every other caller-chosen string written or compared by a
@@ -137,6 +142,7 @@ def acquire_queued_update(
     ttl_ms: int,
     queue_ttl_ms: int,
     gc_after_ms: int | None,
+    fair: bool = False,
 ) -> Pipeline:
     me: Document = {"$literal": token}
     leases, places = "$tenure_leases", "$tenure_places"
@@ -144,12 +150,14 @@ def acquire_queued_update(
         "token": me, "mode": {"$literal": mode}, "expires_at": {"$add": ["$$NOW", ttl_ms]},
         "fence": "$fence", "acquired_at": "$$NOW", "host": {"$literal": holder.host},
         "pid": {"$literal": holder.pid}, "thread": {"$literal": holder.thread},
+        "fair": {"$literal": fair},
     }
     place_expires: Document = {"$add": ["$$NOW", queue_ttl_ms]}
     new_place: Document = {
         "token": me, "mode": {"$literal": mode}, "seq": "$next_seq",
         "expires_at": place_expires, "placed_at": "$$NOW", "host": {"$literal": holder.host},
         "pid": {"$literal": holder.pid}, "thread": {"$literal": holder.thread},
+        "fair": {"$literal": fair},
     }
     # Places are compared by arrival position; with no place of its own, all are ahead.
     ahead: Document = {"$filter": {"input": places, "as": "p", "cond": {"$or": [
@@ -248,14 +256,18 @@ def _with_gc(pipeline: Pipeline, gc_after_ms: int | None) -> Pipeline:
 
 def queue_info_pipeline(match: Document) -> Pipeline:
     """``aggregate`` input: each record ``match`` selects, with its live leases, its live
-    places (their waiters), their number and the server's time, as ``_records.to_info``
-    reads."""
+    places (their waiters), their number (and that of those a fair lock's) and the server's
+    time, as ``_records.to_info`` reads."""
+    fair_places: Document = {"$filter": {
+        "input": live_entries("$places"), "as": "p", "cond": {"$eq": ["$$p.fair", True]},
+    }}
     return [
         {"$match": match},
         {"$sort": {"_id": 1}},
         {"$project": {
             "fence": 1, "leases": live_entries("$leases"), "places": live_entries("$places"),
-            "queued": {"$size": live_entries("$places")}, "now": "$$NOW",
+            "queued": {"$size": live_entries("$places")},
+            "fair_queued": {"$size": fair_places}, "now": "$$NOW",
         }},
     ]
 

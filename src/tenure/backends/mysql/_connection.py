@@ -231,24 +231,30 @@ class Pool:
             cursor.execute(self.sql.value_columns, {"table": self.sql.table})
             (present,) = cursor.fetchone()
             if int(present) < 2:
-                # An ALTER waiting for the table's metadata lock (a long transaction of
-                # someone else's on it) would queue every later statement on the table
-                # behind it: it gives up after the statement timeout instead, and the next
-                # operation tries again.
-                cursor.execute(
-                    "SET SESSION lock_wait_timeout = %s", (max(1, math.ceil(self.options.timeout)),)
+                self.add_columns(
+                    cursor, self.sql.add_value_columns,
+                    f"the election value columns to table {self.sql.table!r}",
+                    "see the docs on leader elections",
                 )
-                try:
-                    cursor.execute(self.sql.add_value_columns)
-                except pymysql.err.MySQLError as exc:
-                    # Another process added them between our look and our ALTER: done.
-                    if exc.args[0] != ER_DUP_FIELDNAME:
-                        # Not a failure of the server: a privilege to grant once.
-                        raise StoreFault(
-                            f"cannot add the election value columns to table "
-                            f"{self.sql.table!r} (this needs the ALTER privilege once; see "
-                            f"the docs on leader elections): {exc}"
-                        ) from exc
+
+    def add_columns(self, cursor: Cursor, alter: str, what: str, docs: str) -> None:
+        """Run ``alter``, an ADD COLUMN that a look found needed, on a table from before
+        those columns: the in-place upgrade every table of ours takes."""
+        # An ALTER waiting for the table's metadata lock (a long transaction of someone
+        # else's on it) would queue every later statement on the table behind it: it gives
+        # up after the statement timeout instead, and the next operation tries again.
+        cursor.execute(
+            "SET SESSION lock_wait_timeout = %s", (max(1, math.ceil(self.options.timeout)),)
+        )
+        try:
+            cursor.execute(alter)
+        except pymysql.err.MySQLError as exc:
+            # Another process added them between our look and our ALTER: done.
+            if exc.args[0] != ER_DUP_FIELDNAME:
+                # Not a failure of the server: a privilege to grant once.
+                raise StoreFault(
+                    f"cannot add {what} (this needs the ALTER privilege once; {docs}): {exc}"
+                ) from exc
 
     def _check_version(self, comment: str | None) -> None:
         version = parse_schema_mark(comment)

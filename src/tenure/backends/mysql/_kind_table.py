@@ -50,6 +50,10 @@ class KindTable:
     def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
         raise NotImplementedError
 
+    def upgrade(self, cursor: Cursor) -> None:
+        """Bring tables found made by an older tenure up to this one's columns (in place,
+        ``Pool.add_columns``); none by default."""
+
     # ---- the steps they share ----------------------------------------------------------
 
     def exist(self, *, create: bool) -> bool:
@@ -60,6 +64,7 @@ class KindTable:
         def ensure(cursor: Cursor) -> bool:
             cursor.execute(self.lock_sql.schema, {"table": self.table_name()})
             if cursor.fetchone() is not None:
+                self.upgrade(cursor)
                 return True
             if create:
                 for statement in self.create():

@@ -5,13 +5,20 @@ a break or a dropped place in this process."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._types import Busy, Grant, Holder, Kind, LockInfo
+from tenure._types import Busy, Grant, Holder, Kind, LockInfo, queue_kind
 from tenure._waiters import queue_key
 from tenure.backends._sql_common import clip
-from tenure.backends.mysql._connection import hexed, micros, run_batch, run_transaction
+from tenure.backends.mysql._connection import (
+    Cursor,
+    hexed,
+    micros,
+    run_batch,
+    run_transaction,
+)
 from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._rwlock_sql import RwlockStatements
@@ -38,14 +45,28 @@ class Queues(KindTable):
     def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
         return _queue_records(rows)
 
+    def upgrade(self, cursor: Cursor) -> None:
+        """An entries table from before the fair column gets it (every entry already there
+        reads as a read-write lock's)."""
+        cursor.execute(self.sql.fair_column, {"table": self.sql.entries_name})
+        (present,) = cursor.fetchone()
+        if not int(present):
+            self.pool.add_columns(
+                cursor, self.sql.add_fair_column,
+                f"the fair column to table {self.sql.entries_name!r}",
+                "see the docs on read-write locks",
+            )
+
     def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float
+        self, name: str, token: str, ttl: float, holder: Holder, *, mode: str, queue_ttl: float,
+        fair: bool = False,
     ) -> Grant | Busy:
         self.exist(create=True)
         params = {
             "name": hexed(name), "token": token, "ttl_us": micros(ttl),
             "queue_us": micros(queue_ttl), "mode": mode,
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
+            "fair": 1 if fair else None,
         }
         retried, granted, soonest_us, dropped = self.pool.run(
             lambda cursor: run_transaction(cursor, self.sql.acquire, params)
@@ -74,11 +95,23 @@ class Queues(KindTable):
 def _queue_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
     shaped: list[Row] = []
     places: dict[bytes, list[tuple[Any, ...]]] = {}
-    for name, fence, queued, mode, host, pid, thread, acquired_at, left_us, seq, entry in rows:
+    fair_places: dict[str, int] = {}  # a name's live places a fair lock's
+    for (name, fence, queued, mode, host, pid, thread, acquired_at, left_us, seq, fair,
+         entry) in rows:
         if entry == "place":  # (after the name's leases, in arrival order)
             places.setdefault(bytes(name), []).append((host, pid, thread, acquired_at, mode))
+            shown = bytes(name).decode("utf-8")
+            fair_places[shown] = fair_places.get(shown, 0) + (fair == 1)
             lease = None
         else:
-            lease = None if seq is None else (host, pid, thread, acquired_at, left_us, seq, mode)
+            lease = None if seq is None else (
+                host, pid, thread, acquired_at, left_us, seq, mode, fair == 1
+            )
         shaped.append((name, fence, None, queued, None, lease))
-    return records(Kind.RWLOCK, shaped, places)
+    return [
+        dataclasses.replace(info, kind=queue_kind(
+            len(info.leases) + info.queued,
+            sum(lease.fair for lease in info.leases) + fair_places.get(info.name, 0),
+        ))
+        for info in records(Kind.RWLOCK, shaped, places)
+    ]

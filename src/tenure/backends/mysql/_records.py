@@ -12,7 +12,8 @@ __all__ = ["records"]
 
 Row = tuple[Any, Any, Any, Any, Any, "tuple[Any, ...] | None"]
 """(name bytes, fence, limit, queued, value, lease): a lease is (host, pid, thread,
-acquired_at, left_us, fence, mode), or None for a record row without one."""
+acquired_at, left_us, fence, mode), a read-write lock's with whether a fair lock's after
+them, or None for a record row without one."""
 
 
 def records(
@@ -27,12 +28,13 @@ def records(
     for name, fence, limit, queued, value, lease in rows:
         entry = by_name.setdefault(bytes(name), ((fence, limit, queued, value), []))
         if lease is not None:
-            host, pid, thread, acquired_at, left_us, lease_fence, mode = lease
+            host, pid, thread, acquired_at, left_us, lease_fence, mode, *fair = lease
             entry[1].append(LeaseInfo(
                 Holder(host, int(pid), thread), acquired_at.replace(tzinfo=datetime.UTC),
                 max(0.0, int(left_us) / 1e6),
                 None if lease_fence is None else int(lease_fence),
                 None if mode is None else str(mode),
+                fair == [True],
             ))
     found = []
     for raw, ((fence, limit, queued, value), leases) in by_name.items():

@@ -10,10 +10,12 @@ user of plain locks alone needs no privilege on them:
   ``entry`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a
   place's arrival position; 0 once released), ``expires_at`` by the server's clock, the
   holder's details (a place's are its waiter's, and its ``acquired_at`` when it was taken:
-  ``tenure show`` lists them; NULL on a place an older tenure took). A released lease or
-  place stays, lapsed, with ``expires_at`` = when it ended, until the name's next acquire
-  (which drops lapsed entries) or the clean-up: so the entries say when the name was last
-  used.
+  ``tenure show`` lists them; NULL on a place an older tenure took), ``fair`` 1 on a fair
+  lock's (NULL on a read-write lock's, and on rows from before the column: only ``inspect``
+  reads it, no grant does; added to an older table in place, ``add_fair_column``). A
+  released lease or place stays, lapsed, with ``expires_at`` = when it ended, until the
+  name's next acquire (which drops lapsed entries) or the clean-up: so the entries say when
+  the name was last used.
 
 Fences never go back (DESIGN rule 10): a grant's fence is max(the record's fence + 1, the
 server's clock in microseconds) (``floor_fence``), read in the acquire's own transaction, so
@@ -140,12 +142,28 @@ CREATE TABLE IF NOT EXISTS {self.entries} (
     host        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     pid         BIGINT NULL,
     thread      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    fair        TINYINT NULL,
     PRIMARY KEY (name, token)
 ) ENGINE = InnoDB
 """,
         )
 
-    # Inputs: name, token, ttl_us, queue_us, mode, host, pid, thread. The whole acquire, one
+    # Input: table (the entries table, unquoted). Output: one row, 1 if it has the fair
+    # column (0: made by a tenure from before it).
+    @functools.cached_property
+    def fair_column(self) -> str:
+        return (
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = %(table)s AND COLUMN_NAME = 'fair'"
+        )
+
+    # No parameters. Adds the fair column at the end of the entries' rows (instant on MySQL
+    # 8 and MariaDB 10.3+); a process that raced us fails with ER_DUP_FIELDNAME: done.
+    @functools.cached_property
+    def add_fair_column(self) -> str:
+        return f"ALTER TABLE {self.entries} ADD COLUMN fair TINYINT NULL"
+
+    # Inputs: name, token, ttl_us, queue_us, mode, host, pid, thread, fair. The whole acquire, one
     # transaction (see the module docstring):
     # 1. Takes the name's record lock (creating the record), reads the clock once.
     # 2. Drops the name's released entries, then its lapsed leases and places (how many:
@@ -198,11 +216,11 @@ SET fence = COALESCE(@tenure_granted, fence), arrivals = COALESCE(@tenure_arriva
 WHERE {_NAME} AND COALESCE(@tenure_granted, @tenure_arrival) IS NOT NULL;
 DELETE FROM {entries} WHERE {_MINE} AND @tenure_granted IS NOT NULL;
 INSERT INTO {entries}
-    (name, token, entry, mode, seq, expires_at, acquired_at, host, pid, thread)
+    (name, token, entry, mode, seq, expires_at, acquired_at, host, pid, thread, fair)
 SELECT UNHEX(%(name)s), %(token)s, IF(@tenure_granted IS NULL, 'place', 'lease'), %(mode)s,
        COALESCE(@tenure_granted, @tenure_arrival),
        {_AT} + INTERVAL IF(@tenure_granted IS NULL, %(queue_us)s, %(ttl_us)s) MICROSECOND,
-       {_AT}, %(host)s, %(pid)s, %(thread)s
+       {_AT}, %(host)s, %(pid)s, %(thread)s, %(fair)s
 FROM DUAL WHERE COALESCE(@tenure_granted, @tenure_arrival) IS NOT NULL;
 COMMIT;
 SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped
@@ -239,11 +257,10 @@ SELECT @tenure_released
     # (or one row of NULL entry columns for a record with neither), each with the record's
     # name, fence and live places; one consistent read, blocking no writer. Columns: name,
     # fence, queued, mode, host, pid, thread, acquired_at (a place's: when it was taken),
-    # microseconds left, lease fence (a place's arrival), entry. NOW is read when the
-    # statement starts and
-    # the read's snapshot is taken after it: a release committed in between ended its entry
-    # at a later NOW, so seq 0 (as for ``extend``) marks it ended (``tenure verify --rwlock``
-    # saw such a writer listed with fence 0).
+    # microseconds left, lease fence (a place's arrival), fair, entry. NOW is read when the
+    # statement starts and the read's snapshot is taken after it: a release committed in
+    # between ended its entry at a later NOW, so seq 0 (as for ``extend``) marks it ended
+    # (``tenure verify --rwlock`` saw such a writer listed with fence 0).
     def _info(self, where: str) -> str:
         records, entries = self.records, self.entries
         return f"""
@@ -251,7 +268,7 @@ SELECT r.name, r.fence,
        (SELECT COUNT(*) FROM {entries} AS p
         WHERE p.name = r.name AND p.entry = 'place' AND p.expires_at > {NOW} AND p.seq > 0),
        l.mode, l.host, l.pid, l.thread, l.acquired_at,
-       TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq, l.entry
+       TIMESTAMPDIFF(MICROSECOND, {NOW}, l.expires_at), l.seq, l.fair, l.entry
 FROM {records} AS r
 LEFT JOIN {entries} AS l ON l.name = r.name AND l.expires_at > {NOW} AND l.seq > 0
 WHERE {where}

@@ -115,7 +115,7 @@ class MySQLTable(ByKind):
         if spec.kind is Kind.RWLOCK:
             assert spec.mode is not None and spec.queue_ttl is not None
             return self.queues.acquire(name, token, ttl, holder, mode=spec.mode.value,
-                                       queue_ttl=spec.queue_ttl)
+                                       queue_ttl=spec.queue_ttl, fair=spec.fair)
         return self.locks.acquire(name, token, ttl, holder, value=spec.value, wait=wait)
 
     def set_value(self, name: str, token: str, value: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 
 __all__ = ["record"]
 
@@ -29,8 +29,9 @@ def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
         leases = tuple(
             _lease(host, pid, thread,
                    acquired_at=datetime.datetime.fromtimestamp(float(acquired_at), datetime.UTC),
-                   ttl_left=ttl_left, fence=lease_fence, mode=mode)
-            for mode, host, pid, thread, acquired_at, ttl_left, lease_fence in entries or ()
+                   ttl_left=ttl_left, fence=lease_fence, mode=mode, fair=fair is True)
+            for mode, host, pid, thread, acquired_at, ttl_left, lease_fence, fair
+            in entries or ()
         )
         waiters = tuple(
             WaiterInfo(
@@ -39,9 +40,13 @@ def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
                 else datetime.datetime.fromtimestamp(float(since), datetime.UTC),
                 mode,
             )
-            for mode, host, pid, thread, since in places or ()
+            for mode, host, pid, thread, since, _fair in places or ()
         )
-        return LockInfo(name, int(fence), None, None, None, kind=str(kind),
+        fair_entries = sum(lease.fair for lease in leases) + sum(
+            fair is True for *_, fair in places or ()
+        )
+        return LockInfo(name, int(fence), None, None, None,
+                        kind=queue_kind(len(leases) + int(queued), fair_entries),
                         queued=int(queued), leases=leases, waiters=waiters)
     name, fence, live, host, pid, thread, acquired_at, ttl_left, value = row
     if not live:
@@ -54,6 +59,6 @@ def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
 
 
 def _lease(host: str, pid: Any, thread: str, *, acquired_at: datetime.datetime,
-           ttl_left: Any, fence: Any, mode: str | None = None) -> LeaseInfo:
+           ttl_left: Any, fence: Any, mode: str | None = None, fair: bool = False) -> LeaseInfo:
     return LeaseInfo(Holder(host, int(pid), thread), acquired_at, max(0.0, float(ttl_left)),
-                     int(fence), mode)
+                     int(fence), mode, fair)

@@ -7,9 +7,13 @@ Two tables beside the lock table, made on the first read-write (or fair) lock ac
   waiting place). Its row lock serialises the acquires of the name.
 - ``{table}_rwlock_entries``: one row per holder lease or waiting place, keyed (name, token):
   ``kind`` 'lease' or 'place', ``mode`` 'read' or 'write', ``seq`` (a lease's fence, a place's
-  arrival position), ``expires_at`` by the server's clock, and the holder's details (a
-  place's are its waiter's, with ``acquired_at`` when the place was taken: ``tenure show``
-  lists them; NULL on a place an older tenure took).
+  arrival position), ``expires_at`` by the server's clock, the holder's details (a place's
+  are its waiter's, with ``acquired_at`` when the place was taken: ``tenure show`` lists
+  them; NULL on a place an older tenure took), and ``fair``: true on a fair lock's entry,
+  NULL on a read-write lock's (and on the rows of a tenure from before the column). Only
+  ``inspect`` reads it, no grant does; a table made before it gets it in place
+  (``add_fair``) from the first acquire, and the reads take it through ``to_jsonb`` of the
+  row, NULL where the column is missing, so that they never need (nor make) the upgrade.
 
 An acquire is one short transaction of two statements, sent together in one round trip
 (pipelined): LOCK_NAME upserts the record row, which takes its row lock until the commit
@@ -76,11 +80,23 @@ class RwlockStatements:
     def quoted_entries(self) -> str:
         return f'"{self.entries}"'
 
-    # Inputs: entries (the entries table's quoted name, as text). Output: one row (exists).
-    # The entries table is made last, so its existence means both are there.
+    # Inputs: entries (the entries table's quoted name, as text). Output: one row (exists,
+    # it has the fair column). The entries table is made last, so its existence means both
+    # are there. Read-only.
     @functools.cached_property
     def exists(self) -> str:
-        return "SELECT to_regclass(%(entries)s) IS NOT NULL"
+        return (
+            "SELECT to_regclass(%(entries)s) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%(entries)s) AND attname = 'fair' "
+            "AND NOT attisdropped)"
+        )
+
+    # Run under the lock table's `create_lock`, after `exists` found the entries table
+    # without the fair column. IF NOT EXISTS: a process that raced us there changes nothing.
+    # Nullable, no default: only the catalogue changes, no row is rewritten.
+    @functools.cached_property
+    def add_fair(self) -> str:
+        return f"ALTER TABLE {self.quoted_entries} ADD COLUMN IF NOT EXISTS fair boolean"
 
     # Run in one transaction after the lock table's creation lock (``Statements.create_lock``).
     # Room left in each page (fillfactor), as in the lock table: every attempt rewrites the
@@ -108,6 +124,7 @@ CREATE TABLE IF NOT EXISTS {self.quoted_entries} (
     host        text,
     pid         bigint,
     thread      text,
+    fair        boolean,
     PRIMARY KEY (name, token)
 ) WITH (fillfactor = 70)
 """,
@@ -123,7 +140,8 @@ ON CONFLICT (name) DO UPDATE SET fence = rec.fence
 RETURNING rec.fence
 """
 
-    # Inputs: name, token, ttl, queue_ttl, mode, host, pid, thread, channel; run holding the
+    # Inputs: name, token, ttl, queue_ttl, mode, host, pid, thread, fair (true or NULL),
+    # channel; run holding the
     # name's record lock (LOCK_NAME, same transaction). In one statement:
     # 1. Locks the name's entries (token order) and drops the lapsed ones, except the
     #    caller's own, which is overwritten below instead (one statement must not change a
@@ -193,18 +211,19 @@ counted AS (
 ),
 written AS (
     INSERT INTO {entries} AS e
-        (name, token, kind, mode, seq, expires_at, acquired_at, host, pid, thread)
+        (name, token, kind, mode, seq, expires_at, acquired_at, host, pid, thread, fair)
     SELECT %(name)s, %(token)s,
            CASE WHEN counted.grantable THEN 'lease' ELSE 'place' END, %(mode)s,
            CASE WHEN counted.grantable THEN counted.fence ELSE counted.arrivals END,
            now.t + CASE WHEN counted.grantable THEN %(ttl)s ELSE %(queue_ttl)s END
                    * interval '1 second',
-           now.t, %(host)s, %(pid)s, %(thread)s
+           now.t, %(host)s, %(pid)s, %(thread)s, %(fair)s::boolean
     FROM counted, now
     ON CONFLICT (name, token) DO UPDATE SET
         kind = excluded.kind, mode = excluded.mode, seq = excluded.seq,
         expires_at = excluded.expires_at, acquired_at = excluded.acquired_at,
-        host = excluded.host, pid = excluded.pid, thread = excluded.thread
+        host = excluded.host, pid = excluded.pid, thread = excluded.thread,
+        fair = excluded.fair
     RETURNING e.kind, e.seq
 ),
 refreshed AS (
@@ -328,9 +347,10 @@ SELECT count(*) FROM records_gone
 
     # Input: name (inspect) or prefix (list). Output: one row per record (name, fence,
     # live places, live leases as a JSON array oldest grant first, each [mode, host, pid,
-    # thread, acquired_at epoch seconds, seconds left, fence] or NULL, live places as a JSON
-    # array in arrival order, each [mode, host, pid, thread, taken at epoch seconds] or
-    # NULL), by name. One snapshot; blocks no writer.
+    # thread, acquired_at epoch seconds, seconds left, fence, fair] or NULL, live places as
+    # a JSON array in arrival order, each [mode, host, pid, thread, taken at epoch seconds,
+    # fair] or NULL), by name. One snapshot; blocks no writer. ``fair`` is read as
+    # ``to_jsonb(row) ->> 'fair'``: NULL on a table from before the column.
     def _info(self, where: str) -> str:
         entries = self.quoted_entries
         return f"""
@@ -341,13 +361,15 @@ SELECT rec.name, rec.fence,
        (SELECT json_agg(json_build_array(
                    l.mode, l.host, l.pid, l.thread,
                    extract(epoch FROM l.acquired_at)::float8,
-                   extract(epoch FROM l.expires_at - now.t)::float8, l.seq)
+                   extract(epoch FROM l.expires_at - now.t)::float8, l.seq,
+                   (to_jsonb(l) ->> 'fair')::boolean)
                ORDER BY l.seq)
         FROM {entries} AS l
         WHERE l.name = rec.name AND l.kind = 'lease' AND l.expires_at > now.t),
        (SELECT json_agg(json_build_array(
                    w.mode, w.host, w.pid, w.thread,
-                   extract(epoch FROM w.acquired_at)::float8)
+                   extract(epoch FROM w.acquired_at)::float8,
+                   (to_jsonb(w) ->> 'fair')::boolean)
                ORDER BY w.seq)
         FROM {entries} AS w
         WHERE w.name = rec.name AND w.kind = 'place' AND w.expires_at > now.t)

@@ -9,7 +9,7 @@ import datetime
 import json
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 
 __all__ = ["decode_info", "decode_queue", "decode_record", "decode_semaphore"]
 
@@ -52,17 +52,18 @@ def decode_info(reply: Any) -> LockInfo | None:
 
 def _leases(now: Any, records: Any, mode: bool) -> tuple[LeaseInfo, ...]:
     """The live leases of a semaphore's or read-write lock's reply (JSON record, expiry ms,
-    ...; a record ``[fence, host, pid, thread, since ms]``, after its mode where ``mode``),
-    oldest first (fences follow grant order)."""
+    ...; a record ``[fence, host, pid, thread, since ms]``, after its mode where ``mode``,
+    then 1 for a fair lock's where the record says), oldest first (fences follow grant
+    order)."""
     leases = []
     for index in range(0, len(records), 2):
         fields = json.loads(_text(records[index]))
         lease_mode = str(fields.pop(0)) if mode else None
-        fence, host, pid, thread, since = fields
+        fence, host, pid, thread, since, *fair = fields
         expiry = float(_text(records[index + 1]))
         leases.append(LeaseInfo(
             Holder(str(host), int(pid), str(thread)), _since(since, 1000),
-            (expiry - int(_text(now))) / 1000, int(fence), lease_mode,
+            (expiry - int(_text(now))) / 1000, int(fence), lease_mode, fair == [1],
         ))
     leases.sort(key=lambda lease: lease.fence or 0)
     return tuple(leases)
@@ -80,14 +81,16 @@ def decode_semaphore(reply: Any) -> LockInfo | None:
 
 
 def decode_queue(reply: Any) -> LockInfo | None:
-    """INSPECT_QUEUE's reply as a LockInfo (``kind="rwlock"``)."""
+    """INSPECT_QUEUE's reply as a LockInfo (``kind="rwlock"``, or "fair": ``queue_kind``)."""
     if not reply:
         return None
-    name, fence, now, queued, records, *rest = reply
+    name, fence, now, queued, records, places, fair_queued = reply
+    leases = _leases(now, records, True)
+    fair = sum(lease.fair for lease in leases) + int(fair_queued)
     return LockInfo(
-        _text(name), int(_text(fence)), None, None, None, kind="rwlock",
-        leases=_leases(now, records, True), queued=int(queued),
-        waiters=tuple(_waiter(place) for place in (rest[0] if rest else ())),
+        _text(name), int(_text(fence)), None, None, None,
+        kind=queue_kind(len(leases) + int(queued), fair), leases=leases, queued=int(queued),
+        waiters=tuple(_waiter(place) for place in places),
     )
 
 

@@ -9,12 +9,15 @@ lives in one slot), under ``{ns}:rw:``, a prefix no lock or semaphore key has:
                                                                        of its last lease or
                                                                        place
     {ns}:rw:{D}:leases       hash  token -> JSON [mode, fence, host,   a second after its
-                                   pid, thread, since (server ms)]     last lease ends
+                                   pid, thread, since (server ms),     last lease ends
+                                   fair (1: a fair lock's)]
     {ns}:rw:{D}:expiries     zset  token -> lease expiry (server ms)
     {ns}:rw:{D}:queue        zset  token -> arrival position            a second after its
     {ns}:rw:{D}:writes       zset  token -> arrival position, for the   last place ends
                                    places of writers only
     {ns}:rw:{D}:places       zset  token -> place expiry (server ms)
+    {ns}:rw:{D}:fair         zset  token -> place expiry, for the
+                                   places of fair locks' waiters only
     {ns}:rw:{D}:waiters      hash  token -> JSON [mode, host, pid,
                                    thread, since (server ms)]: who
                                    waits in that place, since when
@@ -23,17 +26,19 @@ lives in one slot), under ``{ns}:rw:``, a prefix no lock or semaphore key has:
 
 A lease is a member of ``expiries`` (its server-clock end) with its record in ``leases``; a
 waiting place a member of ``queue`` (its arrival position, from the ``arrivals`` counter)
-and ``places`` (its end), and of ``writes`` too when it waits to write; its record in
-``waiters`` says who waits there (``tenure show`` lists them; a place of an older tenure has
-none, and lists an unknown waiter). Like the wake lists, ``waiters`` is named from the first
-hash inside the scripts (same hash tag, same slot), so the scripts' KEYS are unchanged.
-Every script reads the server's clock (``TIME``) and first drops the lapsed leases and
-places, so a crashed holder's lease frees the name when it ends and a dead waiter's place
-stops blocking the queue when its place ends; no client clock is used. Each read is a
-sorted-set lookup: "a live holder" is ZCARD of ``expiries``; "a place ahead" is ZCOUNT of
-``queue`` (or ``writes``, for a reader) below this token's own arrival; a writer holds the
-name only alone (a write is granted only when nobody holds it; a read only when no writer
-does), so "a writer holds" is one lease whose mode is write.
+and ``places`` (its end), of ``writes`` too when it waits to write, and of ``fair`` too
+when a fair lock waits there; its record in ``waiters`` says who waits there (``tenure show``
+lists them; a place of an older tenure has none, and lists an unknown waiter). Which
+primitive made a lease or a place (a fair lock, or a read-write lock's handle: the same lease
+of the same queue) is kept only for ``inspect``: no grant reads it; a lease record without
+the flag, or a name without the ``fair`` set (written by a tenure from before them), reads
+as a read-write lock's. Every script reads the server's clock (``TIME``) and first drops the
+lapsed leases and places, so a crashed holder's lease frees the name when it ends and a dead
+waiter's place stops blocking the queue when its place ends; no client clock is used. Each
+read is a sorted-set lookup: "a live holder" is ZCARD of ``expiries``; "a place ahead" is
+ZCOUNT of ``queue`` (or ``writes``, for a reader) below this token's own arrival; a writer
+holds the name only alone (a write is granted only when nobody holds it; a read only when no
+writer does), so "a writer holds" is one lease whose mode is write.
 
 Waking: a waiter BLPOPs a list of its own (``wake:TOKEN``). Whenever a lease or a place goes
 (release, break, a place left, lapsed ones dropped by any script), the script walks the
@@ -95,6 +100,8 @@ class QueueKeys(NamedTuple):
     places: str
     wake_prefix: str
     """``wake_prefix + token`` is that waiter's wake list."""
+    fair: str
+    waiters: str
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -115,7 +122,7 @@ def keys_of_meta(meta: str) -> QueueKeys:
     """The keys of the name whose first hash is ``meta`` (a SCAN finds hashes, not names)."""
     return QueueKeys(
         meta, f"{meta}:leases", f"{meta}:expiries", f"{meta}:queue", f"{meta}:writes",
-        f"{meta}:places", f"{meta}:wake:",
+        f"{meta}:places", f"{meta}:wake:", f"{meta}:fair", f"{meta}:waiters",
     )
 
 
@@ -129,23 +136,23 @@ def is_queue_meta(key: str) -> bool:
     return key.endswith("}")
 
 
-# Every script's prelude, over K: KEYS, or a batch's keys of one name. K[1..7]: meta, leases,
-# expiries, queue, writes, places, the wake lists' prefix (all of one name: one slot). The
-# wake lists are named from that prefix inside the script: same hash tag, same slot, so a
-# Cluster node serves them.
+# Every script's prelude, over K: KEYS, or a batch's keys of one name. K[1..9]: meta, leases,
+# expiries, queue, writes, places, the wake lists' prefix, fair, waiters (all of one name: one
+# slot). The wake lists are named from that prefix inside the script: same hash tag, same
+# slot, so a Cluster node serves them.
 _PRELUDE = f"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function whole(number) return string.format('%d', number) end
-local meta, leases, expiries, queue, writes, places, wake_prefix =
-  K[1], K[2], K[3], K[4], K[5], K[6], K[7]
-local waiters = meta .. ':waiters'
+local meta, leases, expiries, queue, writes, places, wake_prefix, fair, waiters =
+  K[1], K[2], K[3], K[4], K[5], K[6], K[7], K[8], K[9]
 
 local function remove_place(token)
   redis.call('ZREM', queue, token)
   redis.call('ZREM', writes, token)
   redis.call('ZREM', places, token)
+  redis.call('ZREM', fair, token)
   redis.call('HDEL', waiters, token)
 end
 
@@ -206,7 +213,7 @@ local function keep(gc_ms)
   last = redis.call('ZRANGE', places, -1, -1, 'WITHSCORES')
   if last[2] then
     until_ms = math.max(until_ms, tonumber(last[2]))
-    for _, key in ipairs({{queue, writes, places, waiters}}) do
+    for _, key in ipairs({{queue, writes, places, fair, waiters}}) do
       redis.call('PEXPIREAT', key, whole(tonumber(last[2]) + 1000))
     end
   end
@@ -225,8 +232,9 @@ end
 """
 _ONE_NAME = "local K = KEYS\n" + _PRELUDE
 
-# KEYS: the seven of the prelude. ARGV: name, token, ttl ms, mode ('read'/'write'), queue_ttl
-# ms, host, pid, thread, gc_after ms (0: keep the first hash forever).
+# KEYS: the nine of the prelude. ARGV: name, token, ttl ms, mode ('read'/'write'), queue_ttl
+# ms, host, pid, thread, gc_after ms (0: keep the first hash forever), fair ('1': a fair
+# lock's lease or place, '0': a read-write lock's).
 # Atomic: the drop of lapsed leases and places, the retry check, the turn, and the grant or
 # the place. Returns {1, fence}: granted (or our live lease restarted, a retry: its fence
 # kept); {0, ms}: not its turn, its place added at the tail or refreshed (keeping its
@@ -259,13 +267,14 @@ if turn then
   local fence = math.max((tonumber(redis.call('HGET', meta, 'fence')) or 0) + 1, now_us)
   redis.call('HSET', meta, 'name', name, 'fence', whole(fence))
   redis.call('ZADD', expiries, whole(now + ttl), token)
-  redis.call('HSET', leases, token,
-             cjson.encode({mode, whole(fence), ARGV[6], tonumber(ARGV[7]), ARGV[8], whole(now)}))
+  redis.call('HSET', leases, token, cjson.encode(
+    {mode, whole(fence), ARGV[6], tonumber(ARGV[7]), ARGV[8], whole(now), tonumber(ARGV[10])}))
   if dropped then wake_turn() end
   keep(gc_ms)
   return {1, fence}
 end
 local place_end = whole(now + tonumber(ARGV[5]))
+if ARGV[10] == '1' then redis.call('ZADD', fair, place_end, token) end
 if mine then
   redis.call('ZADD', places, place_end, token)
 else
@@ -282,7 +291,7 @@ keep(gc_ms)
 return {0, soonest_end()}
 """)
 
-# KEYS: the seven of the prelude. ARGV: token, gc_after ms.
+# KEYS: the nine of the prelude. ARGV: token, gc_after ms.
 # Removes the token's lease (returns 1 if it was live) or its waiting place (returns 0; also
 # 0 when it had neither), and wakes the waiters whose turn that made (see the module
 # docstring). The fence is kept.
@@ -306,8 +315,9 @@ end
 return live
 """)
 
-# KEYS: meta 1, leases 1, expiries 1, queue 1, writes 1, places 1, wake prefix 1, meta 2, ...
-# (seven per lease, all in one slot). ARGV: gc_after ms, then token 1, ttl ms 1, token 2, ...
+# KEYS: meta 1, leases 1, expiries 1, queue 1, writes 1, places 1, wake prefix 1, fair 1,
+# waiters 1, meta 2, ... (nine per lease, all in one slot). ARGV: gc_after ms, then token 1,
+# ttl ms 1, token 2, ...
 # Returns one 1/0 per lease: restarted (server now + its ttl) / no longer live (nothing
 # written for it). A place is never extended here: its waiter refreshes it by acquiring.
 EXTEND_QUEUED = Script("extend_queued", """
@@ -322,16 +332,16 @@ local function extend_one(K, token, ttl, gc_ms)
   return 0
 end
 local results = {}
-for i = 1, #KEYS / 7 do
-  local base = 7 * (i - 1)
+for i = 1, #KEYS / 9 do
+  local base = 9 * (i - 1)
   local K = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
-             KEYS[base + 6], KEYS[base + 7]}
+             KEYS[base + 6], KEYS[base + 7], KEYS[base + 8], KEYS[base + 9]}
   results[i] = extend_one(K, ARGV[2 * i], tonumber(ARGV[2 * i + 1]), tonumber(ARGV[1]))
 end
 return results
 """)
 
-# KEYS: the seven of the prelude. ARGV: token. Returns 1 if the token holds a live lease (read
+# KEYS: the nine of the prelude. ARGV: token. Returns 1 if the token holds a live lease (read
 # or write). Writes nothing.
 QUEUED_OWNED = Script("queued_owned", _ONE_NAME + """
 local score = redis.call('ZSCORE', expiries, ARGV[1])
@@ -339,10 +349,11 @@ if score and tonumber(score) > now then return 1 end
 return 0
 """)
 
-# KEYS: the seven of the prelude. Returns false if never used (or collected), else
+# KEYS: the nine of the prelude. Returns false if never used (or collected), else
 # {name, fence, now ms, queued, {lease JSON, expiry, lease JSON, expiry, ...}, {place JSON,
-# ...}}: the live leases, the count of live places, and their waiters in arrival order (''
-# for a place without a record). Writes nothing.
+# ...}, fair queued}: the live leases, the count of live places, their waiters in arrival
+# order ('' for a place without a record), and the count of live places a fair lock's.
+# Writes nothing.
 INSPECT_QUEUE = Script("inspect_queue", _ONE_NAME + """
 local found = redis.call('HMGET', meta, 'name', 'fence')
 if not found[1] then return false end
@@ -360,10 +371,11 @@ for _, token in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
     waiting[#waiting + 1] = redis.call('HGET', waiters, token) or ''
   end
 end
-return {found[1], found[2] or '0', whole(now), queued, records, waiting}
+local fair_queued = redis.call('ZCOUNT', fair, '(' .. now, '+inf')
+return {found[1], found[2] or '0', whole(now), queued, records, waiting, fair_queued}
 """)
 
-# KEYS: the seven of the prelude. ARGV: gc_after ms. Frees every lease (the queue and the
+# KEYS: the nine of the prelude. ARGV: gc_after ms. Frees every lease (the queue and the
 # fence stay); returns how many were live, and wakes the waiters whose turn that made.
 BREAK_QUEUE = Script("break_queue", _ONE_NAME + """
 sweep()

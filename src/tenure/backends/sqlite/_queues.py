@@ -21,7 +21,6 @@ from tenure.backends.sqlite._records import record
 
 __all__ = ["Queues"]
 
-
 class Queues:
     """The read-write lock steps on one file."""
 
@@ -30,26 +29,28 @@ class Queues:
         self._ready = False
         """Whether the file has the read-write lock tables (``exist``)."""
         self._made = False
-        """Whether this process made sure of the tables and every place column."""
-        self._holders = False
-        """Whether the places have their holder columns (``PLACE_HOLDERS``)."""
+        """Whether this process made sure of the tables and every column (``_make_tables``)."""
+        self._reads: tuple[str, str] | None = None
+        """The inspect statements (leases, places) once the file has every column they read."""
 
     def _make_tables(self) -> None:
         """Made by the first read-write (or fair) lock acquire, not at open: a file used for
         plain locks only (even listed by ``tenure ls``) never gets the lease table nor the
         waiters' place columns. All are additions (IF NOT EXISTS, nullable columns), so the
         schema version stays and an older tenure keeps using the file. The first acquire of
-        each process checks the columns: one an older tenure's tables lack (the places'
-        holders) is added then."""
+        each process checks the columns, in one step: each one an older tenure's tables lack
+        (the places' holders, the fair column of either table) is added then."""
         if self._made:
             return
         with self.db.step() as connection, self.db.transaction(connection):
             connection.execute(sql.CREATE_TABLE)
-            present = _waiter_columns(connection)
-            for column, kind in sql.PLACE_COLUMNS:
-                if column not in present:
-                    connection.execute(f"ALTER TABLE tenure_waiters ADD COLUMN {column} {kind}")
-        self._made = self._ready = self._holders = True
+            for table, columns in sql.ADDED_COLUMNS:
+                present = _columns(connection, table)
+                for column, kind in columns:
+                    if column not in present:
+                        connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self._made = self._ready = True
+        self._reads = (sql.LEASES, sql.PLACES)
 
     def exist(self) -> bool:
         """Whether the file has the read-write lock tables: without them, no read-write lock
@@ -75,7 +76,7 @@ class Queues:
 
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, *, mode: str,
-        queue_ttl: float, ticket: Ticket | None,
+        queue_ttl: float, ticket: Ticket | None, fair: bool = False,
     ) -> Grant | Busy:
         """``ticket``: the attempt's place in the queue (None: a ticket of this try's own,
         whose place the token's release removes). A refused attempt takes (or refreshes) its
@@ -84,6 +85,7 @@ class Queues:
         params: dict[str, Any] = {
             "name": name, "token": token, "ttl": ttl, "mode": mode, "place": queue_ttl,
             "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+            "fair": 1 if fair else None,
         }
         to_ring: list[tuple[str, str | None]] = []
         self._make_tables()
@@ -201,6 +203,19 @@ class Queues:
             self._ring(name, to_ring)
         return any(live for (live,) in broken)
 
+    def _statements(self, connection: sqlite3.Connection) -> tuple[str, str]:
+        """The inspect statements (leases, places) for this file's columns: a column its
+        tables lack (made by an older tenure) read as NULL, and asked again on each read
+        until it is there (another process's acquire may add it). A read never alters the
+        file."""
+        if self._reads is not None:
+            return self._reads
+        leases = _columns(connection, "tenure_rwlocks")
+        places = _columns(connection, "tenure_waiters")
+        reads = (sql.leases_read(leases), sql.places_read(places))
+        if reads == (sql.LEASES, sql.PLACES):
+            self._reads = reads
+        return reads
 
     def _queue_record(
         self, connection: sqlite3.Connection, row: tuple[Any, ...], now: float
@@ -209,13 +224,11 @@ class Queues:
         read in the caller's snapshot."""
         name, fence, queued = row
         params = {"name": name, "now": now}
-        leases = connection.execute(sql.LEASES, params).fetchall()
-        if not self._holders:  # a file an older tenure made: the columns may come later
-            self._holders = set(sql.PLACE_HOLDERS) <= _waiter_columns(connection)
-        holders = ", ".join(sql.PLACE_HOLDERS if self._holders else ["NULL"] * 4)
-        places = connection.execute(sql.PLACES.format(holders), params).fetchall()
+        leases_read, places_read = self._statements(connection)
+        leases = connection.execute(leases_read, params).fetchall()
+        places = connection.execute(places_read, params).fetchall()
         return record(Kind.RWLOCK, name, fence, leases, queued=int(queued), places=places)
 
 
-def _waiter_columns(connection: sqlite3.Connection) -> set[str]:
-    return {row[1] for row in connection.execute("PRAGMA table_info(tenure_waiters)")}
+def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}

@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo
+from tenure._types import Holder, Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 
 __all__ = ["record"]
 
@@ -17,10 +17,11 @@ def record(
     places: Iterable[Sequence[Any]] = (),
 ) -> LockInfo:
     """The record of ``name``: its ``leases``, each row (host, pid, thread, acquired_at,
-    ttl_left, fence, mode), oldest first. A lock's one lease is its holder (``LockInfo``'s
-    lock fields); a semaphore's and a read-write lock's are its ``leases``. A read-write
-    lock's ``places``, each row (host, pid, thread, placed_at, mode), in arrival order, are
-    its waiters (a place without a host: an older tenure's, its waiter unknown)."""
+    ttl_left, fence, mode), oldest first, and a read-write lock's ``fair`` after them. A
+    lock's one lease is its holder (``LockInfo``'s lock fields); a semaphore's and a
+    read-write lock's are its ``leases``. A read-write lock's ``places``, each row (host,
+    pid, thread, placed_at, mode, fair), in arrival order, are its waiters (a place without a
+    host: an older tenure's, its waiter unknown)."""
     held = tuple(
         LeaseInfo(
             Holder(host, int(pid), thread),
@@ -28,8 +29,9 @@ def record(
             float(ttl_left),
             None if lease_fence is None else int(lease_fence),
             mode,
+            bool(fair and fair[0]),
         )
-        for host, pid, thread, acquired_at, ttl_left, lease_fence, mode in leases
+        for host, pid, thread, acquired_at, ttl_left, lease_fence, mode, *fair in leases
     )
     if kind is Kind.LOCK:
         if not held:
@@ -38,16 +40,20 @@ def record(
         return LockInfo(
             name, int(fence), lease.holder, lease.acquired_at, lease.ttl_left, value=value
         )
-    waiters = tuple(
-        WaiterInfo(
-            None if host is None else Holder(host, int(pid or 0), thread or ""),
-            None if placed_at is None
-            else datetime.datetime.fromtimestamp(placed_at, datetime.UTC),
-            mode,
-        )
-        for host, pid, thread, placed_at, mode in places
-    )
+    if kind is Kind.RWLOCK:
+        waiters, fair = [], sum(lease.fair for lease in held)
+        for host, pid, thread, placed_at, mode, fair_place in places:
+            waiters.append(WaiterInfo(
+                None if host is None else Holder(host, int(pid or 0), thread or ""),
+                None if placed_at is None
+                else datetime.datetime.fromtimestamp(placed_at, datetime.UTC),
+                mode,
+            ))
+            fair += bool(fair_place)
+        return LockInfo(name, int(fence), None, None, None,
+                        kind=queue_kind(len(held) + queued, fair), leases=held, queued=queued,
+                        waiters=tuple(waiters))
     return LockInfo(
         name, int(fence), None, None, None, kind=kind.value, limit=limit, leases=held,
-        queued=queued, waiters=waiters,
+        queued=queued,
     )

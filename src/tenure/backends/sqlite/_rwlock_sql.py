@@ -2,20 +2,28 @@
 ``_store``.
 
 Holder leases live in ``tenure_rwlocks``, keyed (name, token), one row per lease (``mode``
-'read' or 'write', its fence, expiry and holder), beside the name's record row, whose token
-is ``''``: the name's fence counter, shared by reads and writes, never deleted by a release
-or a break. A grant's fence is max(the counter + 1, :floor, the host's clock in
-microseconds), so fences strictly increase while the record lives and never go back when
-the clean-up (``COLLECT``) removed it. The record's ``expires_at`` is the latest end any of
-its leases was granted or renewed to: the clean-up counts gc_after from it. A name's rows
-sit side by side in one B-tree page.
+'read' or 'write', its fence, expiry and holder, ``fair`` 1 for a fair lock's), beside the
+name's record row, whose token is ``''``: the name's fence counter, shared by reads and
+writes, never deleted by a release or a break. A grant's fence is max(the counter + 1,
+:floor, the host's clock in microseconds), so fences strictly increase while the record
+lives and never go back when the clean-up (``COLLECT``) removed it. The record's
+``expires_at`` is the latest end any of its leases was granted or renewed to: the clean-up
+counts gc_after from it. A name's rows sit side by side in one B-tree page.
 
 Waiting places are rows of the lock's waiter table ``tenure_waiters`` with ``kind`` 'rwlock'
 and the ``PLACE_COLUMNS`` (added in place with the lease table, by the first acquire): a
 place is exactly what a lock's waiter is (token, arrival position ``seq``, an expiry by
-SQLite's clock, the waiting process's doorbell address), plus its mode and who waits there
-since when (``tenure show`` lists them). Refreshing it changes its expiry only, so it keeps
-its position and its start.
+SQLite's clock, the waiting process's doorbell address), plus its mode, who waits there
+since when (``tenure show`` lists them) and ``fair``. Refreshing it changes its expiry only,
+so it keeps its position and its start.
+
+``fair`` (1: a fair lock's lease or place, NULL: a read-write lock's, or written by a tenure
+from before the column) only names the primitive for ``inspect``; no grant reads it. It is a
+nullable column of both tables. Every column a file from before it lacks (``ADDED_COLUMNS``:
+the places' holders and fair, the leases' fair) is added in place by the first acquire, in
+one step; until then the file is read as is, a missing column as NULL (its places list an
+unknown waiter, its entries are a read-write lock's: ``leases_read``, ``places_read``), and
+an older tenure, which names its columns when it writes, keeps working on the upgraded file.
 
 Every step that writes runs in ONE write transaction (``BEGIN IMMEDIATE``: the database's
 write lock is taken before anything is read); inspecting reads one snapshot. ``:now`` is
@@ -29,6 +37,7 @@ from tenure.backends.sqlite._clock import NOW
 from tenure.backends.sqlite._lock_sql import extending, owning, sweep_window, swept_records
 
 __all__ = [
+    "ADDED_COLUMNS",
     "BREAK",
     "CLOCK",
     "COLLECT",
@@ -41,6 +50,7 @@ __all__ = [
     "KEEP_PLACE",
     "LEAVE",
     "LEASES",
+    "LEASE_COLUMNS",
     "LIST",
     "NEW_PLACE",
     "NEXT_FENCE",
@@ -48,7 +58,6 @@ __all__ = [
     "PLACE",
     "PLACES",
     "PLACE_COLUMNS",
-    "PLACE_HOLDERS",
     "RECORD",
     "RELEASE",
     "RENEW_OWN",
@@ -58,6 +67,8 @@ __all__ = [
     "TABLE_EXISTS",
     "TO_RING",
     "WINDOW",
+    "leases_read",
+    "places_read",
 ]
 
 CREATE_TABLE = """
@@ -71,22 +82,26 @@ CREATE TABLE IF NOT EXISTS tenure_rwlocks (
     host        TEXT,
     pid         INTEGER,
     thread      TEXT,
+    fair        INTEGER,
     PRIMARY KEY (name, token)
 ) WITHOUT ROWID
 """
 # The record row (token '') has no mode; its ``expires_at`` is when it was last in use (see
 # above), not a lease: every statement about leases asks for ``token != ''``.
 
-# A place's mode and its waiter (who, since when by SQLite's clock), added to
-# ``tenure_waiters`` (nullable: a lock's waiter has none, and an older tenure, which names its
-# columns when it inserts, keeps working on the file; its places list an unknown waiter). The
-# holder columns came after the mode: a file whose lease table an older tenure made gets them
-# at the first acquire of a newer one.
+# A place's mode, its waiter (who, since when by SQLite's clock) and whether a fair lock
+# waits there, added to ``tenure_waiters`` (nullable: a lock's waiter has none, and an older
+# tenure, which names its columns when it inserts, keeps working on the file; its places list
+# an unknown waiter); and whether a lease is a fair lock's (1, NULL for a read-write lock's),
+# added to ``tenure_rwlocks``. The holder and fair columns came after the mode: a file whose
+# lease table an older tenure made gets every one it lacks at the first acquire of a newer
+# one, in one step.
 PLACE_COLUMNS = (
     ("mode", "TEXT"), ("host", "TEXT"), ("pid", "INTEGER"), ("thread", "TEXT"),
-    ("placed_at", "REAL"),
+    ("placed_at", "REAL"), ("fair", "INTEGER"),
 )
-PLACE_HOLDERS = ("host", "pid", "thread", "placed_at")
+LEASE_COLUMNS = (("fair", "INTEGER"),)
+ADDED_COLUMNS = (("tenure_waiters", PLACE_COLUMNS), ("tenure_rwlocks", LEASE_COLUMNS))
 
 # A row once the first read-write lock acquire made the tables.
 TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenure_rwlocks'"
@@ -147,30 +162,31 @@ STAMP_OLD = f"""
 UPDATE tenure_rwlocks SET expires_at = {NOW} WHERE token = '' AND expires_at IS NULL
 """
 
-# Inputs :name :token :mode :fence :ttl :now :host :pid :thread.
+# Inputs :name :token :mode :fence :ttl :now :host :pid :thread :fair.
 INSERT_LEASE = """
-INSERT INTO tenure_rwlocks (name, token, mode, fence, expires_at, acquired_at, host, pid, thread)
-VALUES (:name, :token, :mode, :fence, :now + :ttl, :now, :host, :pid, :thread)
+INSERT INTO tenure_rwlocks
+    (name, token, mode, fence, expires_at, acquired_at, host, pid, thread, fair)
+VALUES (:name, :token, :mode, :fence, :now + :ttl, :now, :host, :pid, :thread, :fair)
 """
 
 # Inputs :name :token. Removes the caller's place, if any.
 LEAVE = f"DELETE FROM {_PLACES} AND token = :token"
 
-# Inputs :name :token :mode :place (seconds) :now :wake. Refreshes the caller's place keeping
-# its position (and records where its waiter now listens). No row: it has none.
+# Inputs :name :token :mode :place (seconds) :now :wake :fair. Refreshes the caller's place
+# keeping its position (and records where its waiter now listens). No row: it has none.
 KEEP_PLACE = """
-UPDATE tenure_waiters SET expires_at = :now + :place, mode = :mode, wake = :wake
+UPDATE tenure_waiters SET expires_at = :now + :place, mode = :mode, wake = :wake, fair = :fair
 WHERE kind = 'rwlock' AND name = :name AND token = :token
 RETURNING seq
 """
 
-# Inputs :name :token :mode :place :now :wake :host :pid :thread. A place at the back of
-# the queue, taken now by that waiter.
+# Inputs :name :token :mode :place :now :wake :host :pid :thread :fair. A place at the back
+# of the queue, taken now by that waiter.
 NEW_PLACE = f"""
 INSERT INTO tenure_waiters
-    (kind, name, seq, token, expires_at, wake, mode, host, pid, thread, placed_at)
+    (kind, name, seq, token, expires_at, wake, mode, host, pid, thread, placed_at, fair)
 SELECT 'rwlock', :name, coalesce(max(seq), 0) + 1, :token, :now + :place, :wake, :mode,
-       :host, :pid, :thread, :now
+       :host, :pid, :thread, :now, :fair
 FROM {_PLACES}
 """
 
@@ -229,17 +245,37 @@ LIST = _RECORD + """
 WHERE r.token = '' AND substr(r.name, 1, length(:prefix)) = :prefix ORDER BY r.name
 """
 
-# Inputs :name :now. The live places, in arrival order: host, pid, thread, placed_at, mode
-# (``PLACE_HOLDERS`` replaced by NULL on a file without those columns yet).
-PLACES = f"""
-SELECT {{}}, mode FROM {_PLACES} AND expires_at > :now ORDER BY seq
+# Inputs :name :now. The live places, in arrival order: host, pid, thread, placed_at, mode,
+# fair (each column the file lacks yet read as NULL: ``places_read``).
+_PLACES_READ = f"""
+SELECT {{}} FROM {_PLACES} AND expires_at > :now ORDER BY seq
+"""
+_PLACE_READ = ("host", "pid", "thread", "placed_at", "mode", "fair")
+
+
+def places_read(present: set[str]) -> str:
+    """PLACES for a waiter table with the columns ``present``."""
+    return _PLACES_READ.format(
+        ", ".join(column if column in present else "NULL" for column in _PLACE_READ)
+    )
+
+
+PLACES = places_read(set(_PLACE_READ))
+
+# Inputs :name :now. The live leases, oldest grant first, each with ``fair`` (NULL on a file
+# without the column yet: ``leases_read``).
+_LEASES = """
+SELECT host, pid, thread, acquired_at, expires_at - :now, fence, mode, {}
+FROM tenure_rwlocks WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
 """
 
-# Inputs :name :now. The live leases, oldest grant first.
-LEASES = """
-SELECT host, pid, thread, acquired_at, expires_at - :now, fence, mode FROM tenure_rwlocks
-WHERE name = :name AND token != '' AND expires_at > :now ORDER BY fence
-"""
+
+def leases_read(present: set[str]) -> str:
+    """LEASES for a lease table with the columns ``present``."""
+    return _LEASES.format("fair" if "fair" in present else "NULL")
+
+
+LEASES = leases_read({"fair"})
 
 # ---- clean-up (run by ``SQLiteFile.collect``) ----------------------------------------------
 

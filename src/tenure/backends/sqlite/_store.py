@@ -110,7 +110,8 @@ class SQLiteFile(ByKind):
         if spec.kind is Kind.RWLOCK:
             assert spec.mode is not None and spec.queue_ttl is not None
             return self.queues.acquire(name, token, ttl, holder, mode=spec.mode.value,
-                                       queue_ttl=spec.queue_ttl, ticket=ticket)
+                                       queue_ttl=spec.queue_ttl, ticket=ticket,
+                                       fair=spec.fair)
         return self.locks.acquire(name, token, ttl, holder, value=spec.value, ticket=ticket)
 
     def leave(self, ticket: Ticket) -> None:

@@ -14,7 +14,9 @@ the server time of their own latest write; an election leader's ``value``, writt
 create or versioned set that grants the node, so it goes with the node; and ``queued`` on a
 waiter's node, which holds nothing even once it is first, until the versioned set that
 grants it; and ``fence`` on a node a release re-created to keep the name held a while
-(``_async/window.py``): the fence it stands for, its own ``czxid`` being newer.
+(``_async/window.py``): the fence it stands for, its own ``czxid`` being newer; and
+``fair`` on a read-write lock's node made by a fair lock, for ``inspect`` only (no grant reads
+it; a node without it, written by a tenure from before it, is a read-write lock's).
 
 A read-write lock's mode is in its nodes' names (kazoo's ReadLock and WriteLock name their
 nodes apart too): a reader waiting finds the newest write node ahead of it from the list of
@@ -84,6 +86,8 @@ class Record:
     fence: int | None = None
     """The fence this node stands for when it is not its own ``czxid``: a holder's node
     re-created, persistent, by a release inside a ``hold_at_least`` window."""
+    fair: bool = False
+    """Written by a fair lock (a read-write lock's node otherwise)."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {
@@ -96,14 +100,17 @@ class Record:
             fields["queued"] = True
         if self.fence is not None:
             fields["fence"] = self.fence
+        if self.fair:
+            fields["fair"] = True
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, ttl: float, *, value: str | None = None,
-        queued: bool = False,
+        queued: bool = False, fair: bool = False,
     ) -> Record:
-        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued)
+        return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued,
+                   fair=fair)
 
     def with_ttl(self, ttl: float) -> Record:
         return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
@@ -123,6 +130,7 @@ class Record:
                 None if fields.get("value") is None else str(fields["value"]),
                 fields.get("queued") is True,
                 None if fields.get("fence") is None else int(fields["fence"]),
+                fields.get("fair") is True,
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tenure._types import Kind, LeaseInfo, LockInfo, Mode, WaiterInfo
+from tenure._types import Kind, LeaseInfo, LockInfo, Mode, WaiterInfo, queue_kind
 from tenure.backends.zookeeper._nodes import Record, mode_of
 
 __all__ = ["lock_info"]
@@ -65,6 +65,7 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
     node's creation by the server's clock (``ctime``)."""
     leases = []
     waiters = []
+    fair = 0
     ahead = writes_ahead = 0
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, Exception):
@@ -78,15 +79,18 @@ def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[An
         in_turn = not (writes_ahead if mode == Mode.READ else ahead)
         ahead += 1
         writes_ahead += mode == Mode.WRITE
+        fair += record.fair
         if record.queued or not in_turn:
             waiters.append(WaiterInfo(record.holder, _utc(stat.ctime / 1000), mode))
             continue
-        leases.append(
-            LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode)
-        )
+        leases.append(LeaseInfo(
+            record.holder, _utc(record.since), left, record.fence_of(stat), mode=mode,
+            fair=record.fair,
+        ))
     # The name's fence is written just after a grant: the newest lease may be ahead of it.
     fence = max([fence, *(lease.fence or 0 for lease in leases)])
-    return LockInfo(name, fence, None, None, None, kind="rwlock", leases=tuple(leases),
+    return LockInfo(name, fence, None, None, None,
+                    kind=queue_kind(len(leases) + len(waiters), fair), leases=tuple(leases),
                     queued=len(waiters), waiters=tuple(waiters))
 
 

@@ -172,7 +172,8 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         store = self.store
         lease = store.pool.lasting(lease_seconds(self.ttl), self.ttl, place.holder_lease)
         place.holder_lease = None
-        record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl)
+        record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl,
+                            fair=self.spec.fair)
         compare = [created_at(place.key, place.revision)]
         failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
         if ahead_in is not None:

@@ -104,7 +104,7 @@ def first_try(
         queue_seconds = QUEUE_TTL if spec.queue_ttl is None else whole_seconds(spec.queue_ttl)
         return _first_in_turn(
             store, kind, name, token=token, ttl=ttl, holder=holder, mode=spec.mode,
-            queue_seconds=queue_seconds, kept=kept,
+            queue_seconds=queue_seconds, kept=kept, fair=spec.fair,
         )
     key = prefix + token
     record = Record.new(holder, limit, value=spec.value, ttl=ttl)
@@ -153,7 +153,7 @@ def first_try(
 
 def _first_in_turn(
     store: EtcdBackend, kind: str, name: str, *, token: str, ttl: float, holder: Holder,
-    mode: str, queue_seconds: int, kept: Lease | None,
+    mode: str, queue_seconds: int, kept: Lease | None, fair: bool,
 ) -> Grant | QueuePlace:
     """A read-write lock's first try: granted, or queued, in one transaction."""
     held = store.granted(kind, name, token)
@@ -163,8 +163,8 @@ def _first_in_turn(
     key = prefix + entry_name(mode, token)
     lease = store.pool.lasting(lease_seconds(ttl), ttl, kept)
     queue_lease = store.pool.lasting(queue_seconds, queue_seconds / 2)
-    record = Record.new(holder, 1, ttl=ttl)
-    queued = Record.new(holder, 1, queued=True).encode()
+    record = Record.new(holder, 1, ttl=ttl, fair=fair)
+    queued = Record.new(holder, 1, queued=True, fair=fair).encode()
     read_back = {"request_range": {"key": b64(key)}}
 
     def first(lease: Lease) -> JSON:

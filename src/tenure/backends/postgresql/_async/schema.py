@@ -100,26 +100,32 @@ class AsyncSchema:
         return exists and (upgraded or not slots)
 
     async def rwlock_tables(self, pool: AsyncPool, *, create: bool) -> bool:
-        """Whether the read-write lock tables exist; with ``create``, make them first."""
+        """Whether the read-write lock tables exist; with ``create``, make them first, or
+        add the fair column to an entries table made before it. Without ``create`` nothing
+        is written: reads take a missing fair column for NULL (``_rwlock_sql``)."""
         if self._rwlocks_ready:
             return True
         sql, params = self._rwlocks, {"entries": self._rwlocks.quoted_entries}
 
-        async def ensure(connection: Connection) -> bool:
-            cursor = await connection.execute(sql.exists, params)
-            row = await cursor.fetchone()
-            if row is not None and row[0]:
-                return True
-            if not create:
-                return False
+        async def ensure(connection: Connection) -> tuple[bool, bool]:
+            exists, upgraded = await fetch_row(connection, sql.exists, params)
+            if (exists and upgraded) or not create:
+                return exists, upgraded
             async with connection.transaction():
                 await connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
-                for statement in sql.create:
-                    await connection.execute(statement)
-            return True
+                # Again under the lock: another process may have made or upgraded them since.
+                exists, upgraded = await fetch_row(connection, sql.exists, params)
+                if not exists:
+                    for statement in sql.create:
+                        await connection.execute(statement)
+                elif not upgraded:
+                    await _upgrade(connection, sql.add_fair, sql.entries,
+                                   "the column fair locks now need")
+            return True, True
 
-        self._rwlocks_ready = await pool.run(ensure)
-        return self._rwlocks_ready
+        exists, upgraded = await pool.run(ensure)
+        self._rwlocks_ready = exists and upgraded
+        return exists
 
 
 async def _upgrade(connection: Connection, statement: str, table: str, what: str) -> None:

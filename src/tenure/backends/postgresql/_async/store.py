@@ -176,7 +176,8 @@ class AsyncPostgreSQLStore(AsyncStore):
 
     async def _acquire_queued(self, spec: LeaseSpec, params: dict[str, Any]) -> Grant | Busy:
         sql = self._rwlocks
-        params.update(mode=str(spec.mode), queue_ttl=spec.queue_ttl, channel=self._sql.table)
+        params.update(mode=str(spec.mode), queue_ttl=spec.queue_ttl, channel=self._sql.table,
+                      fair=spec.fair or None)
         await self._schema.rwlock_tables(self._pool, create=True)
 
         async def decide(connection: Connection) -> tuple[Any, ...]:

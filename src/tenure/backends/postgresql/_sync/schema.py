@@ -102,26 +102,32 @@ class Schema:
         return exists and (upgraded or not slots)
 
     def rwlock_tables(self, pool: Pool, *, create: bool) -> bool:
-        """Whether the read-write lock tables exist; with ``create``, make them first."""
+        """Whether the read-write lock tables exist; with ``create``, make them first, or
+        add the fair column to an entries table made before it. Without ``create`` nothing
+        is written: reads take a missing fair column for NULL (``_rwlock_sql``)."""
         if self._rwlocks_ready:
             return True
         sql, params = self._rwlocks, {"entries": self._rwlocks.quoted_entries}
 
-        def ensure(connection: Connection) -> bool:
-            cursor = connection.execute(sql.exists, params)
-            row = cursor.fetchone()
-            if row is not None and row[0]:
-                return True
-            if not create:
-                return False
+        def ensure(connection: Connection) -> tuple[bool, bool]:
+            exists, upgraded = fetch_row(connection, sql.exists, params)
+            if (exists and upgraded) or not create:
+                return exists, upgraded
             with connection.transaction():
                 connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
-                for statement in sql.create:
-                    connection.execute(statement)
-            return True
+                # Again under the lock: another process may have made or upgraded them since.
+                exists, upgraded = fetch_row(connection, sql.exists, params)
+                if not exists:
+                    for statement in sql.create:
+                        connection.execute(statement)
+                elif not upgraded:
+                    _upgrade(connection, sql.add_fair, sql.entries,
+                                   "the column fair locks now need")
+            return True, True
 
-        self._rwlocks_ready = pool.run(ensure)
-        return self._rwlocks_ready
+        exists, upgraded = pool.run(ensure)
+        self._rwlocks_ready = exists and upgraded
+        return exists
 
 
 def _upgrade(connection: Connection, statement: str, table: str, what: str) -> None:

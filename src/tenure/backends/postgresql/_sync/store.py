@@ -178,7 +178,8 @@ class PostgreSQLStore(Store):
 
     def _acquire_queued(self, spec: LeaseSpec, params: dict[str, Any]) -> Grant | Busy:
         sql = self._rwlocks
-        params.update(mode=str(spec.mode), queue_ttl=spec.queue_ttl, channel=self._sql.table)
+        params.update(mode=str(spec.mode), queue_ttl=spec.queue_ttl, channel=self._sql.table,
+                      fair=spec.fair or None)
         self._schema.rwlock_tables(self._pool, create=True)
 
         def decide(connection: Connection) -> tuple[Any, ...]:

@@ -46,7 +46,7 @@ class AsyncQueueSteps(AsyncRedisBase):
             ACQUIRE_QUEUED,
             keys.all,
             (name, token, milliseconds(ttl), str(mode), milliseconds(queue_ttl), holder.host,
-             holder.pid, holder.thread, self._gc_after_ms),
+             holder.pid, holder.thread, self._gc_after_ms, "1" if spec.fair else "0"),
         )
         if status == 1:
             return Grant(int(value))

@@ -120,7 +120,8 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         """Rewrite a waiter's node, found first in the queue, with the holder's record and
         ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         store, session = self.store, self.store.session
-        record = Record.new(self.holder, place.limit, self.ttl, value=place.value)
+        record = Record.new(self.holder, place.limit, self.ttl, value=place.value,
+                            fair=self.spec.fair)
         epoch = session.epoch
         try:
             granted = session.call("set", place.path, record.encode(), version=place.version)

@@ -158,7 +158,7 @@ class ZooKeeperBackend(ZooKeeperGrants):
         node is deleted, and its place is made by its first wait)."""
         kind, limit, mode = spec.kind, spec.limit, spec.mode
         parent = self._parent(kind, name)
-        record = Record.new(holder, limit, ttl, value=spec.value)
+        record = Record.new(holder, limit, ttl, value=spec.value, fair=spec.fair)
         epoch = self.session.epoch
         # One wait for two or three requests: the create, then the list of the queue, which
         # the server answers after the create, showing our node, and the name's node (for
@@ -187,7 +187,8 @@ class ZooKeeperBackend(ZooKeeperGrants):
             return Grant(stat.czxid)
         if mode is not None:
             # A read-write lock's refused node stays, as this waiter's place in the queue.
-            queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True)
+            queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True,
+                                fair=spec.fair)
             place = Place(
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
