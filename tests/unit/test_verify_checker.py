@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -201,13 +202,17 @@ def test_simulated_histories_are_linearizable(seed: int, clients: int, limit: in
     assert report.linearizable, "\n".join(describe_violation(v) for v in report.violations)
 
 
-@given(seed=st.integers(0, 2**32 - 1), data=st.data())
-def test_weaker_records_stay_linearizable(seed: int, data: st.DataObject) -> None:
+@given(seed=st.integers(0, 2**32 - 1), weakening=st.integers(0, 2**32 - 1))
+def test_weaker_records_stay_linearizable(seed: int, weakening: int) -> None:
     """Answers lost afterwards, or calls that took longer, allow more orders, never fewer."""
     history = simulate(120, clients=4, names=1, ttl=0.1, latency=0.02, seed=seed)
+    # Which calls to weaken comes from a seeded generator, not from draws in the loop: a
+    # draw checks that the global random state did not move meanwhile, and another test's
+    # background thread in this worker (a renewal's jitter) may move it (a FlakyFailure).
+    choose = random.Random(weakening)
     weakened = []
     for recorded in history:
-        change = data.draw(st.sampled_from(["keep"] * 6 + ["longer", "lost"]))
+        change = choose.choice(["keep"] * 6 + ["longer", "lost"])
         operation = recorded
         if change == "longer" and recorded.completed is not None:
             operation = dataclasses.replace(

@@ -58,6 +58,9 @@ async def test_terms_strictly_increase(backend_url: str, name: str) -> None:
 async def test_timed_out_campaign_leaves_nothing(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as one, tenure.connect_async(backend_url) as two:
         leadership = await one.election(name, ttl=10).campaign(value="first")
+        # The second client connects first (a ZooKeeper session can take longer to start on
+        # a loaded machine than the 0.05 s + 0.5 s this campaign is given: ciB).
+        assert await two.election(name).leader() is not None
         with pytest.raises(tenure.LockTimeout):
             await two.election(name, ttl=10).campaign(value="second", timeout=0.05)
         leader = await one.election(name).leader()

@@ -60,6 +60,9 @@ def test_terms_strictly_increase(backend_url: str, name: str) -> None:
 def test_timed_out_campaign_leaves_nothing(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as one, tenure.connect(backend_url) as two:
         leadership = one.election(name, ttl=10).campaign(value="first")
+        # The second client connects first (a ZooKeeper session can take longer to start on
+        # a loaded machine than the 0.05 s + 0.5 s this campaign is given: ciB).
+        assert two.election(name).leader() is not None
         with pytest.raises(tenure.LockTimeout):
             two.election(name, ttl=10).campaign(value="second", timeout=0.05)
         leader = one.election(name).leader()
