@@ -80,24 +80,12 @@ class Schema:
         needs none."""
         if self._permits_ready:
             return True
-        sql, params = self._semaphores, {"permits": self._semaphores.quoted}
-
-        def ensure(connection: Connection) -> tuple[bool, bool]:
-            exists, upgraded = fetch_row(connection, sql.exists, params)
-            if (exists and upgraded) or not create:
-                return exists, upgraded
-            with connection.transaction():
-                connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
-                # Again under the lock: another process may have made or upgraded it since.
-                exists, upgraded = fetch_row(connection, sql.exists, params)
-                if not exists:
-                    connection.execute(sql.create)
-                elif not upgraded:
-                    _upgrade(connection, sql.add_holder_token, sql.permits,
-                                   "the column its semaphores now need")
-            return True, True
-
-        exists, upgraded = pool.run(ensure)
+        sql = self._semaphores
+        exists, upgraded = self._ensure(
+            pool, sql.exists, {"permits": sql.quoted}, (sql.create,),
+            (sql.add_holder_token, sql.permits, "the column its semaphores now need"),
+            create=create,
+        )
         self._permits_ready = exists and upgraded
         return exists and (upgraded or not slots)
 
@@ -107,27 +95,39 @@ class Schema:
         is written: reads take a missing fair column for NULL (``_rwlock_sql``)."""
         if self._rwlocks_ready:
             return True
-        sql, params = self._rwlocks, {"entries": self._rwlocks.quoted_entries}
-
-        def ensure(connection: Connection) -> tuple[bool, bool]:
-            exists, upgraded = fetch_row(connection, sql.exists, params)
-            if (exists and upgraded) or not create:
-                return exists, upgraded
-            with connection.transaction():
-                connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
-                # Again under the lock: another process may have made or upgraded them since.
-                exists, upgraded = fetch_row(connection, sql.exists, params)
-                if not exists:
-                    for statement in sql.create:
-                        connection.execute(statement)
-                elif not upgraded:
-                    _upgrade(connection, sql.add_fair, sql.entries,
-                                   "the column fair locks now need")
-            return True, True
-
-        exists, upgraded = pool.run(ensure)
+        sql = self._rwlocks
+        exists, upgraded = self._ensure(
+            pool, sql.exists, {"entries": sql.quoted_entries}, tuple(sql.create),
+            (sql.add_fair, sql.entries, "the column fair locks now need"), create=create,
+        )
         self._rwlocks_ready = exists and upgraded
         return exists
+
+    def _ensure(
+        self, pool: Pool, exists: str, params: dict[str, str],
+        create_statements: tuple[str, ...], upgrade: tuple[str, str, str], *, create: bool,
+    ) -> tuple[bool, bool]:
+        """Whether an optional table exists and is upgraded (``exists``: the statement that
+        says both); with ``create``, make it (``create_statements``) or upgrade it
+        (``upgrade``: the statement, the table, why) first, under the lock table's creation
+        lock, and judged again there: another process may have made or upgraded it since."""
+
+        def ensure(connection: Connection) -> tuple[bool, bool]:
+            found, upgraded = fetch_row(connection, exists, params)
+            if (found and upgraded) or not create:
+                return found, upgraded
+            with connection.transaction():
+                connection.execute(self._sql.create_lock, {"table": self._sql.quoted})
+                found, upgraded = fetch_row(connection, exists, params)
+                if not found:
+                    for statement in create_statements:
+                        connection.execute(statement)
+                elif not upgraded:
+                    _upgrade(connection, *upgrade)
+            return True, True
+
+        result: tuple[bool, bool] = pool.run(ensure)
+        return result
 
 
 def _upgrade(connection: Connection, statement: str, table: str, what: str) -> None:
