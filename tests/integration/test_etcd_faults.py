@@ -236,8 +236,10 @@ def test_two_killed_is_a_backend_error_within_the_timeout_and_leaves_nothing(
         # Anything the lone member had accepted was committed by now, and a lease it may
         # have granted has run out: the name is free.
         time.sleep(ttl + 1.0)
+        # (No record at all is free too: the name's fence record goes with its holder's
+        # lease, gc_after on etcd, so a holder that never released leaves none.)
         info = locks.inspect(name)
-        assert info is not None and not info.held and info.holder is None
+        assert info is None or (not info.held and info.holder is None)
         again = locks.lock(name, ttl=ttl)
         assert again.acquire(blocking=False)
         assert again.fence is not None and info.fence is not None and again.fence > info.fence
