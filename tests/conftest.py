@@ -25,7 +25,7 @@ from tests import backends
 settings.register_profile("tenure", deadline=None)
 settings.load_profile("tenure")
 
-pytest_plugins = ["tests.cpu_report", *backends.server_modules()]
+pytest_plugins = ["tests.cpu_report", "tests.servers._shared", *backends.server_modules()]
 
 
 def offers(backend: str, primitive: str) -> bool:

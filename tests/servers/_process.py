@@ -185,12 +185,37 @@ class ManagedServer:
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"{name}.log"
+        self._started_elsewhere: int | None = None
+        """The PID of a server another process started (this is its unpickled copy)."""
+
+    def __getstate__(self) -> dict[str, object]:
+        # Another process (a pytest-xdist worker, the controller) gets the server's PID: it
+        # can signal and stop the server, not wait on a child that is not its own, and not
+        # restart it (the readiness probe is a closure that does not pickle).
+        state = {key: value for key, value in self.__dict__.items()
+                 if key not in ("process", "ready")}
+        state["_started_elsewhere"] = self.pid if self.running() else None
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.process = None
+        self.ready = _not_restartable
 
     @property
     def pid(self) -> int:
-        if self.process is None:
-            raise ServerFailed(f"{self.name} is not running")
-        return self.process.pid
+        if self.process is not None:
+            return self.process.pid
+        if self._started_elsewhere is not None:
+            return self._started_elsewhere
+        raise ServerFailed(f"{self.name} is not running")
+
+    def running(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        if self._started_elsewhere is None:
+            return False
+        return _alive(self._started_elsewhere)
 
     def start(self) -> ManagedServer:
         argv = self.argv
@@ -234,22 +259,46 @@ class ManagedServer:
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, no persistence flush."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-            self.process.wait(10)
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._wait(10)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; also resumes a paused server first."""
-        if self.process is None or self.process.poll() is not None:
+        if not self.running():
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGCONT)
             os.kill(self.pid, signal.SIGTERM)
         try:
-            self.process.wait(timeout)
+            self._wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+
+    def _wait(self, timeout: float) -> None:
+        if self.process is not None:
+            self.process.wait(timeout)
+            return
+        # Not our child: watch it go (a zombie counts as gone; its parent reaps it).
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout)
+            time.sleep(0.02)
 
     def restart(self) -> ManagedServer:
         self.stop()
         return self.start()
+
+
+def _not_restartable() -> None:
+    raise ServerFailed("a server started by another process cannot be restarted here")
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie does not: it only waits for its parent to reap it)."""
+    try:
+        return _stat_fields(pathlib.Path(f"/proc/{pid}/stat"))[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._shared import shared_server
 
 __all__ = [
     "AUTH_TOKEN_TTL", "AUTH_USER", "EtcdCluster", "EtcdServer", "GatewayRefused", "TlsFiles",
@@ -148,13 +149,14 @@ def running_etcd_cluster() -> Iterator[EtcdCluster]:
 
 @pytest.fixture(scope="session")
 def etcd_cluster() -> Iterator[EtcdCluster]:
-    with running_etcd_cluster() as cluster:
+    """The run's 3-node cluster, one for every pytest-xdist worker (tests/servers/_shared.py)."""
+    with shared_server("etcd", start_etcd_cluster) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="session")
 def etcd_url(etcd_cluster: EtcdCluster) -> str:
-    """The session's 3-node cluster (shared: tests use unique names)."""
+    """The run's 3-node cluster (shared by every test and worker: tests use unique names)."""
     return etcd_cluster.url
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
+from tests.servers._shared import shared_server
 
 __all__ = ["ZooKeeperEnsemble", "start_zookeeper_ensemble", "zookeeper_ensemble", "zookeeper_url"]
 
@@ -152,13 +153,15 @@ def running_zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
 
 @pytest.fixture(scope="session")
 def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
-    with running_zookeeper_ensemble() as ensemble:
+    """The run's 3-node ensemble, one for every pytest-xdist worker
+    (tests/servers/_shared.py)."""
+    with shared_server("zookeeper", start_zookeeper_ensemble) as ensemble:
         yield ensemble
 
 
 @pytest.fixture(scope="session")
 def zookeeper_url(zookeeper_ensemble: ZooKeeperEnsemble) -> str:
-    """The session's 3-node ensemble (shared: tests use unique names)."""
+    """The run's 3-node ensemble (shared by every test and worker: tests use unique names)."""
     return zookeeper_ensemble.url
 
 
