@@ -57,7 +57,7 @@ def record(
         return LockInfo(name, int(fence), None, None, None,
                         kind=queue_kind(len(held) + queued, fair), leases=held, queued=queued,
                         waiters=tuple(waiters))
-    waiters = tuple(
+    permit_waiters = tuple(
         WaiterInfo(
             None if host is None else Holder(host, int(pid or 0), thread or ""),
             None if placed_at is None
@@ -68,5 +68,5 @@ def record(
     )
     return LockInfo(
         name, int(fence), None, None, None, kind=kind.value, limit=limit, leases=held,
-        queued=queued, waiters=waiters,
+        queued=queued, waiters=permit_waiters,
     )
