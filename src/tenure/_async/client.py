@@ -49,6 +49,13 @@ NOUNS = {
     "weighted": "weighted permits (a semaphore permit of weight above 1)",
 }
 """How a refusal names each primitive beyond the mutex."""
+UNBUILT = {
+    "weighted": "its semaphores grant permits of weight 1 only, without a queue (weighted "
+    "FIFO permits are not implemented for this backend yet; see the semaphores section of "
+    "docs/api.md)",
+}
+"""Why a refusal says a store lacks ``primitive`` when its store gives no reason of its own
+(``refusals``): it is simply not built there yet."""
 CLEANUP_GRACE = 0.2
 """How long closing a client waits for pending undo steps (seconds): enough for a release on
 a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
@@ -304,7 +311,7 @@ class AsyncLocks:
         """Raise ConfigurationError, saying why, unless the store offers ``primitive``."""
         if primitive not in self.store.offers:
             reason = self.store.refusals.get(
-                primitive, "it is not implemented for this backend"
+                primitive, UNBUILT.get(primitive, "it is not implemented for this backend")
             )
             raise ConfigurationError(
                 f"{self.store.describe()} has no "
