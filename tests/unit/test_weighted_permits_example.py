@@ -1,14 +1,18 @@
 """The weighted-permits example of docs/api.md runs as written, on the memory store: a
-permit of weight 2 out of 8 units, the units in use and each permit's weight read back."""
+permit of weight 2 out of 8 units, the units in use and each permit's weight read back. In
+a subprocess: its renewing permit starts the process's renewal thread, whose jitter draws
+from the global random state that this worker's hypothesis tests watch."""
 
 from __future__ import annotations
 
 import pathlib
 import re
+import subprocess
+import sys
+import textwrap
 
-import tenure
-
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "api.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "api.md"
 
 
 def documented_example() -> str:
@@ -18,15 +22,23 @@ def documented_example() -> str:
 
 
 def test_the_documented_weighted_permit_example_runs() -> None:
-    trained: list[tuple[int, int | None]] = []
-    with tenure.connect("memory://weighted-example") as locks:
-        namespace = {
-            "locks": locks,
-            "train": lambda devices, fence: trained.append((devices, fence)),
-        }
-        exec(documented_example(), namespace)  # the page's own code
+    script = textwrap.dedent("""
+        import tenure
+
+        trained = []
+
+        def train(devices, fence):
+            trained.append((devices, fence))
+
+        locks = tenure.connect("memory://")
+    """) + documented_example() + textwrap.dedent("""
         assert len(trained) == 1 and trained[0][0] == 2 and trained[0][1] is not None
-        info = namespace["info"]
         assert isinstance(info, tenure.LockInfo)
         assert info.units == 0 and info.limit == 8 and info.waiters == ()
-        assert namespace["gpus"].weight == 2
+        assert gpus.weight == 2
+        locks.close()
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
