@@ -45,11 +45,23 @@ def primitives(backend: type, primitive: str) -> str:
     return "yes" if primitive in store.offers else "not yet"
 
 
+def weighted(backend: type) -> str:
+    """Whether this backend's semaphores take weighted permits (``offers`` "weighted"):
+    "-" where it has no semaphores at all."""
+    from tenure._async.connect import store_class
+
+    store = store_class(backend)
+    if "semaphore" not in store.offers:
+        return "-"
+    return primitives(backend, "weighted")
+
+
 NOUNS = {
     "semaphore": "semaphores",
     "election": "elections",
     "rwlock": "read-write locks",
     "fair": "fair locks",
+    "weighted": "weighted permits",
 }
 """How the notes below the table name each primitive (as ``AsyncLocks`` refusals do)."""
 
@@ -58,8 +70,8 @@ def table() -> str:
     rows = [
         "| backend | URLs | fencing | fences survive a server restart | leases survive a "
         "server restart | waiters woken by | across hosts | survives losing one server "
-        "| semaphores | elections | read-write locks | fair locks |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| semaphores | weighted permits | elections | read-write locks | fair locks |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     refused = []
     for package, urls in backends():
@@ -69,7 +81,7 @@ def table() -> str:
             f"| {package} | `{urls}` | {caps.fencing} | {yes(caps.fences_survive_restart)} | "
             f"{yes(caps.leases_survive_restart)} | {caps.wakeups} | {yes(caps.multi_host)} | "
             f"{yes(caps.fault_tolerant)} | {primitives(module.BACKEND, 'semaphore')} | "
-            f"{primitives(module.BACKEND, 'election')} | "
+            f"{weighted(module.BACKEND)} | {primitives(module.BACKEND, 'election')} | "
             f"{primitives(module.BACKEND, 'rwlock')} | {primitives(module.BACKEND, 'fair')} |"
         )
         refused += [

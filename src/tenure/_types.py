@@ -51,13 +51,17 @@ class LeaseSpec:
 
     kind: Kind = Kind.LOCK
     limit: int = 1
-    """How many live leases the name may have (a semaphore's limit; 1 otherwise)."""
+    """How many units the name's live leases may take together (a semaphore's limit; 1
+    otherwise)."""
+    weight: int = 1
+    """How many of the limit's units this lease takes (a weighted permit's; 1 otherwise)."""
     mode: Mode | None = None
     """A queued lease's mode (kind RWLOCK only)."""
     value: str | None = None
     """A value stored with a lock's lease when it is granted (an election's leader value)."""
     queue_ttl: float | None = None
-    """Seconds a refused queued attempt's waiting place outlives the attempt (kind RWLOCK)."""
+    """Seconds a refused queued attempt's waiting place outlives the attempt (kind RWLOCK;
+    kind SEMAPHORE on a store that offers "weighted": its permits queue in arrival order)."""
     fair: bool = False
     """A fair lock's lease (kind RWLOCK, mode WRITE): the same lease as the read-write lock's
     write side, granted by the same rule; the store keeps the flag with the lease and its
@@ -65,8 +69,13 @@ class LeaseSpec:
 
     @property
     def queues(self) -> bool:
-        """A refused attempt holds a place in a server-side queue from that answer on."""
-        return self.kind is Kind.RWLOCK
+        """A refused attempt holds a place in a server-side queue from that answer on: a
+        read-write (or fair) lock's, and a semaphore's given a ``queue_ttl`` (weighted FIFO
+        permits: granted while the units of live permits, plus the weights of the live places
+        ahead, plus this weight stay within the limit)."""
+        return self.kind is Kind.RWLOCK or (
+            self.kind is Kind.SEMAPHORE and self.queue_ttl is not None
+        )
 
     @property
     def shared(self) -> bool:
@@ -102,12 +111,14 @@ class LeaseInfo:
     fair: bool = False
     """A fair lock's lease (``locks.lock(name, fair=True)``), not a read-write lock's write
     handle's (the two are the same lease of the name's queue)."""
+    weight: int = 1
+    """How many of a semaphore's units this permit takes (1 for every other lease)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WaiterInfo:
     """One waiter holding a place in a queued primitive's queue (a read-write or fair
-    lock's): who waits, since when, for which mode."""
+    lock's, a queued semaphore's): who waits, since when, for which mode or weight."""
 
     holder: Holder | None
     """Who waits; None when the place does not say (written by an older tenure)."""
@@ -116,6 +127,8 @@ class WaiterInfo:
     clock to read, by the waiter's, as its leases' ``acquired_at``); None when unknown."""
     mode: str | None = None
     """What it waits for: "read" or "write" (a fair lock's waiters wait to write)."""
+    weight: int | None = None
+    """A semaphore's waiter: how many units its permit will take (None for a lock's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,8 +140,9 @@ class LockInfo:
     read-write lock (``kind="rwlock"``, which a fair lock of the same name is the write side
     of) its readers or its one writer, each with its ``mode``, and its ``waiters`` (their
     count is ``queued``); the same record reads ``kind="fair"`` while every live lease and
-    waiter in it is a fair lock's. Semaphores do not queue: their ``waiters`` are always
-    empty.
+    waiter in it is a fair lock's. A semaphore's leases each carry their ``weight``
+    (``units`` is their sum, the units in use); where its backend queues permits (it offers
+    "weighted") its ``waiters`` are listed too, each with its weight, else they are empty.
     """
 
     name: str
@@ -154,10 +168,10 @@ class LockInfo:
     """The opaque value stored with a lock's live lease (an election's leader value), read
     in the same atomic step as holder and fence; None when there is none."""
     queued: int = 0
-    """A read-write (or fair) lock's waiters holding a live place in its queue: the length
-    of ``waiters`` whenever a backend lists them."""
+    """A queued primitive's (read-write, fair lock's, queued semaphore's) waiters holding a
+    live place in its queue: the length of ``waiters`` whenever a backend lists them."""
     waiters: tuple[WaiterInfo, ...] = ()
-    """A read-write (or fair) lock's waiters holding a live place, in arrival order (the
+    """A queued primitive's waiters holding a live place, in arrival order (the
     order they are served in): read in the same atomic step as the leases."""
 
     def __post_init__(self) -> None:
@@ -173,6 +187,12 @@ class LockInfo:
     def held(self) -> bool:
         """Somebody holds a live lease on this name (a lock's holder, any permit)."""
         return bool(self.leases)
+
+    @property
+    def units(self) -> int:
+        """The units the live leases take together: a semaphore's units in use (the sum of
+        its permits' weights, at most ``limit``); the number of leases for other kinds."""
+        return sum(lease.weight for lease in self.leases)
 
     @property
     def holders(self) -> tuple[LeaseInfo, ...]:

@@ -126,6 +126,18 @@ MAX_LIMIT = 2**31 - 1
 """A semaphore's largest limit: what every backend's integer column holds."""
 
 
+def validate_weight(weight: object, limit: int) -> int:
+    """A semaphore permit's weight: an int from 1 to the semaphore's ``limit``."""
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise InvalidArgumentType(f"weight must be an int, not {type(weight).__name__}")
+    if not 1 <= weight <= limit:
+        raise InvalidArgument(
+            f"weight must be between 1 and the limit ({limit}), not {weight}: a permit takes "
+            "that many of the semaphore's units"
+        )
+    return weight
+
+
 def validate_limit(limit: object) -> int:
     """A semaphore's limit: an int from 1 to ``MAX_LIMIT``."""
     if isinstance(limit, bool) or not isinstance(limit, int):

@@ -101,6 +101,55 @@ def run_permits(url: str, name: str, tmp: pathlib.Path, *, processes: int, round
     ]
 
 
+WeightedPermit = tuple[int, int, int, int, int]
+"""(asked ns, entered ns, left ns, fence, weight) of one weighted permit."""
+
+
+def run_weighted_permits(url: str, name: str, tmp: pathlib.Path, *, weights: list[int],
+                         rounds: int, limit: int, hold: float) -> list[list[WeightedPermit]]:
+    """A worker per weight, all connected before any starts, x ``rounds`` permits of that
+    weight of the semaphore ``name`` (``limit``), each held ``hold`` seconds; every worker's
+    permits."""
+    start = tmp / "start"
+    outputs = [tmp / f"weighted-{index}.txt" for index in range(len(weights))]
+    running = [
+        worker("weighted", url, name, str(limit), str(weight), str(rounds), str(hold),
+               str(start), str(out))
+        for weight, out in zip(weights, outputs, strict=True)
+    ]
+    try:
+        for process in running:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
+                                                    else "")
+        start.touch()
+        for process in running:
+            finish(process, timeout=900)
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return [
+        [(int(asked), int(entered), int(left), int(fence), weight)
+         for asked, entered, left, fence in (line.split() for line in out.read_text().splitlines())]
+        for weight, out in zip(weights, outputs, strict=True)
+    ]
+
+
+def most_units_at_once(permits: list[WeightedPermit]) -> int:
+    """The most units (weights added up) whose (entered, left) intervals overlap at any
+    instant; as ``most_at_once``, never overstating the real use."""
+    events = sorted([(entered, weight) for _, entered, _, _, weight in permits]
+                    + [(left, -weight) for _, _, left, _, weight in permits])
+    live = most = 0
+    for _, change in events:  # at a tie, a departure (negative) sorts first
+        live += change
+        most = max(most, live)
+    return most
+
+
 def most_at_once(permits: list[Permit]) -> int:
     """The most permits whose (entered, left) intervals overlap at any instant. Each interval
     lies inside the permit's real tenure (stamped after acquire returned, before release was

@@ -3,6 +3,7 @@ busy status, a lost lease terminating the command, signal forwarding, release on
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -372,3 +373,65 @@ def test_a_full_semaphore_runs_nothing_and_says_who_holds_it(
     assert not marker.exists()
     (tmp_path / "first" / "go").touch()
     assert finish(holder) == (0, "", "")
+
+
+def test_weighted_runs_never_take_more_than_the_units(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    weights = [3, 1, 2, 3, 1, 2]
+    runs = [
+        start(spawned, "run", "gpus", "--semaphore", "4", "--weight", str(weight),
+              "--timeout", "60", "--", sys.executable, "-c", OVERLAPPING,
+              str(tmp_path / f"run{index}"), env=env)
+        for index, weight in enumerate(weights)
+    ]
+    for process in runs:
+        assert finish(process)[0] == 0
+    spans = [
+        tuple(map(float, (tmp_path / f"run{index}").read_text().split()))
+        for index in range(len(weights))
+    ]
+    events = sorted([(begin, weight) for (begin, _), weight in zip(spans, weights, strict=True)]
+                    + [(end, -weight) for (_, end), weight in zip(spans, weights, strict=True)])
+    inside = most = 0
+    for _, step in events:  # at a tie, an end (negative) sorts first
+        inside += step
+        most = max(most, inside)
+    assert 3 <= most <= 4
+
+
+def test_a_weighted_waiter_is_shown_with_its_weight(
+    tmp_path: pathlib.Path, env: dict[str, str], spawned: list[subprocess.Popen[str]]
+) -> None:
+    holder = hold(spawned, tmp_path / "first", env, "--semaphore", "4", "--weight", "3",
+                  name="gpus")
+    marker = tmp_path / "ran"
+    # Two units are asked, one is free: refused, naming the units in use.
+    refused = tenure_command("run", "gpus", "--semaphore", "4", "--weight", "2", "--no-wait",
+                             "--", "touch", str(marker), env=env)
+    assert refused.returncode == 75, refused.stderr
+    assert "3 of 4 units in use" in refused.stderr and "weight 3" in refused.stderr
+    waiter = start(spawned, "run", "gpus", "--semaphore", "4", "--weight", "2",
+                   "--timeout", "60", "--", "touch", str(marker), env=env)
+    deadline = time.monotonic() + 30
+    while True:
+        semaphore = json.loads(tenure_command("show", "gpus", "--json", env=env).stdout)
+        assert semaphore["kind"] == "semaphore"  # (one object: no other primitive is "gpus")
+        if semaphore["waiters"]:
+            break
+        assert time.monotonic() < deadline, "the waiter never queued"
+        time.sleep(0.05)
+    assert semaphore["units"] == 3 and semaphore["limit"] == 4
+    assert [h["weight"] for h in semaphore["holders"]] == [3]
+    (queued,) = semaphore["waiters"]
+    assert queued["weight"] == 2 and queued["pid"] == waiter.pid and queued["mode"] is None
+    text = tenure_command("show", "gpus", env=env).stdout
+    assert "units:    3 of 4 in use" in text and "weight 2, since" in text
+    assert not marker.exists()
+    (tmp_path / "first" / "go").touch()
+    assert finish(holder) == (0, "", "")
+    assert finish(waiter)[0] == 0 and marker.exists()
+    for bad in (["--weight", "2"], ["--semaphore", "4", "--weight", "5"],
+                ["--semaphore", "4", "--weight", "0"]):
+        wrong = tenure_command("run", "gpus", *bad, "--", "true", env=env)
+        assert wrong.returncode == 2 and "weight" in wrong.stderr, (bad, wrong.stderr)

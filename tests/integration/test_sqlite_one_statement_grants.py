@@ -13,8 +13,7 @@ import sqlite3
 import pytest
 
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
-from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
-from tenure.backends.sqlite._clock import clock_us
+from tenure.backends.sqlite._clock import NOW, clock_us
 from tenure.backends.sqlite._config import Settings
 from tenure.backends.sqlite._doorbell import Ticket
 from tenure.backends.sqlite._store import SQLiteFile
@@ -22,6 +21,22 @@ from tenure.backends.sqlite._store import SQLiteFile
 pytestmark = pytest.mark.sqlite
 
 HOLDER = Holder("test-host", 1, "main")
+
+# An older tenure's permit grant (before the trigger and the weight column), as it wrote it:
+# the fence taken from the record row, then the permit inserted, naming its columns.
+OLD_TAKE_FENCE = f"""
+UPDATE tenure_permits
+SET fence = max(fence + 1, :floor), expires_at = max(coalesce(expires_at, 0), {NOW} + :ttl)
+WHERE name = :name AND token = '' AND permits = :limit
+  AND (SELECT count(*) FROM tenure_permits
+       WHERE name = :name AND token != '' AND expires_at > {NOW}) < :limit
+  AND NOT EXISTS (SELECT 1 FROM tenure_permits WHERE name = :name AND token = :token)
+RETURNING fence
+"""
+OLD_INSERT_PERMIT = f"""
+INSERT INTO tenure_permits (name, token, fence, expires_at, acquired_at, host, pid, thread)
+VALUES (:name, :token, :fence, {NOW} + :ttl, {NOW}, :host, :pid, :thread)
+"""
 LOCK = LeaseSpec()
 
 
@@ -132,14 +147,15 @@ def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increas
     assert record(path, "pool")[0] == b_fence
     assert store.release(Kind.SEMAPHORE, "pool", "a")
     assert store.release(Kind.SEMAPHORE, "pool", "b")
-    # A tenure from before the trigger shares the file: its grant is TAKE_FENCE and then
-    # INSERT_PERMIT in one transaction. The trigger fires on its insert and changes nothing.
+    # A tenure from before the trigger shares the file: its grant is OLD_TAKE_FENCE and then
+    # OLD_INSERT_PERMIT in one transaction. The trigger fires on its insert and changes
+    # nothing; its permit (no weight) counts as one unit.
     with sqlite3.connect(path, isolation_level=None) as older:
         older.execute("BEGIN IMMEDIATE")
-        (old_fence,) = older.execute(semaphore_sql.TAKE_FENCE, {
+        (old_fence,) = older.execute(OLD_TAKE_FENCE, {
             "name": "pool", "token": "old", "limit": 2, "ttl": 30.0, "floor": clock_us(),
         }).fetchone()
-        older.execute(semaphore_sql.INSERT_PERMIT, {
+        older.execute(OLD_INSERT_PERMIT, {
             "name": "pool", "token": "old", "fence": old_fence, "ttl": 30.0,
             "host": "older", "pid": 2, "thread": "main",
         })

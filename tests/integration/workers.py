@@ -12,6 +12,9 @@
         permit of the semaphore NAME (limit LIMIT), hold it HOLD seconds, release it. Writes
         one line per permit to OUT: "<entered ns> <left ns> <fence>", time.monotonic_ns()
         just after acquire returned and just before release (one clock for the host).
+    python -m tests.integration.workers weighted URL NAME LIMIT WEIGHT ROUNDS HOLD START OUT
+        as ``permits``, each permit of weight WEIGHT; each line "<asked ns> <entered ns>
+        <left ns> <fence>", time.monotonic_ns() just before acquire was called too.
     python -m tests.integration.workers hold-permit URL NAME LIMIT TTL
         take a permit (renewed), print "acquired <fence>", then sleep until killed.
     python -m tests.integration.workers hold-reads URL NAME COUNT TTL
@@ -88,6 +91,27 @@ def permits(url: str, name: str, limit: int, rounds: int, hold: float, start: st
     pathlib.Path(out).write_text("\n".join(lines) + "\n")
 
 
+def weighted(url: str, name: str, limit: int, weight: int, rounds: int, hold: float,
+             start: str, out: str) -> None:
+    lines = []
+    with tenure.connect(url) as locks:
+        locks.inspect(name, kind="semaphore")  # connect before the start line
+        print("ready", flush=True)
+        while not pathlib.Path(start).exists():
+            time.sleep(0.001)
+        permit = locks.semaphore(name, limit=limit, weight=weight, ttl=30)
+        for _ in range(rounds):
+            asked = time.monotonic_ns()
+            if not permit.acquire(timeout=300):
+                raise SystemExit(f"no permit of {name!r} (weight {weight}) within 300 s")
+            entered = time.monotonic_ns()
+            time.sleep(hold)
+            left = time.monotonic_ns()
+            lines.append(f"{asked} {entered} {left} {permit.fence}")
+            permit.release()
+    pathlib.Path(out).write_text("\n".join(lines) + "\n")
+
+
 def hold_permit(url: str, name: str, limit: int, ttl: float) -> None:
     locks = tenure.connect(url)
     permit = locks.semaphore(name, limit=limit, ttl=ttl, renew=True)
@@ -144,6 +168,9 @@ def main(argv: list[str]) -> None:
     elif command == "permits":
         limit, rounds, seconds, start, out = rest
         permits(url, name, int(limit), int(rounds), float(seconds), start, out)
+    elif command == "weighted":
+        limit, weight, rounds, seconds, start, out = rest
+        weighted(url, name, int(limit), int(weight), int(rounds), float(seconds), start, out)
     elif command == "hold-permit":
         hold_permit(url, name, int(rest[0]), float(rest[1]))
     elif command == "hold-reads":

@@ -24,6 +24,34 @@ def test_every_backend_offers_or_refuses_semaphores(package: str) -> None:
         assert len(backend.refusals["semaphore"]) > 40  # a reason, not a word
 
 
+@pytest.mark.parametrize("package", PACKAGES)
+def test_weighted_permits_come_with_semaphores(package: str) -> None:
+    scheme = next(s for s, entry in builtin_backends().items() if entry.package == package)
+    backend = store_class(load_backend_module(f"{scheme}://", "_async").BACKEND)
+    if "weighted" in backend.offers:
+        assert "semaphore" in backend.offers, package
+    assert ("weighted" in backend.offers) == package.endswith((".memory", ".sqlite")), package
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:1/0", "postgresql://u:secret@127.0.0.1:1/db",
+            "zookeeper://127.0.0.1:1"],
+)
+def test_a_weight_above_one_is_refused_naming_the_backend(url: str) -> None:
+    # Connecting is lazy: no server is needed to be refused, nor for a weight-1 handle.
+    with tenure.connect(url) as locks:
+        assert locks.supports("weighted") is False and locks.supports("semaphore") is True
+        assert locks.semaphore("gpu", limit=8, weight=1).weight == 1
+        with pytest.raises(tenure.ConfigurationError) as raised:
+            locks.semaphore("gpu", limit=8, weight=2)
+        message = str(raised.value)
+        assert locks.backend.describe() in message and "weighted permits" in message
+        assert "secret" not in message
+        # A bad weight is bad input first, on every backend.
+        with pytest.raises(tenure.InvalidArgument, match="weight"):
+            locks.semaphore("gpu", limit=8, weight=9)
+
+
 def test_redlock_refuses_semaphores_saying_why() -> None:
     # Connecting is lazy: no server is needed to be refused.
     with tenure.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3") as locks:

@@ -28,6 +28,7 @@ from tenure._validation import (
     validate_name,
     validate_timeout,
     validate_ttl,
+    validate_weight,
 )
 
 __all__ = ["DEFAULT_TTL", "KINDS", "AsyncLocks"]
@@ -45,8 +46,16 @@ NOUNS = {
     "election": "elections",
     "rwlock": "read-write locks",
     "fair": "fair locks",
+    "weighted": "weighted permits (a semaphore permit of weight above 1)",
 }
 """How a refusal names each primitive beyond the mutex."""
+UNBUILT = {
+    "weighted": "its semaphores grant permits of weight 1 only, without a queue (weighted "
+    "FIFO permits are not implemented for this backend yet; see the semaphores section of "
+    "docs/api.md)",
+}
+"""Why a refusal says a store lacks ``primitive`` when its store gives no reason of its own
+(``refusals``): it is simply not built there yet."""
 CLEANUP_GRACE = 0.2
 """How long closing a client waits for pending undo steps (seconds): enough for a release on
 a server that answers; one that does not is not waited for (the lease's TTL ends it), so a
@@ -230,10 +239,12 @@ class AsyncLocks:
         renew: bool = False,
         max_renewals: int | None = None,
         on_lost: Callable[[AsyncSemaphore], Any] | None = None,
+        weight: int = 1,
     ) -> AsyncSemaphore:
         """A handle on ONE permit of the counting semaphore ``name``: at most ``limit``
-        permits are live at once, across every process using the backend. Nothing is sent
-        until acquire.
+        units are taken at once, across every process using the backend; a permit takes
+        ``weight`` of them (default 1: at most ``limit`` permits). Nothing is sent until
+        acquire.
 
         Each permit is a lease of its own (token, server-clock expiry, fence strictly
         increasing per name), with the options of ``lock()``: a holder that stops renewing
@@ -241,11 +252,26 @@ class AsyncLocks:
         must use the same ``limit``: an acquire with another limit while permits are live
         raises ConfigurationError naming both; once none is live, a new limit applies.
 
+        Weighted permits (``weight`` from 1 to ``limit``; another raises InvalidArgument, a
+        ValueError, or for a non-int InvalidArgumentType): a permit is granted while the
+        units of the live permits plus this weight stay within ``limit``, and waiters are
+        served in arrival order. A waiter at the head of the queue holds back the waiters
+        behind it, however light, until its weight fits: a heavy permit is never starved by
+        a stream of light ones. Each waiter keeps a place in a server-side queue, refreshed
+        while it waits (one that dies leaves it within ``QUEUE_TTL``, 3 s; one that gives up
+        at once); a newcomer stands behind every live waiter. Where the backend offers
+        "weighted" (``supports("weighted")``) every permit, of weight 1 too, queues so; a
+        backend without it grants weight-1 permits as before and refuses a weight above 1
+        with ConfigurationError naming the backend.
+
         Raises ConfigurationError on a backend without semaphores, saying why.
         """
         self._offered("semaphore")
         renew, blocking, max_renewals = self._checked_flags(renew, blocking, max_renewals)
         name, limit = validate_name(name), validate_limit(limit)
+        weight = validate_weight(weight, limit)
+        if weight > 1:
+            self._offered("weighted")
         settings = LeaseOptions(
             ttl=self._ttl(ttl),
             timeout=validate_timeout(timeout),
@@ -254,7 +280,9 @@ class AsyncLocks:
             max_renewals=max_renewals,
             on_lost=validate_callback(on_lost, "on_lost"),
         )
-        return AsyncSemaphore(self, name, limit, settings)
+        return AsyncSemaphore(
+            self, name, limit, settings, weight=weight, queued="weighted" in self.store.offers
+        )
 
     def election(self, name: str, ttl: float | None = None) -> AsyncElection:
         """A handle on the leader election ``name``; nothing is sent until campaign.
@@ -271,7 +299,8 @@ class AsyncLocks:
 
     def supports(self, primitive: str) -> bool:
         """Whether this backend offers ``primitive`` ("lock", "semaphore", "election",
-        "rwlock", "fair")."""
+        "rwlock", "fair"; "weighted": semaphore permits of weight above 1, queued in arrival
+        order)."""
         if primitive not in PRIMITIVES:
             raise InvalidArgument(
                 f"unknown primitive {primitive!r}; tenure knows {list(PRIMITIVES)}"
@@ -282,7 +311,7 @@ class AsyncLocks:
         """Raise ConfigurationError, saying why, unless the store offers ``primitive``."""
         if primitive not in self.store.offers:
             reason = self.store.refusals.get(
-                primitive, "it is not implemented for this backend"
+                primitive, UNBUILT.get(primitive, "it is not implemented for this backend")
             )
             raise ConfigurationError(
                 f"{self.store.describe()} has no "

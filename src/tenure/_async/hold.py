@@ -18,13 +18,16 @@ __all__ = ["Hold", "would_wait"]
 
 def would_wait(spec: LeaseSpec, info: LockInfo | None) -> bool:
     """Whether a new lease of ``spec`` would be refused, given the name's record: a lock
-    held; a semaphore with all its permits live; a writer behind any holder or waiter, a
-    reader behind a writer (held, or waiting ahead: a place that lasts is, but for a
-    moment, behind a writer)."""
+    held; a semaphore without room for this permit's weight beside the live permits'
+    units (or, queued, with a waiter that would stand ahead of it); a writer behind any
+    holder or waiter, a reader behind a writer (held, or waiting ahead: a place that lasts
+    is, but for a moment, behind a writer)."""
     if info is None:
         return False
     if spec.kind is Kind.SEMAPHORE:
-        return bool(info.leases) and len(info.leases) >= (info.limit or spec.limit)
+        if spec.queues and info.queued:
+            return True
+        return bool(info.leases) and info.units + spec.weight > (info.limit or spec.limit)
     if spec.kind is Kind.RWLOCK:
         if info.queued:
             return True

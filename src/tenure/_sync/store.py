@@ -45,17 +45,25 @@ from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, Lo
 __all__ = [
     "EVERY_PRIMITIVE",
     "PRIMITIVES",
+    "WITH_WEIGHTS",
     "Attempt",
     "Store",
     "extend_by_kind",
     "failure",
 ]
 
-PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair")
+PRIMITIVES = ("lock", "semaphore", "election", "rwlock", "fair", "weighted")
 """What a store may offer: the kinds' public faces (a fair lock is the write side of a
-read-write lock; an election is a lock whose lease carries a value)."""
-EVERY_PRIMITIVE = frozenset(PRIMITIVES)
-"""``offers`` of a store that implements them all."""
+read-write lock; an election is a lock whose lease carries a value) and "weighted":
+semaphore permits of any weight (``LeaseSpec.weight``) queued in arrival order
+(``LeaseSpec.queue_ttl``), granted while the units of the live permits, plus the weights of
+the live places ahead of the attempt, plus its own weight stay within the limit. A store
+without it grants permits of weight 1 alone, unqueued."""
+EVERY_PRIMITIVE = frozenset(PRIMITIVES) - {"weighted"}
+"""``offers`` of a store that implements every primitive (weighted permits are offered by
+the stores that have them: ``WITH_WEIGHTS``)."""
+WITH_WEIGHTS = EVERY_PRIMITIVE | {"weighted"}
+"""``offers`` of a store that implements every primitive and weighted FIFO permits."""
 
 Answers = list[bool]
 """A batch's answers, in the order asked."""
@@ -283,8 +291,11 @@ class Store(abc.ABC):
 
         Expired leases (and lapsed places) are dropped first. ``token`` already holds a live
         lease (a retry after a lost reply): reset its expiry, keep its fence, return it.
-        Grantable (a lock: no live lease; a semaphore: fewer than ``limit``, the stored limit
-        ruling while permits live, another raising ``limit_mismatch``; a queued mode: by the
+        Grantable (a lock: no live lease; a semaphore: fewer than ``limit`` permits, the
+        stored limit ruling while permits live, another raising ``limit_mismatch``; a
+        queued semaphore, on a store that offers "weighted": the units of the live permits
+        plus the weights of the live places ahead of this one (every live place, for an
+        attempt without one) plus ``spec.weight`` at most ``limit``; a queued mode: by the
         arrival rule, see ``capabilities`` of the read-write lock): store the lease (token,
         server now + ttl, holder, the name's next fence, the value) and return
         ``Grant(fence)``. Otherwise change nothing but a queued kind's place (added at the

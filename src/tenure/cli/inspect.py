@@ -26,6 +26,8 @@ __all__ = [
     "describe_lease",
     "info_to_json",
     "list_locks",
+    "permits_state",
+    "semaphore_busy",
     "show_lock",
 ]
 
@@ -149,15 +151,21 @@ def _show_one(info: LockInfo, out: TextIO) -> None:
     if info.kind == "semaphore":
         fields += [
             ("limit", "-" if info.limit is None else str(info.limit)),
-            ("state", f"{len(info.leases)} of {info.limit} permits held"),
+            ("state", permits_state(info)),
+            ("units", f"{info.units} of {info.limit} in use"),
         ]
+        if info.queued:
+            fields.append(("queued", f"{info.queued} waiting"))
         for number, lease in enumerate(info.leases, start=1):
             fields.append((
                 f"permit {number}",
                 f"{_printable(lease.holder.host)}:{lease.holder.pid} "
-                f"thread {_printable(lease.holder.thread)}, since {_since(lease.acquired_at)}, "
-                f"fence {lease.fence}, ttl left {_ttl(lease.ttl_left)}",
+                f"thread {_printable(lease.holder.thread)}, weight {lease.weight}, "
+                f"since {_since(lease.acquired_at)}, fence {lease.fence}, "
+                f"ttl left {_ttl(lease.ttl_left)}",
             ))
+        for number, waiter in enumerate(info.waiters, start=1):
+            fields.append((f"waiter {number}", _describe_waiter(waiter)))
     elif info.kind in QUEUED:
         fields += [("state", _rwlock_state(info)), ("queued", f"{info.queued} waiting")]
         for number, lease in enumerate(info.leases, start=1):
@@ -192,7 +200,17 @@ def _describe_waiter(waiter: WaiterInfo) -> str:
         f"{_printable(holder.host)}:{holder.pid} thread {_printable(holder.thread)}"
     )
     wants = "" if waiter.mode is None else f", to {waiter.mode}"
+    if waiter.weight is not None:
+        wants += f", weight {waiter.weight}"
     return f"{who}{wants}, since {_since(waiter.since)}"
+
+
+def permits_state(info: LockInfo) -> str:
+    """``2 of 3 permits held``; with weighted permits ``2 permits held, 5 of 8 units``."""
+    held = len(info.leases)
+    if info.units == held:
+        return f"{held} of {info.limit} permits held"
+    return f"{held} permit{'s' if held != 1 else ''} held, {info.units} of {info.limit} units"
 
 
 def _rwlock_state(info: LockInfo) -> str:
@@ -281,7 +299,7 @@ def _held_elsewhere(locks: tenure.Locks, name: str, kind: str, out: TextIO) -> i
         if info is None or not info.holders:
             continue
         live = len(info.holders)
-        held = (f"{live} of {info.limit} permits held" if other == "semaphore"
+        held = (permits_state(info) if other == "semaphore"
                 else f"{live} lease{'s' if live > 1 else ''} held")
         out.write(
             f"{_printable(name)} is held as {SHOWN_AS[info.kind]} ({held}); to break it: "
@@ -300,8 +318,20 @@ def _other_kinds(locks: tenure.Locks, kind: str) -> list[str]:
 
 
 def describe_lease(lease: LeaseInfo) -> str:
-    """``host:pid fence F``: one permit, as a waiting ``tenure run`` reports it."""
-    return f"{_printable(lease.holder.host)}:{lease.holder.pid} fence {lease.fence}"
+    """``host:pid fence F`` (``weight W`` after it, for a weighted permit): one permit, as a
+    waiting ``tenure run`` reports it."""
+    weight = "" if lease.weight == 1 else f" weight {lease.weight}"
+    return f"{_printable(lease.holder.host)}:{lease.holder.pid} fence {lease.fence}{weight}"
+
+
+def semaphore_busy(info: LockInfo) -> str:
+    """Why a permit of ``info``'s semaphore waits: ``all N held: ...``, or with weighted or
+    queued permits ``U of N units in use, Q waiting: ...``, then every permit."""
+    holders = ", ".join(describe_lease(lease) for lease in info.leases)
+    if info.units == len(info.leases) == info.limit and not info.queued:
+        return f"all {info.limit} held: {holders}"
+    waiting = f", {info.queued} waiting" if info.queued else ""
+    return f"{info.units} of {info.limit} units in use{waiting}: {holders}"
 
 
 def describe_holder(info: LockInfo) -> str:
@@ -313,6 +343,13 @@ def describe_holder(info: LockInfo) -> str:
 
 def info_to_json(info: LockInfo) -> dict[str, Any]:
     holder = info.holder
+    shown = _as_json(info, holder)
+    if info.kind == "semaphore":
+        shown["units"] = info.units  # the units in use: the permits' weights added up
+    return shown
+
+
+def _as_json(info: LockInfo, holder: tenure.Holder | None) -> dict[str, Any]:
     return {
         "name": info.name,
         "kind": info.kind,
@@ -330,19 +367,22 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
             {
                 "host": lease.holder.host, "pid": lease.holder.pid,
                 "thread": lease.holder.thread, "fence": lease.fence, "mode": lease.mode,
+                "weight": lease.weight,
                 "acquired_at": None if lease.acquired_at is None
                 else lease.acquired_at.isoformat(),
                 "ttl_left": round(lease.ttl_left, 3),
             }
             for lease in info.holders
         ],
-        # In arrival order (the order they are served in); a semaphore's is always empty.
+        # In arrival order (the order they are served in); a semaphore's waiters carry their
+        # weight (empty where its backend does not queue permits: no "weighted" offer).
         "waiters": [
             {
                 "host": None if waiter.holder is None else waiter.holder.host,
                 "pid": None if waiter.holder is None else waiter.holder.pid,
                 "thread": None if waiter.holder is None else waiter.holder.thread,
                 "mode": waiter.mode,
+                "weight": waiter.weight,
                 "since": None if waiter.since is None else waiter.since.isoformat(),
             }
             for waiter in info.waiters
@@ -353,7 +393,7 @@ def info_to_json(info: LockInfo) -> dict[str, Any]:
 def _rows(info: LockInfo) -> list[list[str]]:
     """One row per live lease (a semaphore's permits, a read-write lock's readers, each),
     or one ``(free)`` row. Only queued kinds have a queue."""
-    kind = "lock" if info.kind == "lock" else f"sem {len(info.leases)}/{info.limit}"
+    kind = "lock" if info.kind == "lock" else f"sem {info.units}/{info.limit}"
     if info.value is not None:
         # An election's leader: its lock carries the value it campaigned or proclaimed with.
         kind = f"leader {_printable(info.value)}"

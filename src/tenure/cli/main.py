@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--semaphore", type=int, default=None, metavar="N",
                      help="hold one of N permits of the semaphore NAME instead of the lock "
                           "NAME: at most N commands run at once (every holder uses one N)")
+    run.add_argument("--weight", type=int, default=None, metavar="W",
+                     help="with --semaphore: the permit takes W of the N units (1..N; "
+                          "default 1): e.g. a job that needs 2 of 8 GPUs; waiters are "
+                          "served in arrival order, so a heavy one is never starved")
     run.add_argument("--hold-at-least", type=float, default=None, metavar="S",
                      help="keep NAME held until S seconds after it was obtained, even when "
                           "CMD ends sooner: a job fired on several hosts a little apart "
@@ -115,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list held locks and semaphores",
         "List the locks, semaphore permits and read-write lock leases currently held (with "
         "--all, also the free ones the backend remembers, with their last fence). KIND is "
-        "'lock', 'sem H/N' for a semaphore with H of its N permits held (one row per permit), "
+        "'lock', 'sem H/N' for a semaphore with H of its N units in use (each permit takes its "
+        "weight, 1 unless weighted; one row per permit), "
         "'rwlock read' / 'rwlock write' for a read-write lock's readers or writer (one row "
         "per lease), or 'fair' for a fair lock's holder (a name whose holder and waiters are "
         "all fair locks: one with a read-write lock's among them shows as rwlock), with "
@@ -305,7 +310,8 @@ def _run(options: argparse.Namespace) -> int:
     from tenure.cli.run import run
 
     return run(run_options(
-        options, semaphore=options.semaphore, hold_at_least=options.hold_at_least
+        options, semaphore=options.semaphore, hold_at_least=options.hold_at_least,
+        weight=options.weight,
     ))
 
 

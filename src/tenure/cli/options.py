@@ -16,6 +16,7 @@ from tenure._validation import (
     validate_name,
     validate_timeout,
     validate_ttl,
+    validate_weight,
 )
 from tenure.cli import EXIT_BUSY, EXIT_LOST, CommandError
 from tenure.cli.progress import QUIET, VERBOSE
@@ -38,6 +39,8 @@ class RunOptions:
     """Seconds between SIGTERM and SIGKILL when the lease is lost."""
     semaphore: int | None = None
     """Hold one permit of the semaphore NAME with this limit instead of the lock NAME."""
+    weight: int = 1
+    """The units of the semaphore's limit that permit takes (``--weight``)."""
     verbosity: int = 0
     """-1 quiet (errors only), 0 default, 1 verbose: see ``tenure.cli.progress``."""
     hold_at_least: float = 0.0
@@ -88,11 +91,12 @@ def add_hold_options(
 
 def run_options(
     options: argparse.Namespace, *, semaphore: int | None = None, leader_value: str | None = None,
-    hold_at_least: float | None = None,
+    hold_at_least: float | None = None, weight: int | None = None,
 ) -> RunOptions:
-    """The checked options of ``tenure run`` (with its ``semaphore`` limit and
-    ``hold_at_least``, if any) or ``tenure elect`` (with its ``leader_value``); the first bad
-    one raises, in the order the commands have always checked them."""
+    """The checked options of ``tenure run`` (with its ``semaphore`` limit, permit
+    ``weight`` and ``hold_at_least``, if any) or ``tenure elect`` (with its
+    ``leader_value``); the first bad one raises, in the order the commands have always
+    checked them."""
     if options.timeout is not None:
         validate_timeout(options.timeout)
     for flag in ("busy_exit_code", "lost_exit_code"):
@@ -105,6 +109,10 @@ def run_options(
         validate_limit(semaphore)
         if hold_at_least:
             raise CommandError("--hold-at-least is for a lock, not a --semaphore")
+    if weight is not None:
+        if semaphore is None:
+            raise CommandError("--weight is for a --semaphore permit: give --semaphore N")
+        validate_weight(weight, semaphore)
     held_for = _hold_at_least(hold_at_least)
     return RunOptions(
         name=validate_name(options.name),
@@ -117,6 +125,7 @@ def run_options(
         lost_exit_code=options.lost_exit_code,
         grace=options.grace,
         semaphore=semaphore,
+        weight=1 if weight is None else weight,
         hold_at_least=held_for,
         verbosity=options.verbosity,
         leader_value=leader_value,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from tenure._types import LockInfo
-from tenure.cli.inspect import describe_holder, describe_lease
+from tenure.cli.inspect import describe_holder, semaphore_busy
 
 __all__ = ["LOOK_EVERY", "QUIET", "QUIET_WAIT", "VERBOSE", "WaitReport", "describe_wait"]
 
@@ -38,7 +38,7 @@ def describe_wait(info: LockInfo | None) -> str:
     if info is None:
         return ""
     if info.kind == "semaphore" and info.leases:
-        return f"all {info.limit} held: " + ", ".join(describe_lease(x) for x in info.leases)
+        return semaphore_busy(info)
     if info.holder is not None:
         return f"held by {describe_holder(info)}, fence {info.fence}"
     return ""

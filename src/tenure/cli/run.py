@@ -40,7 +40,7 @@ from tenure.cli import (
     CommandError,
 )
 from tenure.cli.failures import curable, describe_failure, one_line
-from tenure.cli.inspect import describe_holder, describe_lease
+from tenure.cli.inspect import describe_holder, semaphore_busy
 from tenure.cli.options import RunOptions
 from tenure.cli.progress import QUIET, WaitReport
 from tenure.cli.signals import Arrival, SignalInbox, inbox
@@ -87,7 +87,8 @@ def _run(options: RunOptions, signals: SignalInbox, err: TextIO) -> int:
                 options.name, options.ttl, renew=True, hold_at_least=options.hold_at_least
             )
         else:
-            lock = locks.semaphore(options.name, options.semaphore, options.ttl, renew=True)
+            lock = locks.semaphore(options.name, options.semaphore, options.ttl, renew=True,
+                                   weight=options.weight)
         try:
             acquired = _acquire(lock, locks, options, signals, err)
         except _Interrupted as stop:
@@ -306,8 +307,7 @@ def _busy_message(locks: tenure.Locks, options: RunOptions) -> str:
     except tenure.TenureError:
         info = None
     if info is not None and info.kind == "semaphore" and info.leases:
-        holders = ", ".join(f"{describe_lease(lease)}" for lease in info.leases)
-        head += f" (all {info.limit} held: {holders})"
+        head += f" ({semaphore_busy(info)})"
     elif info is not None and info.holder is not None:
         left = "" if info.ttl_left is None else f", lease {info.ttl_left:.1f} s left"
         head += f" (held by {describe_holder(info)}, fence {info.fence}{left})"

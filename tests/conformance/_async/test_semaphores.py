@@ -108,6 +108,27 @@ async def test_another_limit_is_refused_while_permits_are_live(
         await other.release()
 
 
+async def test_a_weight_above_one_needs_weighted_permits(backend_url: str, name: str) -> None:
+    """Weight 1 works on every backend with semaphores; a heavier permit works where the
+    backend offers "weighted", and is refused, naming the backend, where it does not."""
+    async with tenure.connect_async(backend_url) as locks:
+        one = locks.semaphore(name, limit=2, weight=1, ttl=10)
+        assert await one.acquire(blocking=False)
+        await one.release()
+        if locks.supports("weighted"):
+            heavy = locks.semaphore(name, limit=2, weight=2, ttl=10)
+            assert await heavy.acquire(blocking=False)
+            assert await one.acquire(blocking=False) is False
+            await heavy.release()
+        else:
+            with pytest.raises(tenure.ConfigurationError) as raised:
+                locks.semaphore(name, limit=2, weight=2)
+            message = str(raised.value)
+            assert locks.backend.describe() in message and "weighted permits" in message
+            info = await locks.inspect(name, kind="semaphore")
+            assert info is not None and info.units == 0 and info.waiters == ()
+
+
 async def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
         crashed = locks.semaphore(name, limit=1, ttl=0.3)

@@ -110,6 +110,27 @@ def test_another_limit_is_refused_while_permits_are_live(
         other.release()
 
 
+def test_a_weight_above_one_needs_weighted_permits(backend_url: str, name: str) -> None:
+    """Weight 1 works on every backend with semaphores; a heavier permit works where the
+    backend offers "weighted", and is refused, naming the backend, where it does not."""
+    with tenure.connect(backend_url) as locks:
+        one = locks.semaphore(name, limit=2, weight=1, ttl=10)
+        assert one.acquire(blocking=False)
+        one.release()
+        if locks.supports("weighted"):
+            heavy = locks.semaphore(name, limit=2, weight=2, ttl=10)
+            assert heavy.acquire(blocking=False)
+            assert one.acquire(blocking=False) is False
+            heavy.release()
+        else:
+            with pytest.raises(tenure.ConfigurationError) as raised:
+                locks.semaphore(name, limit=2, weight=2)
+            message = str(raised.value)
+            assert locks.backend.describe() in message and "weighted permits" in message
+            info = locks.inspect(name, kind="semaphore")
+            assert info is not None and info.units == 0 and info.waiters == ()
+
+
 def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
         crashed = locks.semaphore(name, limit=1, ttl=0.3)

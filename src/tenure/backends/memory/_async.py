@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore
+from tenure._async.store import WITH_WEIGHTS, AsyncAttempt, AsyncStore
 from tenure._async.wakeups import wait_for_notice
 from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
@@ -34,7 +34,7 @@ class AsyncMemoryAttempt(AsyncAttempt):
 class AsyncMemoryBackend(AsyncStore):
     attempt_class = AsyncMemoryAttempt
     schemes = SCHEMES
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     local = True
     capabilities = Capabilities(

@@ -2,9 +2,11 @@
 one converter from a record to the ``LockInfo`` the operator's views return.
 
 A lock is a record whose limit is one (its lease may carry a value: an election's leader
-value); a semaphore's limit is the caller's (the stored one rules while permits live); a
-read-write (or fair) lock grants by mode and arrival from its waiting places instead of by a
-limit. Every kind keeps one fence counter per record. Plain data: the server holds the mutex.
+value); a semaphore's limit is the caller's (the stored one rules while permits live), and each
+permit takes its weight of it; a queued semaphore (weighted FIFO) also counts the weights of
+the waiting places ahead. A read-write (or fair) lock grants by mode and arrival from its
+waiting places instead of by a limit. Every kind keeps one fence counter per record. Plain
+data: the server holds the mutex.
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ class Lease:
     mode: Mode | None = None
     fair: bool = False
     """Granted to a fair lock (a read-write lock's write handle's lease is not)."""
+    weight: int = 1
+    """The units of the limit this lease takes (a weighted permit's)."""
 
 
 @dataclasses.dataclass(slots=True)
 class Place:
     """A refused queued attempt's waiting place: it keeps its spot when refreshed."""
 
-    mode: Mode
+    mode: Mode | None
+    """What a read-write lock's waiter waits for; None for a semaphore's."""
     arrival: int
     expires_at: float
     holder: Holder | None = None
@@ -53,6 +58,8 @@ class Place:
     """When the place was taken (UTC)."""
     fair: bool = False
     """Held by a fair lock's waiter."""
+    weight: int = 1
+    """The units a semaphore's waiter will take."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -102,18 +109,28 @@ class Record:
         return lease if lease is not None and lease.expires_at > now else None
 
     def grantable(self, token: str, spec: LeaseSpec) -> bool:
-        """The kind's rule, over live leases only: a limit, or (queued kinds) a writer
-        excludes everybody and waits for every place ahead of it, a reader waits only for
-        writers, held or ahead of it."""
-        if spec.mode is None:  # not a queued kind (a test of the enum costs more, per try)
-            return len(self.leases) < spec.limit
-        mine = self.places.get(token)
-        ahead = [p for p in self.places.values() if mine is None or p.arrival < mine.arrival]
+        """The kind's rule, over live leases and places only: a limit of units (each lease
+        takes its weight; a queued semaphore's places ahead count with theirs: an attempt
+        without a place stands behind every one), or (queued kinds) a writer excludes
+        everybody and waits for every place ahead of it, a reader waits only for writers,
+        held or ahead of it."""
+        if spec.mode is None:  # not a read-write lock (a test of the enum costs more, per try)
+            units = sum(lease.weight for lease in self.leases.values())
+            if self.places:
+                units += sum(place.weight for place in self._ahead(token))
+            return units + spec.weight <= spec.limit
+        ahead = self._ahead(token)
         if spec.mode is _WRITE:
             return not self.leases and not ahead
         return all(lease.mode is not _WRITE for lease in self.leases.values()) and all(
             place.mode is not _WRITE for place in ahead
         )
+
+
+    def _ahead(self, token: str) -> list[Place]:
+        """The places ahead of ``token``'s (every place, when it holds none)."""
+        mine = self.places.get(token)
+        return [p for p in self.places.values() if mine is None or p.arrival < mine.arrival]
 
 
 def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
@@ -128,16 +145,18 @@ def info(kind: Kind, name: str, record: Record, now: float) -> LockInfo:
                          lease.expires_at - now, value=record.value)
     leases = tuple(
         LeaseInfo(lease.holder, lease.acquired_at, lease.expires_at - now, lease.fence,
-                  None if lease.mode is None else str(lease.mode), lease.fair)
+                  None if lease.mode is None else str(lease.mode), lease.fair, lease.weight)
         for lease in live
     )
-    if kind is Kind.SEMAPHORE:
-        return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
-                        leases=leases)
     places = sorted(
         (place for place in record.places.values() if place.expires_at > now),
         key=lambda place: place.arrival,
     )
+    if kind is Kind.SEMAPHORE:
+        waiters = tuple(WaiterInfo(place.holder, place.since, weight=place.weight)
+                        for place in places)
+        return LockInfo(name, record.fence, None, None, None, kind=str(kind), limit=record.limit,
+                        leases=leases, queued=len(waiters), waiters=waiters)
     waiters = tuple(WaiterInfo(place.holder, place.since, str(place.mode)) for place in places)
     fair = sum(lease.fair for lease in live) + sum(place.fair for place in places)
     return LockInfo(name, record.fence, None, None, None,

@@ -98,7 +98,7 @@ class MemoryServer:
                 record.fence = max(record.fence + 1, self.fence_floor())
                 record.leases[token] = Lease(
                     now + ttl, holder, datetime.datetime.now(datetime.UTC), record.fence,
-                    spec.mode, spec.fair,
+                    spec.mode, spec.fair, spec.weight,
                 )
                 outcome: Grant | Busy = Grant(record.fence)
             else:
@@ -183,15 +183,15 @@ class MemoryServer:
     def _keep_place(
         self, record: Record, token: str, spec: LeaseSpec, now: float, holder: Holder
     ) -> None:
-        """Add a refused queued attempt's place at the tail (with who waits there, and
-        since when), or refresh the one it holds."""
-        assert spec.mode is not None and spec.queue_ttl is not None
+        """Add a refused queued attempt's place at the tail (with who waits there, since
+        when, and its mode or weight), or refresh the one it holds."""
+        assert spec.queue_ttl is not None
         place = record.places.get(token)
         if place is None:
             record.arrivals += 1
             record.places[token] = Place(
                 spec.mode, record.arrivals, now + spec.queue_ttl, holder,
-                datetime.datetime.now(datetime.UTC), spec.fair,
+                datetime.datetime.now(datetime.UTC), spec.fair, spec.weight,
             )
         else:
             place.expires_at = now + spec.queue_ttl

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import EVERY_PRIMITIVE, Attempt, Store
+from tenure._sync.store import WITH_WEIGHTS, Attempt, Store
 from tenure._sync.wakeups import wait_for_notice
 from tenure._options import DEFAULT_GC_AFTER
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
@@ -36,7 +36,7 @@ class MemoryAttempt(Attempt):
 class MemoryBackend(Store):
     attempt_class = MemoryAttempt
     schemes = SCHEMES
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     local = True
     capabilities = Capabilities(

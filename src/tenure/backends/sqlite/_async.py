@@ -13,7 +13,7 @@ import functools
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import EVERY_PRIMITIVE
+from tenure._async.store import WITH_WEIGHTS
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Capabilities, Grant, Kind
 from tenure.backends.sqlite import SCHEMES
@@ -95,7 +95,7 @@ class AsyncSQLiteStore(AsyncBlockingShell[SQLiteFile]):
         multi_host=False,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.25
     """Only a lost ring waits this long: a waiter is woken by the release itself."""

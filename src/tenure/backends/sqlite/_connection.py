@@ -128,6 +128,12 @@ class Database:
                     if column not in present:
                         connection.execute(f"ALTER TABLE tenure_locks ADD COLUMN {column} {kind}")
                 connection.execute(semaphore_sql.CREATE_TABLE)
+                present = {row[1] for row in connection.execute(
+                    "PRAGMA table_info(tenure_permits)")}
+                for column, kind in semaphore_sql.ADDED_COLUMNS:
+                    if column not in present:
+                        connection.execute(
+                            f"ALTER TABLE tenure_permits ADD COLUMN {column} {kind}")
                 connection.execute(semaphore_sql.GRANTED_TRIGGER)
                 connection.execute(lock_sql.WAITERS_TABLE)
                 connection.execute(lock_sql.SWEEP_TABLE)

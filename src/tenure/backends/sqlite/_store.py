@@ -106,7 +106,8 @@ class SQLiteFile(ByKind):
         the attempt from one try to the next; None for a try that waits for nothing (a
         lock's then takes no place; a queued kind's place is the token's own)."""
         if spec.kind is Kind.SEMAPHORE:
-            return self.permits.acquire(name, token, ttl, holder, spec.limit)
+            return self.permits.acquire(name, token, ttl, holder, spec.limit,
+                                        weight=spec.weight, queue_ttl=spec.queue_ttl)
         if spec.kind is Kind.RWLOCK:
             assert spec.mode is not None and spec.queue_ttl is not None
             return self.queues.acquire(name, token, ttl, holder, mode=spec.mode.value,

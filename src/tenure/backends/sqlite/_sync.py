@@ -15,7 +15,7 @@ import functools
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE
+from tenure._sync.store import WITH_WEIGHTS
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Kind
 from tenure.backends.sqlite import SCHEMES
@@ -97,7 +97,7 @@ class SQLiteStore(BlockingShell[SQLiteFile]):
         multi_host=False,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.25
     """Only a lost ring waits this long: a waiter is woken by the release itself."""
