@@ -23,7 +23,9 @@ written by an earlier release of tenure reads the same way.
 the holder's own lease, so a holder that dies or is broken takes it along at its lease's
 end; a release moves it, in the release's own transaction, onto a lease of ``gc_after``
 (``fence_released``: only if the last fence recorded is this holder's, so a later grant's
-record stays on that holder's lease), so a released name's fence key goes ``gc_after``
+record stays on that holder's lease; a lock's release puts it as it is, under a compare that
+its key is still the one granted, as no later grant of a lock can exist before that key is
+gone), so a released name's fence key goes ``gc_after``
 after its last release. Nothing a removal does can make fences go back: they are revisions,
 which never do; the key only lets ``inspect`` show the last fence of a released name.
 """

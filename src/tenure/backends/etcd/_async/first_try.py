@@ -113,16 +113,21 @@ async def first_try(
         if limit > 1:
             return {"success": [written, oldest(prefix, limit)]}
         # A lock is written only into an empty range: never past a queued waiter; the
-        # same step records the fence.
+        # same step records the fence. Written, the key is the one this transaction
+        # created (the range had none), at the answer's revision: nothing to read back.
+        # Refused, the oldest key tells the holder, or our own key (a retry whose lost
+        # reply wrote it).
         return {
             "compare": [empty(prefix)],
-            "success": [
-                written, fence_here(store.fence_key(kind, name), lease.id), oldest(prefix, 1),
-            ],
+            "success": [written, fence_here(store.fence_key(kind, name), lease.id)],
             "failure": [oldest(prefix, 1)],
         }
 
     answer, lease = await store.pool.on_lease(first, lease)
+    if limit == 1 and answer.get("succeeded"):
+        created = revision(answer)
+        store.remember(kind, name, token, Held(key, lease, created, record))
+        return Grant(created)
     ranked = kvs(answer["responses"][-1])
     mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
     stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
