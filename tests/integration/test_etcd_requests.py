@@ -10,7 +10,10 @@ rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._as
 - a spare lease is written on only while it still lasts the whole ttl: one released longer
   ago than its margin is kept alive first;
 - the name's last fence, recorded by the granting transactions in two forms (the fence key's
-  mod revision, or a value), never goes back.
+  mod revision, or a value), never goes back;
+- a semaphore's uncontended cycle is two requests too: a permit's fence is recorded by its
+  release, never below a later permit's, and ``inspect`` / ``ls`` show a live permit's
+  fence from its key meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure.backends.etcd._statements import fence_at
 from tenure.backends.etcd._sync.pool import lease_seconds
 from tenure.backends.etcd._sync.store import EtcdBackend
 
@@ -124,6 +128,13 @@ def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_
     assert left >= ttl - (time.monotonic() - started)
 
 
+def record_fence(backend: EtcdBackend, name: str, fence: int) -> None:
+    """``fence`` recorded as the lock name's last (on no lease), unless a later one is."""
+    backend.gateway.post("/v3/kv/txn", {"success": [
+        fence_at(backend.fence_key("lock", name), fence, None),
+    ]})
+
+
 def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend: EtcdBackend, name: str
 ) -> None:
@@ -138,7 +149,7 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, first)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
-    backend.record_fence("lock", name, granted.fence - 1, "0")  # a late, lower one: refused
+    record_fence(backend, name, granted.fence - 1)  # a late, lower one: refused
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
     taken = attempt.try_once()  # from the queue: a value
@@ -146,7 +157,7 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, second)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    backend.record_fence("lock", name, taken.fence - 1, "0")  # below the value: refused
+    record_fence(backend, name, taken.fence - 1)  # below the value: refused
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
     again = backend.acquire(name, LOCK, third, 10, HOLDER)  # into an empty range again
@@ -154,3 +165,43 @@ def test_the_last_fence_never_goes_back_whichever_form_records_it(
     backend.release(Kind.LOCK, name, third)
     info = backend.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == again.fence
+
+
+def test_a_warm_uncontended_semaphore_cycle_is_two_requests(etcd_url: str, name: str) -> None:
+    with tenure.connect(etcd_url) as locks:
+        permit = locks.semaphore(name, limit=3, ttl=10)
+        gateway = locks.backend.gateway  # type: ignore[attr-defined]
+        permit.acquire()
+        permit.release()  # the first cycle grants the lease that the next ones reuse
+        before = gateway.requests
+        fences = []
+        for _ in range(3):
+            permit.acquire()
+            fences.append(permit.fence)
+            permit.release()
+        assert gateway.requests - before == 3 * 2
+        info = locks.inspect(name, kind="semaphore")
+        assert info is not None and info.fence == fences[-1]
+
+
+def test_a_permits_fence_is_recorded_at_its_release_and_never_goes_back(
+    backend: EtcdBackend, name: str
+) -> None:
+    spec = LeaseSpec(kind=Kind.SEMAPHORE, limit=2)
+    older, newer = token(), token()
+    first = backend.acquire(name, spec, older, 10, HOLDER)
+    second = backend.acquire(name, spec, newer, 10, HOLDER)
+    assert isinstance(first, Grant) and isinstance(second, Grant)
+    assert second.fence > first.fence
+    # Held, nothing released yet: the live permits' keys show the last fence, in inspect
+    # and in the listing alike.
+    info = backend.inspect(Kind.SEMAPHORE, name)
+    assert info is not None and info.fence == second.fence
+    (listed,) = [i for i in backend.list_records(Kind.SEMAPHORE, name) if i.name == name]
+    assert listed.fence == second.fence and len(listed.leases) == 2
+    assert backend.release(Kind.SEMAPHORE, name, newer)
+    assert backend.release(Kind.SEMAPHORE, name, older)  # lower: the newer one's stays
+    info = backend.inspect(Kind.SEMAPHORE, name)
+    assert info is not None and info.fence == second.fence and not info.leases
+    (listed,) = [i for i in backend.list_records(Kind.SEMAPHORE, name) if i.name == name]
+    assert listed.fence == second.fence

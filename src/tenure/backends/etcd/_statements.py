@@ -23,7 +23,9 @@ written by an earlier release of tenure reads the same way.
 the holder's own lease, so a holder that dies or is broken takes it along at its lease's
 end; a release moves it, in the release's own transaction, onto a lease of ``gc_after``
 (``fence_released``: only if the last fence recorded is this holder's, so a later grant's
-record stays on that holder's lease), so a released name's fence key goes ``gc_after``
+record stays on that holder's lease; a lock's release puts it as it is, under a compare that
+its key is still the one granted, as no later grant of a lock can exist before that key is
+gone), so a released name's fence key goes ``gc_after``
 after its last release. Nothing a removal does can make fences go back: they are revisions,
 which never do; the key only lets ``inspect`` show the last fence of a released name.
 """
@@ -111,13 +113,16 @@ def fence_here(fence_key: str, lease: str) -> JSON:
     return {"request_put": {"key": b64(fence_key), "value": "", "lease": lease}}
 
 
-def fence_at(fence_key: str, fence: int, lease: str) -> JSON:
+def fence_at(fence_key: str, fence: int, lease: str | None) -> JSON:
     """A nested transaction that records ``fence`` as the name's last fence, on the
-    holder's ``lease``, unless a later one is recorded (module docstring): a missing key's
-    mod revision is 0."""
+    holder's ``lease`` (None: on none), unless a later one is recorded (module docstring):
+    a missing key's mod revision is 0."""
     key = b64(fence_key)
     value = b64(f"{fence:020d}")
-    written = {"request_put": {"key": key, "value": value, "lease": lease}}
+    put: JSON = {"key": key, "value": value}
+    if lease is not None:
+        put["lease"] = lease
+    written = {"request_put": put}
     if_above_value = {"request_txn": {
         # A value below ours, and not empty (an empty value's fence is its mod revision,
         # which is not below ours here): "" compares below every value.
@@ -135,13 +140,17 @@ def fence_at(fence_key: str, fence: int, lease: str) -> JSON:
     }}
 
 
-def fence_released(fence_key: str, fence: int, lease: str | None) -> JSON:
+def fence_released(
+    fence_key: str, fence: int, lease: str | None, *, record: bool = False
+) -> JSON:
     """A nested transaction for the holder granted ``fence``: if the name's last fence
     recorded is that one (an empty value whose mod revision is ``fence``, or the value
     ``fence``), it moves onto ``lease``, written as the value (a put moves the mod
     revision): at a release, the ``gc_after`` lease (None: no lease, kept for ever); when
     the holder key moves to a new lease (a new ttl), that one. A later fence recorded, or
-    none (gone with its lease), is left as it is."""
+    none (gone with its lease), is left as it is; with ``record`` (a semaphore's permit,
+    whose first try leaves the recording to its release), a fence key that records
+    neither this fence nor a later one gets this one, on ``lease`` (``fence_at``)."""
     key = b64(fence_key)
     written: JSON = {"key": key, "value": b64(f"{fence:020d}")}
     if lease is not None:
@@ -150,6 +159,7 @@ def fence_released(fence_key: str, fence: int, lease: str | None) -> JSON:
         "compare": [{"key": key, "target": "VALUE", "result": "EQUAL",
                      "value": b64(f"{fence:020d}")}],
         "success": [{"request_put": written}],
+        "failure": [fence_at(fence_key, fence, lease)] if record else [],
     }}
     return {"request_txn": {
         "compare": [

@@ -12,13 +12,15 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
   A lock writes only if the name has no key at all (a compare on the whole range), so it
   never barges past waiters, and the same transaction puts the name's fence key; a
   semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
-  deleted (and its fence key written by a second request). Refused, the attempt keeps the
+  deleted (its release records its fence: ``first_try``). Refused, the attempt keeps the
   lease it wrote on for its grant, and waits (``attempt``).
 - **Release**: one transaction deletes the holder key (watchers wake) and moves the name's
   fence key, if it records this holder's fence, onto the ``gc_after`` lease (``_statements``:
   a released name's record goes ``gc_after`` later); its lease, alive and now without a
-  key, becomes a spare. A key already gone (its lease ended: expiry, a break)
-  answers ``deleted: 0``: not released, and the lease is dropped. Inside a lock's
+  key, becomes a spare. A lock's is one flat compare (its key still the one granted) and
+  a put of its fence (``_release_txn``: no later fence can be recorded while it holds).
+  A key already gone (its lease ended: expiry, a break) answers ``deleted: 0`` (a lock's:
+  the compare fails): not released, and the lease is dropped. Inside a lock's
   ``hold_at_least`` window the key is not deleted: it moves to a lease of the window's
   length (``_move``, as a renewal with a new ttl does), keeping its creation revision (the
   fence), and is deleted with that lease when it runs out.
@@ -95,7 +97,6 @@ from tenure.backends.etcd._records import fence_of, holding, lease_of, lock_info
 from tenure.backends.etcd._statements import (
     JSON,
     created_at,
-    fence_at,
     fence_released,
     kvs,
     oldest,
@@ -190,13 +191,6 @@ class AsyncEtcdBackend(AsyncStore):
         )
         return Busy(None) if isinstance(outcome, QueuePlace) else outcome
 
-    async def record_fence(self, kind: str, name: str, fence: int, lease: str) -> None:
-        """Remember the name's last fence for ``inspect``, never letting it go back, on the
-        holder's ``lease`` (a release moves it onto the ``gc_after`` lease)."""
-        await self.gateway.post(
-            "/v3/kv/txn", {"success": [fence_at(self.fence_key(kind, name), fence, lease)]}
-        )
-
     async def _gc_lease_id(self) -> str | None:
         """The lease a released name's fence key goes onto: it lasts at least ``gc_after``
         from now (whole seconds, rounded up), one shared by this client's releases of
@@ -212,19 +206,44 @@ class AsyncEtcdBackend(AsyncStore):
             self._gc_lease = (lease.id, lease.refreshed)
         return self._gc_lease[0]
 
+    def _release_txn(self, kind: str, name: str, held: Held, gc_lease: str | None) -> JSON:
+        """The transaction that deletes the holder key and leaves the name's fence key on
+        the ``gc_after`` lease, if it records this holder's fence.
+
+        A lock's is flat: if the key is still the one granted (its creation revision), it
+        is deleted and the fence key is put with this holder's fence. While a lock's key
+        lives no other key of the name is granted (a grant needs an empty range, or the
+        oldest key's place), so the last fence granted is this holder's: the put never
+        moves it back. A semaphore's or a read-write lock's holders overlap, so theirs
+        moves the fence key only if it records this holder's fence (``fence_released``); a
+        permit's also records its fence if none as late is recorded (its first try left
+        that to the release)."""
+        delete = {"request_delete_range": {"key": b64(held.key)}}
+        fence_key = self.fence_key(kind, name)
+        if kind == Kind.LOCK:
+            written: JSON = {"key": b64(fence_key), "value": b64(f"{held.revision:020d}")}
+            if gc_lease is not None:
+                written["lease"] = gc_lease
+            return {"compare": [created_at(held.key, held.revision)],
+                    "success": [delete, {"request_put": written}]}
+        return {"success": [delete, fence_released(
+            fence_key, held.revision, gc_lease, record=kind == Kind.SEMAPHORE,
+        )]}
+
     async def _delete_held(self, kind: str, name: str, held: Held) -> int:
-        """Delete the holder key, and move the name's fence key onto the ``gc_after`` lease
-        if it records this holder's fence, in one transaction: how many keys it deleted."""
+        """Delete the holder key and leave the name's fence key on the ``gc_after`` lease
+        (``_release_txn``), in one transaction: how many keys it deleted."""
         for _ in range(2):
             gc_lease = await self._gc_lease_id()
             try:
-                answer = await self.gateway.post("/v3/kv/txn", {"success": [
-                    {"request_delete_range": {"key": b64(held.key)}},
-                    fence_released(self.fence_key(kind, name), held.revision, gc_lease),
-                ]})
+                answer = await self.gateway.post(
+                    "/v3/kv/txn", self._release_txn(kind, name, held, gc_lease)
+                )
             except NotFound:
                 self._gc_lease = None  # ended before use (a process stalled past it)
                 continue
+            if not answer.get("succeeded"):
+                return 0  # a lock's key gone with its lease (expiry, a break)
             return int(answer["responses"][0]["response_delete_range"].get("deleted", 0))
         return int((await self.gateway.post(
             "/v3/kv/deleterange", {"key": b64(held.key)}
@@ -355,13 +374,15 @@ class AsyncEtcdBackend(AsyncStore):
             key_name = split_key(namespace, kind, unb64(kv["key"]).decode())[0]
             if key_name.startswith(prefix):
                 by_name.setdefault(key_name, []).append(kv)
-        found = []
+        # A name with a fence key; a semaphore's with keys too (a permit's fence is
+        # recorded at its release).
+        last: dict[str, int] = dict.fromkeys(by_name if kind == Kind.SEMAPHORE else (), 0)
         for kv in fences:
             fence_name = split_key(namespace, fences_of, unb64(kv["key"]).decode())[0]
             if fence_name.startswith(prefix):
-                found.append(await self._info(
-                    kind, fence_name, by_name.get(fence_name, []), fence_of(kv)
-                ))
+                last[fence_name] = fence_of(kv)
+        found = [await self._info(kind, name, by_name.get(name, []), fence)
+                 for name, fence in last.items()]
         return sorted(found, key=lambda info: info.name)
 
     async def _info(self, kind: str, name: str, keys: list[JSON], fence: int) -> LockInfo:

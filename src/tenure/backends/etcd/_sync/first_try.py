@@ -5,8 +5,10 @@
 - A lock or a semaphore: ONE transaction, which writes the key on a spare (or new) lease. A
   lock writes only if the name has no key at all (a compare on the whole range), so it never
   barges past waiters, and the same transaction puts the name's fence key; a semaphore
-  writes, and its key is granted if it is among the ``limit`` oldest, else deleted (and its
-  fence key written by a second request). Refused: the lease it wrote on stays ready in the
+  writes, and its key is granted if it is among the ``limit`` oldest, else deleted. A
+  granted permit's fence is recorded as the name's last by its release (``inspect`` reads a
+  live permit's from its key): the first try cannot write it in its own step, as it learns
+  its rank only from that step's answer. Refused: the lease it wrote on stays ready in the
   place, for the grant (``attempt``).
 - A read-write lock: two leases (spares or new: the holder's, and the place's ``queue_ttl``
   rounded up to whole seconds) and ONE transaction: if no key at all (a writer) or no write
@@ -115,16 +117,21 @@ def first_try(
         if limit > 1:
             return {"success": [written, oldest(prefix, limit)]}
         # A lock is written only into an empty range: never past a queued waiter; the
-        # same step records the fence.
+        # same step records the fence. Written, the key is the one this transaction
+        # created (the range had none), at the answer's revision: nothing to read back.
+        # Refused, the oldest key tells the holder, or our own key (a retry whose lost
+        # reply wrote it).
         return {
             "compare": [empty(prefix)],
-            "success": [
-                written, fence_here(store.fence_key(kind, name), lease.id), oldest(prefix, 1),
-            ],
+            "success": [written, fence_here(store.fence_key(kind, name), lease.id)],
             "failure": [oldest(prefix, 1)],
         }
 
     answer, lease = store.pool.on_lease(first, lease)
+    if limit == 1 and answer.get("succeeded"):
+        created = revision(answer)
+        store.remember(kind, name, token, Held(key, lease, created, record))
+        return Grant(created)
     ranked = kvs(answer["responses"][-1])
     mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
     stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
@@ -137,9 +144,9 @@ def first_try(
             lease = Lease(lease_of(mine), lease.seconds, 0.0)
             store.pool.refresh([lease])
             record = Record.decode(mine.get("value", ""))  # and keeps what it stored
+        # A permit's fence is its key's creation revision, which ``inspect`` reads from the
+        # key while it lives; its release records it as the name's last fence.
         store.remember(kind, name, token, Held(key, lease, created, record))
-        if limit > 1:
-            store.record_fence(kind, name, created, lease.id)
         return Grant(created)
     if limit > 1:
         # Our key is written, not among the limit oldest: it goes, its lease stays ours.
