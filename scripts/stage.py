@@ -4,9 +4,11 @@
 
 Runs COMMAND (its output to FILE when given, else inherited), then appends one tab-separated
 line to SUMMARY: the stage's name, its exit status, its wall seconds and the CPU seconds
-(user + system) of COMMAND and every process below it that was waited for. The servers the
-tests start are children of pytest, stopped and reaped by it, so the pytest stage's CPU
-counts them too. Exits with COMMAND's status.
+(user + system) of COMMAND and every process below it. The servers the tests start count
+too: those a test process stops are its children, reaped by it; those shared by every
+pytest-xdist worker outlive the worker that started them, are orphaned and then reparented
+here (this process is the stage's child subreaper), reaped and counted once the controller
+stops them. Exits with COMMAND's status.
 
     python scripts/stage.py SUMMARY --report
 
@@ -16,15 +18,53 @@ the last end, stages overlap) and the total CPU seconds.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pathlib
 import subprocess
 import sys
 import time
 
+ORPHANS_GRACE = 30.0
+"""Seconds the stage's orphans (reparented here) may take to end after COMMAND did."""
+
+
+def become_subreaper() -> None:
+    """Orphans below this process are reparented to it, not to init (Linux 3.4+), so that
+    their CPU is counted when they are reaped here."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: orphans go uncounted
+        pass
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def reap_orphans() -> float:
+    """Reap the orphans reparented here, for up to ORPHANS_GRACE seconds; their CPU. A
+    process still running then is named on stderr and left alone (something leaked it)."""
+    cpu = 0.0
+    deadline = time.monotonic() + ORPHANS_GRACE
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return cpu
+        if pid:
+            cpu += usage.ru_utime + usage.ru_stime
+            continue
+        if time.monotonic() > deadline:
+            print(f"stage: processes still running after {ORPHANS_GRACE:.0f} s, not counted",
+                  file=sys.stderr)
+            return cpu
+        time.sleep(0.1)
+
 
 def run(summary: pathlib.Path, name: str, log: pathlib.Path | None, command: list[str]) -> int:
     started = time.time()
+    become_subreaper()
     output = log.open("wb") if log is not None else None
     try:
         errors = subprocess.STDOUT if output is not None else None
@@ -36,7 +76,7 @@ def run(summary: pathlib.Path, name: str, log: pathlib.Path | None, command: lis
             output.close()
     code = os.waitstatus_to_exitcode(status)
     ended = time.time()
-    cpu = usage.ru_utime + usage.ru_stime
+    cpu = usage.ru_utime + usage.ru_stime + reap_orphans()
     with summary.open("a") as table:
         table.write(f"{name}\t{code}\t{started:.3f}\t{ended:.3f}\t{cpu:.1f}\n")
     return code
