@@ -9,12 +9,9 @@
 """
 
 
-from tenure._async.client import AsyncLocks
-from tenure._async.connect import connect_async
-from tenure._async.election import AsyncElection, AsyncLeadership
-from tenure._async.lock import AsyncLock
-from tenure._async.rwlock import QUEUE_TTL, AsyncReadWriteLock
-from tenure._async.semaphore import AsyncSemaphore
+import importlib as _importlib
+import typing as _typing
+
 from tenure._errors import (
     BackendError,
     ConfigurationError,
@@ -31,9 +28,43 @@ from tenure._sync.client import Locks
 from tenure._sync.connect import connect
 from tenure._sync.election import Election, Leadership
 from tenure._sync.lock import Lock
-from tenure._sync.rwlock import ReadWriteLock
+from tenure._sync.rwlock import QUEUE_TTL, ReadWriteLock
 from tenure._sync.semaphore import Semaphore
 from tenure._types import Capabilities, Holder, Leader, LeaseInfo, LockInfo, WaiterInfo
+
+if _typing.TYPE_CHECKING:
+    from tenure._async.client import AsyncLocks
+    from tenure._async.connect import connect_async
+    from tenure._async.election import AsyncElection, AsyncLeadership
+    from tenure._async.lock import AsyncLock
+    from tenure._async.rwlock import AsyncReadWriteLock
+    from tenure._async.semaphore import AsyncSemaphore
+
+# The asyncio flavour is imported at its first use (PEP 562): a program (or a `tenure`
+# command) that only uses the threads flavour does not pay for importing asyncio and the
+# async modules, about half of `import tenure`.
+_ASYNC = {
+    "AsyncLocks": "tenure._async.client",
+    "connect_async": "tenure._async.connect",
+    "AsyncElection": "tenure._async.election",
+    "AsyncLeadership": "tenure._async.election",
+    "AsyncLock": "tenure._async.lock",
+    "AsyncReadWriteLock": "tenure._async.rwlock",
+    "AsyncSemaphore": "tenure._async.semaphore",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _ASYNC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tenure' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 # The one place the version is written: pyproject.toml reads it from here (a literal, so the
 # build reads it without importing tenure).

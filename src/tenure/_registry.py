@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import importlib.metadata
 import pkgutil
 import re
 
@@ -63,6 +62,8 @@ def entry_for_scheme(scheme: str) -> BackendEntry | None:
     entry = builtin_backends().get(scheme)
     if entry is not None:
         return entry
+    import importlib.metadata  # read installed metadata only when it is needed (slow to import)
+
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name == scheme:
             return BackendEntry(entry_point.value, None, (scheme,))
@@ -73,6 +74,8 @@ def extra_requirements(extra: str) -> tuple[str, ...]:
     """What installing ``tenure[extra]`` brings, as the installed metadata says (``pyproject.toml``
     is its source), e.g. ``("pymongo>=4.9",)``; empty when tenure's metadata cannot be read
     (running from a source tree that was never installed)."""
+    import importlib.metadata
+
     try:
         requirements = importlib.metadata.requires("tenure") or []
     except importlib.metadata.PackageNotFoundError:
@@ -107,6 +110,8 @@ def _version_key(version: str) -> tuple[tuple[int, ...], bool] | None:
 
 
 def _installed_version(distribution: str) -> str | None:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
