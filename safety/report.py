@@ -194,9 +194,9 @@ NOTE_KEYS: dict[int, list[str]] = {
          "write_fence_regressions", "median_recovery"],
     16: ["processes", "victims_told_of_loss", "silent_overlaps", "fence_regressions",
          "term_regressions", "median_recovery"],
-    17: ["processes", "permits_by_weight", "most_units_at_once", "longest_wait", "acquire_timeouts",
-         "holder_weight", "filler_weights", "waiter_weight", "silent_overlaps",
-         "fence_regressions", "median_recovery"],
+    17: ["processes", "threads_each", "permits_by_weight", "most_units_at_once",
+         "longest_wait", "acquire_timeouts", "holder_weight", "filler_weights",
+         "waiter_weight", "silent_overlaps", "fence_regressions", "median_recovery"],
 }
 
 

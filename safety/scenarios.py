@@ -380,13 +380,16 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
 
 def _contended(run: Run, processes: int, total: int, *, hold: list[float],
                limit: int | None = None, rw: bool = False, election: bool = False,
-               weights: list[int] | None = None) -> tuple[Figures, list[str]]:
+               weights: list[int] | None = None, threads: int | None = None
+               ) -> tuple[Figures, list[str]]:
     """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
     ``limit`` permits; or, with ``rw``, of one read-write lock, each section a read or a
     write at random; or, with ``election``, terms of one election, each a campaign won and
     resigned; or, with ``weights``, permits of ``limit`` units, each of a weight picked at
     random among them) in random acquire styles, holds and pauses; nothing may exceed it.
-    Weighted permits are not given to tenure verify's checker: its model has no weights."""
+    Weighted permits are not given to tenure verify's checker: its model has no weights.
+    ``threads``: each worker runs that many loops on threads of its own, one client between
+    them (a store that lives in its process: memory://)."""
     name = run.name("baseline")
     # A healthy server may still miss a deadline on a loaded machine (a Redlock node's
     # socket timeout once did, under a load of 30): the worker records the BackendError
@@ -395,7 +398,7 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
                   modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
                   rw=RW_SIDES if rw else None, election=election, weights=weights,
-                  tolerate_errors=True)
+                  threads=threads, tolerate_errors=True)
         for share in _split(total, processes)
     ]
     _ready(*workers)
@@ -1725,12 +1728,18 @@ def weighted_permits(run: Run, profile: Profile) -> list[Result]:
     limit = WEIGHTED_LIMIT
     title = f"Weighted permits, limit {limit}"
     backend = run.target.backend
-    processes = profile.weighted_processes
+    # A store that lives in its process (memory://) is shared by threads only: the baseline
+    # runs its contenders as threads of one worker process, and there is no killed holder
+    # (its death would take the store with it).
+    in_process = traits(backend).shared is not None
+    processes = 1 if in_process else profile.weighted_processes
+    threads = profile.weighted_processes if in_process else None
     # Scenario 12's holds: long enough for permits to meet, so that the units in use often
     # stand at the limit and heavy permits wait for the light ones ahead of them.
     child = run.child("baseline")
     figures, violations = _contended(child, processes, profile.weighted_sections,
-                                     hold=[0.002, 0.02], limit=limit, weights=WEIGHTS)
+                                     hold=[0.002, 0.02], limit=limit, weights=WEIGHTS,
+                                     threads=threads)
     history = child.history()
     units = figures.most_units_at_once or 0
     # The limit binds once a permit of the heaviest weight cannot fit beside those held.
@@ -1748,12 +1757,14 @@ def weighted_permits(run: Run, profile: Profile) -> list[Result]:
                           for w in WEIGHTS)
     contended = Result(17, title, "baseline", backend, 1, figures.sections, figures.overlaps,
                        None, None, None,
-                       details={"processes": processes, "limit": limit,
-                                "permits_by_weight": by_weight,
+                       details={"processes": processes, "threads_each": threads,
+                                "limit": limit, "permits_by_weight": by_weight,
                                 "ttl": 10.0, "longest_wait": max(waits, default=None),
                                 "acquire_timeouts": len(timeouts),
                                 **_figures_details(figures)},
                        violations=violations)
+    if in_process:
+        return [contended]
     killed = _kill_trials(run.child("killed"), profile.weighted_kill_trials, profile.kill_ttl,
                           profile.kill_lanes, limit=limit, weights=WEIGHTED_KILL,
                           overrun=_capabilities(run.target.url).lease_overrun)
@@ -1850,11 +1861,12 @@ SCENARIOS: dict[str, Scenario] = {
                  "scenarios 1, 3 and 4 on an election: terms never overlap unless the older "
                  "leader is told, terms keep increasing, a paused leader is told, a killed "
                  "leader is succeeded within its ttl + ttl/3 + 1 s"),
-        Scenario(17, "weighted", "Weighted permits, limit 8", ("shared", "weighted"),
+        Scenario(17, "weighted", "Weighted permits, limit 8", ("weighted",),
                  weighted_permits,
                  "scenario 12's baseline and killed holder with permits of weights 1-3 on 8 "
                  "units: the units in use never exceed 8, fences keep increasing, no heavy "
-                 "permit starves, a killed holder's units come back after its ttl"),
+                 "permit starves, a killed holder's units come back after its ttl (memory: "
+                 "the baseline only, its contenders threads of one process)"),
     ]
 }
 

@@ -134,16 +134,50 @@ class _Stop:
 
 
 def sections(config: Config, recorder: Recorder) -> None:
-    rng = random.Random(config["seed"])
-    worker = config["worker"]
-    count: int | None = config.get("count")
+    """The sections loop; with ``threads``, that many loops on threads of this process, one
+    client between them (a store that lives in its process, memory://, shared no other
+    way), ``count`` split between them and each thread its own worker name."""
     stop = _Stop()
+    locks = tenure.connect(config["url"])
+    threads = int(config.get("threads") or 0)
+    report(ready=True)
+    if not threads:
+        done = _sections(locks, config, recorder, stop, worker=config["worker"],
+                         rng=random.Random(config["seed"]), count=config.get("count"))
+    else:
+        count: int | None = config.get("count")
+        tally: list[int] = []
+        failures: list[BaseException] = []
+
+        def loop(index: int) -> None:
+            share = None if count is None else count // threads + (index < count % threads)
+            try:
+                tally.append(_sections(locks, config, recorder, stop,
+                                       worker=f"{config['worker']}.{index}",
+                                       rng=random.Random(config["seed"] * 100 + index),
+                                       count=share))
+            except BaseException as exc:
+                failures.append(exc)
+
+        running = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+        for thread in running:
+            thread.start()
+        for thread in running:
+            thread.join()
+        if failures:
+            raise failures[0]
+        done = sum(tally)
+    locks.close()
+    report(done=done)
+
+
+def _sections(locks: tenure.Locks, config: Config, recorder: Recorder, stop: _Stop, *,
+              worker: str, rng: random.Random, count: int | None) -> int:
     resource = ResourceClient(config["resource"]) if config.get("resource") else None
     tolerate = bool(config.get("tolerate_errors", False))
     modes: list[str] = config.get("modes", ["blocking"])
     done = seq = 0
-    locks = tenure.connect(config["url"])
-    report(ready=True)
+    config = {**config, "worker": worker}
     while not stop.requested and (count is None or done < count):
         style, side, weight = rng.choice(modes), _side(config, rng), _weight(config, rng)
         asked = now_ns()
@@ -164,8 +198,7 @@ def sections(config: Config, recorder: Recorder) -> None:
             recorder.event("acquire-timeout", worker, side=side, weight=weight,
                            waited=(now_ns() - asked) / 1e9)
         _sleep(config.get("think", [0, 0]), rng)
-    locks.close()
-    report(done=done)
+    return done
 
 
 def _one_section(
