@@ -4,6 +4,8 @@
     .venv/bin/python -m safety run --profile quick --backends sqlite --scenarios 1,killed
     .venv/bin/python -m safety list                   # the scenarios, and where each runs
     .venv/bin/python -m safety render DIR [DIR...]    # the report again from runs' --workdir
+    .venv/bin/python -m safety render DIR --section weighted --heading TEXT
+                                      # only these runs' rows, as a section of docs/safety.md
 
 Exit status: 0 when every result passed, 1 when any property failed, 2 on bad usage.
 """
@@ -90,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--report", type=pathlib.Path, default=ROOT / "docs" / "safety.md")
     render.add_argument("--title", default=report.TITLE,
                         help=f"the page's heading (default: {report.TITLE!r})")
+    render.add_argument("--section", default=None, metavar="KEY",
+                        help="write only these runs' results, as the section KEY of the "
+                        "existing report (replacing the section of that key, else added at "
+                        "its end), leaving the rest of the file untouched; a scenario's key "
+                        "keeps only that scenario's results")
+    render.add_argument("--heading", default=None,
+                        help="the section's heading (default: its scenario's title)")
     return top
 
 
@@ -106,6 +115,16 @@ def _render(args: argparse.Namespace) -> int:
     used = [env for index, (_, env, _) in enumerate(runs) if index in latest.values()]
     asked = {backend for _, _, backends in runs for backend in backends}
     backends = [backend for backend in NAMES if backend in asked]
+    if args.section is not None:
+        scenario = SCENARIOS.get(args.section)
+        if scenario is not None:
+            results = [r for r in results if r.scenario == scenario.number]
+        heading = args.heading or (f"{scenario.number}. {scenario.title}" if scenario
+                                   else args.section)
+        report.splice(args.report, args.section, report.render_section(
+            results, report.Environment.merged(used), list(NAMES), args.section, heading))
+        print(f"safety: wrote the section {args.section!r} of {args.report}")
+        return 0 if all(r.passed for r in results) else 1
     report.write(args.report, results, report.Environment.merged(used), backends,
                  title=args.title)
     sources = ", ".join(str(workdir / "results.json") for workdir in args.workdir)

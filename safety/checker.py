@@ -3,7 +3,8 @@ figure is recomputed from time stamps, fences and the resource's own log.
 
 - Overlapping sections: two critical sections on the same lock whose intervals intersect on
   the observer's clock. For a semaphore of ``limit`` permits (scenario 12) the same figure
-  counts the sections in progress at a moment when more than ``limit`` were. A section's
+  counts the sections in progress at a moment when more than ``limit`` were (for weighted
+  permits, scenario 17, more than ``limit`` units: the sum of their weights). A section's
   interval runs from just after ``acquire`` returned to just before ``release`` was called,
   so it lies inside what the holder took for its lease: an overlap is two processes acting
   as holders at once, never a measuring artefact.
@@ -46,6 +47,7 @@ __all__ = [
     "excess_moments",
     "fence_regressions",
     "most_at_once",
+    "most_units_at_once",
     "overlapping_pairs",
     "stale_writes",
     "write_fence_regressions",
@@ -73,6 +75,9 @@ class Figures:
     history has no read or write sections)."""
     most_readers_at_once: int | None = None
     """Read-write locks: the most reads of one name in progress at one moment."""
+    most_units_at_once: int | None = None
+    """Weighted permits (scenario 17): the most units of one name in progress at one moment
+    (None: the history has no weighted section)."""
     linearizable: str | None = None
     """``tenure verify``'s checker's verdict on the run's calls, where it was asked
     (``safety.linearizable``): "linearizable: N operations ...", or why not."""
@@ -104,19 +109,42 @@ def overlapping_pairs(sections: Iterable[Section]) -> list[tuple[Section, Sectio
     return pairs
 
 
+def _units(sections: Iterable[Section]) -> int:
+    """The units of a semaphore's limit these sections take: a weighted permit's weight, one
+    for every other section."""
+    return sum(1 if s.weight is None else s.weight for s in sections)
+
+
 def excess_moments(sections: Iterable[Section], limit: int) -> list[tuple[Section, ...]]:
-    """For each section that started while ``limit`` others of its name were still in
-    progress: the sections in progress at that moment (it included). For ``limit`` 1 these
-    are the overlaps; ``overlapping_pairs`` keeps the mutex's pairwise count."""
+    """For each section that started while others of its name still in progress took so
+    many units that its own took the total past ``limit``: the sections in progress at that
+    moment (it included). A section takes one unit, a weighted permit its weight (scenario
+    17): without weights, the sections that started while ``limit`` others were in
+    progress. For ``limit`` 1 these are the overlaps; ``overlapping_pairs`` keeps the mutex's
+    pairwise count. Checking at each start suffices: the units in progress only grow when a
+    section starts."""
     moments: list[tuple[Section, ...]] = []
     for group in _by_name(sections).values():
         active: list[Section] = []
         for section in sorted(group, key=lambda s: s.start):
             active = [other for other in active if other.end > section.start]
             active.append(section)
-            if len(active) > limit:
+            if _units(active) > limit:
                 moments.append(tuple(active))
     return moments
+
+
+def most_units_at_once(sections: Iterable[Section]) -> int:
+    """The most units (a weighted permit's weight, one for any other section) of one name in
+    progress at one moment."""
+    most = 0
+    for group in _by_name(sections).values():
+        active: list[Section] = []
+        for section in sorted(group, key=lambda s: s.start):
+            active = [other for other in active if other.end > section.start]
+            active.append(section)
+            most = max(most, _units(active))
+    return most
 
 
 def most_at_once(sections: Iterable[Section]) -> int:
@@ -216,6 +244,7 @@ def check(history: History, limit: int = 1) -> Figures:
         history.sections, limit)
     involved = {s.key for moment in moments for s in moment}
     sided = any(s.mode is not None for s in history.sections)
+    weighted = any(s.weight is not None for s in history.sections)
     # In every such moment one holder's lease had ended: one of them at least must be told.
     silent = sum(1 for moment in moments if not any(s.learned_loss for s in moment))
     if history.accesses:
@@ -245,6 +274,7 @@ def check(history: History, limit: int = 1) -> Figures:
         if sided else None,
         most_readers_at_once=most_at_once(s for s in history.sections if s.mode == "read")
         if sided else None,
+        most_units_at_once=most_units_at_once(history.sections) if weighted else None,
     )
 
 

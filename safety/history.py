@@ -9,7 +9,8 @@ Kinds of record:
   ``release`` was called (so the interval lies inside the time the holder believed it held
   the lock): the worker, the lock name, the fence, what it read and wrote through the
   protected resource and whether the resource accepted the write, whether ``lost`` was set
-  by the end, how the release went, and for a read-write lock which side it held.
+  by the end, how the release went, for a read-write lock which side it held, and for a
+  weighted permit its weight.
 - ``access``: one read or write seen by the protected resource (``safety.resource``), in the
   order the resource serialised them.
 - ``attempt``: one try of an exactly-one-winner race.
@@ -72,6 +73,9 @@ class Section:
     renewed: int | None = None
     """When the lease's last successful renewal before the section's end was sent (None:
     not renewed by then, or not a renewed mutex): the checker reads it as an extend."""
+    weight: int | None = None
+    """The units a weighted semaphore's permit took (scenario 17); None for every other
+    section, which counts as one unit of a semaphore's limit."""
 
     @property
     def key(self) -> str:

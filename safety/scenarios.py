@@ -103,6 +103,9 @@ class Profile:
     election_terms: int
     election_pause_trials: int
     election_kill_trials: int
+    weighted_processes: int
+    weighted_sections: int
+    weighted_kill_trials: int
 
 
 PROFILES = {
@@ -126,6 +129,7 @@ PROFILES = {
         rwlock_processes=4, rwlock_sections=200, rwlock_pause_trials=1, rwlock_kill_trials=6,
         election_processes=4, election_terms=150, election_pause_trials=1,
         election_kill_trials=6,
+        weighted_processes=6, weighted_sections=240, weighted_kill_trials=6,
     ),
     "full": Profile(
         name="full",
@@ -148,6 +152,7 @@ PROFILES = {
         rwlock_kill_trials=100,
         election_processes=16, election_terms=4000, election_pause_trials=20,
         election_kill_trials=100,
+        weighted_processes=16, weighted_sections=4000, weighted_kill_trials=100,
     ),
 }
 
@@ -218,6 +223,9 @@ class Traits:
     """It offers read-write locks (the refusal of those that do not is their own reason)."""
     election: str | None = None
     """It offers leader elections: read from the backend itself by ``traits``."""
+    weighted: str | None = None
+    """It offers weighted FIFO permits (``supports("weighted")``): read from the backend
+    itself by ``traits``."""
 
 
 TRAITS: dict[str, Traits] = {
@@ -281,23 +289,31 @@ TRAITS["mongodb"] = Traits(
 
 def traits(backend: str) -> Traits:
     found = TRAITS.get(backend, Traits())
-    refused = _election_refusal(backend)
-    return found if refused is None else dataclasses.replace(found, election=refused)
+    refused = _offer_refusal(backend, "election", "it has no elections yet: no lease values "
+                             "are stored with its locks' leases")
+    if refused is not None:
+        found = dataclasses.replace(found, election=refused)
+    # A backend without semaphores has no weighted permits for the same reason.
+    refused = found.semaphore or _offer_refusal(
+        backend, "weighted", "it has no weighted permits yet: its store does not offer "
+        "\"weighted\" (supports(\"weighted\") is False)")
+    if refused is not None and found.weighted is None:
+        found = dataclasses.replace(found, weighted=refused)
+    return found
 
 
-def _election_refusal(backend: str) -> str | None:
-    """Why ``backend`` has no elections (its own refusal, or that it has no lease values
-    yet), None if it has them: read from what its store offers, so that a backend gaining
-    elections gains scenario 16 without an edit here."""
+def _offer_refusal(backend: str, offer: str, missing: str) -> str | None:
+    """Why ``backend`` does not offer ``offer`` (its own refusal, else ``missing``), None if
+    it does: read from what its store offers, so that a backend gaining elections or
+    weighted permits gains scenario 16 or 17 without an edit here."""
     try:
         module = importlib.import_module(f"tenure.backends.{row(backend).package}._sync")
     except ImportError as exc:
         return f"its backend module does not load here: {exc}"
     store = store_class(module.BACKEND)
-    if "election" in store.offers:
+    if offer in store.offers:
         return None
-    return store.refusals.get("election", "it has no elections yet: no lease values are stored "
-                        "with its locks' leases")
+    return store.refusals.get(offer, missing)
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -363,12 +379,17 @@ def baseline(run: Run, profile: Profile) -> list[Result]:
 
 
 def _contended(run: Run, processes: int, total: int, *, hold: list[float],
-               limit: int | None = None, rw: bool = False, election: bool = False
+               limit: int | None = None, rw: bool = False, election: bool = False,
+               weights: list[int] | None = None, threads: int | None = None
                ) -> tuple[Figures, list[str]]:
     """``processes`` workers share ``total`` sections of one lock (or of one semaphore of
     ``limit`` permits; or, with ``rw``, of one read-write lock, each section a read or a
     write at random; or, with ``election``, terms of one election, each a campaign won and
-    resigned) in random acquire styles, holds and pauses; nothing may exceed it."""
+    resigned; or, with ``weights``, permits of ``limit`` units, each of a weight picked at
+    random among them) in random acquire styles, holds and pauses; nothing may exceed it.
+    Weighted permits are not given to tenure verify's checker: its model has no weights.
+    ``threads``: each worker runs that many loops on threads of its own, one client between
+    them (a store that lives in its process: memory://)."""
     name = run.name("baseline")
     # A healthy server may still miss a deadline on a loaded machine (a Redlock node's
     # socket timeout once did, under a load of 30): the worker records the BackendError
@@ -376,7 +397,8 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     workers = [
         run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
                   modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
-                  rw=RW_SIDES if rw else None, election=election, tolerate_errors=True)
+                  rw=RW_SIDES if rw else None, election=election, weights=weights,
+                  threads=threads, tolerate_errors=True)
         for share in _split(total, processes)
     ]
     _ready(*workers)
@@ -386,8 +408,9 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     figures = check(history, limit or 1)
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
     primitive = "rwlock" if rw else "election" if election else None
-    figures, violations = _verdict(history, figures, violations, ttl=10.0, limit=limit or 1,
-                                   primitive=primitive, expected=True)
+    if weights is None:
+        figures, violations = _verdict(history, figures, violations, ttl=10.0,
+                                       limit=limit or 1, primitive=primitive, expected=True)
     if figures.sections != total:
         violations.append(f"{figures.sections} sections recorded, {total} expected")
     errors = history.events_named("backend-error")
@@ -648,7 +671,8 @@ class _Killed:
 
 def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                  limit: int | None = None, rw: bool = False, election: bool = False,
-                 overrun: float = 0.0) -> _Killed:
+                 overrun: float = 0.0,
+                 weights: tuple[int, list[int], int] | None = None) -> _Killed:
     """In each lane, on a lock of its own, holders are SIGKILLed at a random point of their
     renewal cycle while a waiter waits; the waiter's acquisition times the recovery. With
     ``limit`` the lanes use a semaphore whose other ``limit - 1`` permits are held all along
@@ -656,8 +680,18 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
     a read-write lock: the holders write, the waiter reads or writes at random (either must
     wait for a writer). With ``election`` the holders are leaders and the waiter campaigns:
     its win times the new leader. ``overrun``: seconds the backend declares its leases may
-    outlive their ttl on the server (``Capabilities.lease_overrun``), added to the bound."""
+    outlive their ttl on the server (``Capabilities.lease_overrun``), added to the bound.
+    ``weights`` (with ``limit``: a weighted semaphore, scenario 17): the holders' weight,
+    the fillers' (one filler each, their units with the holder's making ``limit``) and the
+    waiter's (no more than the holder's units, and more than the units left beside the
+    holder's, so that only the killed holder's units let it in)."""
     holder_sides = ["write"] if rw else None
+    holder_weight: int | None = None
+    waiter_weight: int | None = None
+    filler_weights: list[int | None] = [None] * ((limit or 1) - 1)
+    if weights is not None:
+        holder_weight, waiter_weight = weights[0], weights[2]
+        filler_weights = list(weights[1])
     # The second of slack is an idle machine's: each trial stretches it by the load at its
     # kill (tests.timing), as a waiter's wake-up and its process's turn on a core take longer
     # on a loaded one. ``bound`` is the idle figure the docs print.
@@ -673,13 +707,16 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
         rng = random.Random(run.seed * 100 + number)
         name = run.name(f"killed{number}")
         waiter = run.spawn("waiter", name=name, ttl=ttl, acquire_timeout=bound + 10,
-                           limit=limit, rw=RW_SIDES if rw else None, election=election)
+                           limit=limit, rw=RW_SIDES if rw else None, election=election,
+                           weight=waiter_weight)
         upcoming = run.spawn("holder", name=name, ttl=ttl, worker=f"holder{number}.0",
-                             limit=limit, rw=holder_sides, election=election)
+                             limit=limit, rw=holder_sides, election=election,
+                             weight=holder_weight)
         # Fillers are not under test: a long lease keeps a renewal that a loaded machine
         # delays from handing their permit to the waiter.
         fillers = [run.spawn("holder", name=name, ttl=FILLER_TTL, worker=f"filler{number}.{i}",
-                             limit=limit) for i in range((limit or 1) - 1)]
+                             limit=limit, weight=weight)
+                   for i, weight in enumerate(filler_weights)]
         held: list[WorkerProcess] = []
         try:
             _ready(waiter, *fillers)
@@ -697,7 +734,8 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                 if trial + 1 < trials:  # the next one starts up while this trial runs
                     upcoming = run.spawn("holder", name=name, ttl=ttl,
                                          worker=f"holder{number}.{trial + 1}", limit=limit,
-                                         rw=holder_sides, election=election)
+                                         rw=holder_sides, election=election,
+                                         weight=holder_weight)
                 if not got.get("acquired"):
                     violations.append(f"lane {number}: holder {trial} could not acquire")
                     holder.kill()
@@ -713,7 +751,7 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
                     for report in holder.remaining_reports(5.0))
                 run.recorder.write(Section(holder.worker, 1, name, got["asked"], got["start"],
                                            killed, got["fence"], lost=told, release="none",
-                                           mode=got.get("side")))
+                                           mode=got.get("side"), weight=got.get("weight")))
                 run.recorder.event("sigkill", holder.worker)
                 trial_bound = bound - 1.0 + scaled(1.0)
                 bounds.append(trial_bound)
@@ -1667,6 +1705,82 @@ def _terms(run: Run) -> tuple[int, list[str]]:
                             f"{earlier.key} term {earlier.fence})"]
 
 
+# ---- 17. weighted permits --------------------------------------------------------------
+
+WEIGHTED_LIMIT = 8
+"""Units per weighted semaphore: as the issue's 16 processes with weights 1-3 on limit 8."""
+
+WEIGHTS = [1, 2, 3]
+"""The weights a permit of the baseline picks from, at random, permit by permit."""
+
+WEIGHTED_KILL = (3, [3, 2], 3)
+"""The killed lanes' weights: the holder under test takes 3 units, two fillers 3 and 2 all
+along, the waiter asks 3: only the killed holder's units, back after its ttl, let it in."""
+
+
+def weighted_permits(run: Run, profile: Profile) -> list[Result]:
+    """Scenarios 12's baseline and killed holder again with weighted permits
+    (``locks.semaphore(name, limit=8, weight=W)``) on every backend that offers them: the
+    units of the sections in progress (the sum of their weights, from the recorded
+    intervals) never above the limit, fences distinct and increasing per name, every
+    section recorded, no blocking acquire timed out (a heavy permit starved), and a killed
+    holder's units back within its ttl + ttl/3 + 1 s with nobody over the limit meanwhile."""
+    limit = WEIGHTED_LIMIT
+    title = f"Weighted permits, limit {limit}"
+    backend = run.target.backend
+    # A store that lives in its process (memory://) is shared by threads only: the baseline
+    # runs its contenders as threads of one worker process, and there is no killed holder
+    # (its death would take the store with it).
+    in_process = traits(backend).shared is not None
+    processes = 1 if in_process else profile.weighted_processes
+    threads = profile.weighted_processes if in_process else None
+    # Scenario 12's holds: long enough for permits to meet, so that the units in use often
+    # stand at the limit and heavy permits wait for the light ones ahead of them.
+    child = run.child("baseline")
+    figures, violations = _contended(child, processes, profile.weighted_sections,
+                                     hold=[0.002, 0.02], limit=limit, weights=WEIGHTS,
+                                     threads=threads)
+    history = child.history()
+    units = figures.most_units_at_once or 0
+    # The limit binds once a permit of the heaviest weight cannot fit beside those held.
+    if units <= limit - max(WEIGHTS):
+        violations.append(f"never more than {units} units held at once: the limit never "
+                          "refused a permit, nothing was tested")
+    timeouts = history.events_named("acquire-timeout")
+    if timeouts:
+        first = timeouts[0].data
+        violations.append(f"{len(timeouts)} blocking acquires timed out (the first a permit "
+                          f"of weight {first.get('weight')} after {first.get('waited'):.1f} "
+                          "s): a waiter starved")
+    waits = [(s.start - s.asked) / 1e9 for s in history.sections]
+    by_weight = ", ".join(f"{sum(1 for s in history.sections if s.weight == w)} of weight {w}"
+                          for w in WEIGHTS)
+    contended = Result(17, title, "baseline", backend, 1, figures.sections, figures.overlaps,
+                       None, None, None,
+                       details={"processes": processes, "threads_each": threads,
+                                "limit": limit, "permits_by_weight": by_weight,
+                                "ttl": 10.0, "longest_wait": max(waits, default=None),
+                                "acquire_timeouts": len(timeouts),
+                                **_figures_details(figures)},
+                       violations=violations)
+    if in_process:
+        return [contended]
+    killed = _kill_trials(run.child("killed"), profile.weighted_kill_trials, profile.kill_ttl,
+                          profile.kill_lanes, limit=limit, weights=WEIGHTED_KILL,
+                          overrun=_capabilities(run.target.url).lease_overrun)
+    holder, fillers, waiter = WEIGHTED_KILL
+    killed_result = Result(17, title, "holder killed (SIGKILL)", backend,
+                           len(killed.recoveries), killed.figures.sections,
+                           killed.figures.overlaps, None,
+                           max(killed.recoveries) if killed.recoveries else None, killed.bound,
+                           KILL_RECOVERY,
+                           details={"limit": limit, "holder_weight": holder,
+                                    "filler_weights": fillers, "waiter_weight": waiter,
+                                    **killed.details},
+                           violations=killed.violations)
+    return [contended, killed_result]
+
+
 WRITE_WAIT = ("a write's acquire call to its grant (longest); bound: one section of every "
               "other process, each with its hold, a waiter's poll and 0.5 s, plus 1 s")
 
@@ -1747,6 +1861,12 @@ SCENARIOS: dict[str, Scenario] = {
                  "scenarios 1, 3 and 4 on an election: terms never overlap unless the older "
                  "leader is told, terms keep increasing, a paused leader is told, a killed "
                  "leader is succeeded within its ttl + ttl/3 + 1 s"),
+        Scenario(17, "weighted", "Weighted permits, limit 8", ("weighted",),
+                 weighted_permits,
+                 "scenario 12's baseline and killed holder with permits of weights 1-3 on 8 "
+                 "units: the units in use never exceed 8, fences keep increasing, no heavy "
+                 "permit starves, a killed holder's units come back after its ttl (memory: "
+                 "the baseline only, its contenders threads of one process)"),
     ]
 }
 

@@ -1,7 +1,8 @@
 """The worker processes the scenarios drive: ``python -m safety.workers COMMAND CONFIG_JSON``.
 
 Each worker is a real process using tenure's public API only. The lease it takes is a lock,
-a semaphore's permit (config ``limit``), one side of a read-write lock (``rw``: the sides to
+a semaphore's permit (config ``limit``; of ``weight`` units, or of one picked at random among
+``weights`` section by section: scenario 17), one side of a read-write lock (``rw``: the sides to
 pick from, section by section) or a campaign of an election (``election``). It appends
 what it did to its own history file (``safety.history``) and talks to the controller in JSON
 lines: commands on stdin, reports on stdout. Every worker ends itself at
@@ -70,10 +71,21 @@ def _side(config: Config, rng: random.Random) -> str | None:
     return rng.choice(sides) if sides else None
 
 
+def _weight(config: Config, rng: random.Random) -> int | None:
+    """The units the next permit of a weighted semaphore takes (scenario 17): the config's
+    ``weight``, or one picked at random among its ``weights``; None for any other lease."""
+    if config.get("weight") is not None:
+        return int(config["weight"])
+    weights: list[int] | None = config.get("weights")
+    return rng.choice(weights) if weights else None
+
+
 def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl: float,
            renew: bool = False, timeout: float | None = None,
-           on_lost: Callable[[Any], Any] | None = None, side: str | None = None) -> Held:
-    """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore,
+           on_lost: Callable[[Any], Any] | None = None, side: str | None = None,
+           weight: int | None = None) -> Held:
+    """The handle a worker takes: ``config["limit"]`` makes it a permit of a semaphore (of
+    ``weight`` units when given),
     ``side`` one side of the read-write lock of the name, ``config["election"]`` a candidate
     of the election of the name (its value the worker's name; leadership is always renewed,
     and a campaign waits as long as ``acquire`` is told to)."""
@@ -81,6 +93,9 @@ def _lease(locks: tenure.Locks, config: Config, name: str | None = None, *, ttl:
     if config.get("election"):
         return locks.election(name, ttl=ttl).candidate(config["worker"], on_lost=on_lost)
     limit: int | None = config.get("limit")
+    if limit is not None and weight is not None:
+        return locks.semaphore(name, limit=limit, weight=weight, ttl=ttl, renew=renew,
+                               timeout=timeout, on_lost=on_lost)
     if limit is not None:
         return locks.semaphore(name, limit=limit, ttl=ttl, renew=renew, timeout=timeout,
                                on_lost=on_lost)
@@ -119,22 +134,56 @@ class _Stop:
 
 
 def sections(config: Config, recorder: Recorder) -> None:
-    rng = random.Random(config["seed"])
-    worker = config["worker"]
-    count: int | None = config.get("count")
+    """The sections loop; with ``threads``, that many loops on threads of this process, one
+    client between them (a store that lives in its process, memory://, shared no other
+    way), ``count`` split between them and each thread its own worker name."""
     stop = _Stop()
+    locks = tenure.connect(config["url"])
+    threads = int(config.get("threads") or 0)
+    report(ready=True)
+    if not threads:
+        done = _sections(locks, config, recorder, stop, worker=config["worker"],
+                         rng=random.Random(config["seed"]), count=config.get("count"))
+    else:
+        count: int | None = config.get("count")
+        tally: list[int] = []
+        failures: list[BaseException] = []
+
+        def loop(index: int) -> None:
+            share = None if count is None else count // threads + (index < count % threads)
+            try:
+                tally.append(_sections(locks, config, recorder, stop,
+                                       worker=f"{config['worker']}.{index}",
+                                       rng=random.Random(config["seed"] * 100 + index),
+                                       count=share))
+            except BaseException as exc:
+                failures.append(exc)
+
+        running = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+        for thread in running:
+            thread.start()
+        for thread in running:
+            thread.join()
+        if failures:
+            raise failures[0]
+        done = sum(tally)
+    locks.close()
+    report(done=done)
+
+
+def _sections(locks: tenure.Locks, config: Config, recorder: Recorder, stop: _Stop, *,
+              worker: str, rng: random.Random, count: int | None) -> int:
     resource = ResourceClient(config["resource"]) if config.get("resource") else None
     tolerate = bool(config.get("tolerate_errors", False))
     modes: list[str] = config.get("modes", ["blocking"])
     done = seq = 0
-    locks = tenure.connect(config["url"])
-    report(ready=True)
+    config = {**config, "worker": worker}
     while not stop.requested and (count is None or done < count):
-        style, side = rng.choice(modes), _side(config, rng)
+        style, side, weight = rng.choice(modes), _side(config, rng), _weight(config, rng)
         asked = now_ns()
         try:
             section = _one_section(locks, style, seq=seq + 1, resource=resource,
-                                   config=config, rng=rng, side=side)
+                                   config=config, rng=rng, side=side, weight=weight)
         except tenure.BackendError as exc:
             if not tolerate:
                 raise
@@ -146,11 +195,10 @@ def sections(config: Config, recorder: Recorder) -> None:
             recorder.write(section)
             done += 1
         elif style != "try":  # a waiting acquire gave up: what a starved waiter shows
-            recorder.event("acquire-timeout", worker, side=side,
+            recorder.event("acquire-timeout", worker, side=side, weight=weight,
                            waited=(now_ns() - asked) / 1e9)
         _sleep(config.get("think", [0, 0]), rng)
-    locks.close()
-    report(done=done)
+    return done
 
 
 def _one_section(
@@ -162,19 +210,21 @@ def _one_section(
     config: Config,
     rng: random.Random,
     side: str | None = None,
+    weight: int | None = None,
 ) -> Section | None:
-    """One attempt in the given acquire style (on ``side`` of a read-write lock); the
-    section, or None if not acquired."""
+    """One attempt in the given acquire style (on ``side`` of a read-write lock, of
+    ``weight`` units of a weighted semaphore); the section, or None if not acquired."""
     wait = float(config.get("acquire_timeout", 30.0))
     lock = _lease(locks, config, ttl=config["ttl"], renew=config.get("renew", False),
-                  timeout=wait, side=side)
+                  timeout=wait, side=side, weight=weight)
     asked = now_ns()
     if mode == "with":
         section = None
         try:
             with lock:
                 section = _body(lock, worker=config["worker"], seq=seq, asked=asked,
-                                resource=resource, config=config, rng=rng, side=side)
+                                resource=resource, config=config, rng=rng, side=side,
+                                weight=weight)
         except tenure.LockTimeout:
             return None
         except (tenure.LockLost, tenure.BackendError) as exc:
@@ -188,7 +238,7 @@ def _one_section(
     if not took:
         return None
     section = _body(lock, worker=config["worker"], seq=seq, asked=asked, resource=resource,
-                    config=config, rng=rng, side=side)
+                    config=config, rng=rng, side=side, weight=weight)
     outcome = _release(lock)
     return dataclasses.replace(section, release=outcome,
                                released=None if outcome == "error" else now_ns())
@@ -204,6 +254,7 @@ def _body(
     config: Config,
     rng: random.Random,
     side: str | None,
+    weight: int | None = None,
 ) -> Section:
     start = now_ns()
     fence = lock.fence
@@ -225,7 +276,7 @@ def _body(
     renewed = _renewed(lock)
     end = now_ns()
     return Section(worker, seq, lock.name, asked, start, end, fence, read, wrote, accepted, lost,
-                   mode=side, renewed=renewed)
+                   mode=side, renewed=renewed, weight=weight)
 
 
 def _renewed(lock: Held) -> int | None:
@@ -302,7 +353,9 @@ def holder(config: Config, recorder: Recorder) -> None:
                 state["lost_at"] = now_ns()
 
     side = _side(config, random.Random(config["seed"]))
-    lock = _lease(locks, config, ttl=config["ttl"], renew=True, on_lost=on_lost, side=side)
+    weight = _weight(config, random.Random(config["seed"]))
+    lock = _lease(locks, config, ttl=config["ttl"], renew=True, on_lost=on_lost, side=side,
+                  weight=weight)
     report(ready=True)
     command()  # "go": started ahead of its turn, so that start-up costs no trial time
     asked = now_ns()
@@ -322,7 +375,7 @@ def holder(config: Config, recorder: Recorder) -> None:
             accepted = resource.write(f"{config['worker']}:1", lock.fence, wrote)
     with told:
         report(acquired=True, asked=asked, start=start, fence=lock.fence,
-               lost_at=state["lost_at"], side=side)
+               lost_at=state["lost_at"], side=side, weight=weight)
         state["reported"] = True
     # Until SIGKILL (a holder under test), or "release" (a semaphore's filler, or scenario
     # 13's holder, which records its own section: the controller cannot know whether it was
@@ -333,7 +386,8 @@ def holder(config: Config, recorder: Recorder) -> None:
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(config["worker"], 1, lock.name, asked, start, end, fence,
-                               read, wrote, accepted, lost=lost, release=outcome, mode=side))
+                               read, wrote, accepted, lost=lost, release=outcome, mode=side,
+                               weight=weight))
         report(done=True)
     locks.close()
 
@@ -347,8 +401,8 @@ def waiter(config: Config, recorder: Recorder) -> None:
     while (words := command()) and words[0] == "wait":
         name = words[1] if len(words) > 1 else config["name"]
         seq += 1
-        side = _side(config, rng)
-        lock = _lease(locks, config, name, ttl=config["ttl"], side=side)
+        side, weight = _side(config, rng), _weight(config, rng)
+        lock = _lease(locks, config, name, ttl=config["ttl"], side=side, weight=weight)
         asked = now_ns()
         try:
             took = lock.acquire(timeout=float(config["acquire_timeout"]))
@@ -363,8 +417,8 @@ def waiter(config: Config, recorder: Recorder) -> None:
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(worker, seq, name, asked, start, end, fence, release=outcome,
-                               mode=side))
-        report(acquired=True, asked=asked, start=start, fence=fence, side=side)
+                               mode=side, weight=weight))
+        report(acquired=True, asked=asked, start=start, fence=fence, side=side, weight=weight)
     locks.close()
 
 

@@ -9,6 +9,7 @@ from safety.checker import (
     check_races,
     excess_moments,
     fence_regressions,
+    most_units_at_once,
     overlapping_pairs,
     stale_writes,
     write_fence_regressions,
@@ -19,9 +20,9 @@ from safety.linearizable import certain_overlaps, checked, operations
 
 def section(worker: str, start: int, end: int, fence: int, *, name: str = "k",
             asked: int | None = None, lost: bool = False, release: str = "ok",
-            mode: str | None = None) -> Section:
+            mode: str | None = None, weight: int | None = None) -> Section:
     return Section(worker, start, name, start - 1 if asked is None else asked, start, end, fence,
-                   lost=lost, release=release, mode=mode)
+                   lost=lost, release=release, mode=mode, weight=weight)
 
 
 def test_back_to_back_sections_do_not_overlap() -> None:
@@ -70,6 +71,28 @@ def test_a_semaphore_counts_only_moments_over_its_limit() -> None:
     assert check(History(sections=told), limit=2).silent_overlaps == 0
     # The mutex's figures are the limit-1 case.
     assert check(History(sections=three_at_once)).overlaps == 5
+
+
+def test_weighted_permits_count_their_units_against_the_limit() -> None:
+    # 3 + 3 + 2 = 8 units at once on a limit of 8: within it, though three permits.
+    full = [section("a", 0, 100, 1, weight=3), section("b", 10, 50, 2, weight=3),
+            section("c", 20, 90, 3, weight=2), section("d", 60, 95, 4, weight=3)]
+    figures = check(History(sections=full), limit=8)
+    assert figures.overlaps == figures.overlap_pairs == figures.silent_overlaps == 0
+    assert figures.most_units_at_once == 8
+    assert figures.most_at_once == 3
+    # One unit more, while a, b and c are in progress: 9 units, one moment over the limit,
+    # that nobody was told of; a section without a weight counts as one unit.
+    over = [*full, section("e", 30, 40, 5)]
+    figures = check(History(sections=over), limit=8)
+    assert [len(moment) for moment in excess_moments(over, 8)] == [4]
+    assert figures.most_units_at_once == 9
+    assert figures.overlaps == 4 and figures.silent_overlaps == 1
+    told = [section("a", 0, 100, 1, weight=3, lost=True), *over[1:]]
+    assert check(History(sections=told), limit=8).silent_overlaps == 0
+    # Weights are per name, and a history without them has no unit figure.
+    assert most_units_at_once([*full, section("f", 0, 100, 6, name="other", weight=3)]) == 8
+    assert check(History(sections=[section("a", 0, 10, 1)]), limit=2).most_units_at_once is None
 
 
 def test_a_fence_not_above_an_earlier_finished_section_is_a_regression() -> None:
