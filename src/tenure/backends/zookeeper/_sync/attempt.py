@@ -111,7 +111,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         if ranked.conflict is not None:
             self.leave()  # a semaphore's place: deleted
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
-        if not ranked.granted(place.limit, place.mode):
+        if not ranked.granted(place.limit, place.mode, place.record.weight):
             place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None)
         return self._grant(place)
@@ -121,7 +121,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         store, session = self.store, self.store.session
         record = Record.new(self.holder, place.limit, self.ttl, value=place.value,
-                            fair=self.spec.fair)
+                            fair=self.spec.fair, weight=place.record.weight)
         epoch = session.epoch
         try:
             granted = session.call("set", place.path, record.encode(), version=place.version)
