@@ -64,16 +64,42 @@ class AsyncZooKeeperAttempt(AsyncOrderedAttempt[Place]):
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: AsyncZooKeeperBackend
+    known: bool = False
+    """Every node this attempt made is known to it: its last try or wait ended normally (one
+    cut short, by an error or a cancellation, may have made a node whose answer never
+    came)."""
 
     async def try_once(self) -> Grant | Busy:
+        self.known = False
         place = self.place
+        outcome: Grant | Busy
         if place is not None and place.path:
-            return await self._settle(place)
-        outcome = await self.store.join(self.name, self.spec, self.token, self.ttl, self.holder)
-        if isinstance(outcome, Grant):
-            return outcome
-        self.place = outcome
-        return Busy(None)
+            outcome = await self._settle(place)
+        else:
+            joined = await self.store.join(
+                self.name, self.spec, self.token, self.ttl, self.holder
+            )
+            if isinstance(joined, Grant):
+                outcome = joined
+            else:
+                self.place, outcome = joined, Busy(None)
+        self.known = True
+        return outcome
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        self.known = False
+        await super().wait(timeout, busy)
+        self.known = True
+
+    async def leave(self) -> None:
+        place = self.place
+        if self.spec.queues and self.known and place is not None and place.path:
+            # Its place is the one node this attempt holds: deleted by its path, without
+            # listing the queue for the token's nodes (a permit's try that gives up at once
+            # costs the one delete a lock's refused first try does).
+            await self.leave_place(place)
+            return
+        await super().leave()
 
     async def leave_place(self, place: Place) -> None:
         if place.path:
