@@ -30,12 +30,12 @@ def test_weighted_permits_come_with_semaphores(package: str) -> None:
     backend = store_class(load_backend_module(f"{scheme}://", "_async").BACKEND)
     if "weighted" in backend.offers:
         assert "semaphore" in backend.offers, package
-    assert ("weighted" in backend.offers) == package.endswith((".memory", ".sqlite")), package
+    offering = (".memory", ".sqlite", ".zookeeper")
+    assert ("weighted" in backend.offers) == package.endswith(offering), package
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://127.0.0.1:1/0", "postgresql://u:secret@127.0.0.1:1/db",
-            "zookeeper://127.0.0.1:1"],
+    "url", ["redis://127.0.0.1:1/0", "postgresql://u:secret@127.0.0.1:1/db"],
 )
 def test_a_weight_above_one_is_refused_naming_the_backend(url: str) -> None:
     # Connecting is lazy: no server is needed to be refused, nor for a weight-1 handle.
@@ -50,6 +50,14 @@ def test_a_weight_above_one_is_refused_naming_the_backend(url: str) -> None:
         # A bad weight is bad input first, on every backend.
         with pytest.raises(tenure.InvalidArgument, match="weight"):
             locks.semaphore("gpu", limit=8, weight=9)
+
+
+def test_zookeeper_queues_weighted_permits() -> None:
+    # Connecting is lazy: no server is needed for the handle, nor to say what it offers.
+    with tenure.connect("zookeeper://127.0.0.1:1") as locks:
+        assert locks.supports("weighted") is True
+        heavy, light = (locks.semaphore("gpu", limit=8, weight=w) for w in (2, 1))
+        assert heavy.weight == 2 and heavy.spec.queues and light.spec.queues
 
 
 def test_redlock_refuses_semaphores_saying_why() -> None:

@@ -11,8 +11,10 @@ holds. ``{seq}`` is ZooKeeper's sequence number under ``{N}``: the order of arri
 data is JSON: who holds or waits (host, pid, thread), since when (the holder's clock), the
 limit, and the ttl in milliseconds by which others judge it expired: ``mtime + ttl`` against
 the server time of their own latest write; an election leader's ``value``, written by the
-create or versioned set that grants the node, so it goes with the node; and ``queued`` on a
-waiter's node, which holds nothing even once it is first, until the versioned set that
+create or versioned set that grants the node, so it goes with the node; a semaphore
+permit's ``weight``, the units of the limit it takes, on its waiter's node as on its grant
+(absent: 1, as every node an older tenure wrote reads); and ``queued`` on a waiter's node,
+which holds nothing even once it is first, until the versioned set that
 grants it; and ``fence`` on a node a release re-created to keep the name held a while
 (``_async/window.py``): the fence it stands for, its own ``czxid`` being newer; and
 ``fair`` on a read-write lock's node made by a fair lock, for ``inspect`` only (no grant reads
@@ -88,6 +90,8 @@ class Record:
     re-created, persistent, by a release inside a ``hold_at_least`` window."""
     fair: bool = False
     """Written by a fair lock (a read-write lock's node otherwise)."""
+    weight: int = 1
+    """The units of the limit a semaphore permit (or its waiter's place) takes."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {
@@ -102,15 +106,17 @@ class Record:
             fields["fence"] = self.fence
         if self.fair:
             fields["fair"] = True
+        if self.weight != 1:
+            fields["weight"] = self.weight
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, ttl: float, *, value: str | None = None,
-        queued: bool = False, fair: bool = False,
+        queued: bool = False, fair: bool = False, weight: int = 1,
     ) -> Record:
         return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued,
-                   fair=fair)
+                   fair=fair, weight=weight)
 
     def with_ttl(self, ttl: float) -> Record:
         return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
@@ -131,6 +137,7 @@ class Record:
                 fields.get("queued") is True,
                 None if fields.get("fence") is None else int(fields["fence"]),
                 fields.get("fair") is True,
+                max(1, int(fields.get("weight", 1))),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.

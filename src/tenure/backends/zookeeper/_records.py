@@ -19,6 +19,8 @@ def lock_info(
     ``fence``: the name's node's data, the last fence written there."""
     if kind == Kind.RWLOCK:
         return _in_turn(name, fence, now, nodes, answers)
+    if kind == Kind.SEMAPHORE:
+        return _within_limit(name, fence, now, answers)
     live = []
     values = []
     for answer in answers:
@@ -36,13 +38,6 @@ def lock_info(
         if left > 0:
             live.append(LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat)))
             values.append(record.value)
-    if kind == Kind.SEMAPHORE:
-        limit = None
-        if answers and not isinstance(answers[0], Exception):
-            limit = Record.decode(answers[0][0]).limit
-        holders = tuple(live[: limit or 0])
-        return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
-                        leases=holders)
     if not live:
         return LockInfo(name, fence, None, None, None)
     first = live[0]
@@ -53,6 +48,41 @@ def lock_info(
         name, max(fence, first.fence or 0), first.holder, first.acquired_at, first.ttl_left,
         value=values[0],
     )
+
+
+def _within_limit(name: str, fence: int, now: int, answers: list[Any]) -> LockInfo:
+    """A semaphore: a live node not marked queued holds a permit, of its weight, if the
+    weights of the live nodes ahead of it plus its own are within the limit (the grant rule,
+    ``_async/ranking.py``); the other live nodes wait, listed in node (arrival) order with
+    their weights, each since its node's creation by the server's clock (``ctime``). A first
+    try's node is written unmarked and rewritten as queued by its first wait: until then, if
+    its weight does not fit, it is counted as waiting. The limit is the oldest node's."""
+    limit = None
+    leases = []
+    waiters = []
+    units_ahead = 0
+    for answer in answers:
+        if isinstance(answer, Exception):
+            continue  # gone meanwhile
+        data, stat = answer
+        record = Record.decode(data)
+        if limit is None:
+            limit = record.limit
+        left = (stat.mtime + record.ttl_ms - now) / 1000
+        if left <= 0:
+            continue
+        in_turn = units_ahead + record.weight <= limit
+        units_ahead += record.weight
+        if record.queued or not in_turn:
+            waiters.append(WaiterInfo(record.holder, _utc(stat.ctime / 1000),
+                                      weight=record.weight))
+            continue
+        leases.append(LeaseInfo(record.holder, _utc(record.since), left, record.fence_of(stat),
+                                weight=record.weight))
+    # The name's fence is written just after a grant: the newest permit may be ahead of it.
+    fence = max([fence, *(lease.fence or 0 for lease in leases)])
+    return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
+                    leases=tuple(leases), queued=len(waiters), waiters=tuple(waiters))
 
 
 def _in_turn(name: str, fence: int, now: int, nodes: list[str], answers: list[Any]) -> LockInfo:

@@ -1,6 +1,18 @@
 """Ranking a node among its name's queue: which live nodes are ahead of it, judged by the
 server's clock (``store.py``'s docstring, "Acquire, first try"), and whether they let it hold
-(the rules of ``tenure.backends._ordered_queue``: the ``limit`` oldest, or by mode)."""
+(the rules of ``tenure.backends._ordered_queue``: the ``limit`` oldest, or by mode).
+
+A semaphore's nodes each take their ``weight`` (1 for a lock's, and for a permit written by an
+older tenure): a node is granted when the weights of the live nodes ahead of it, holders and
+waiters alike, plus its own stay within the limit (with every weight 1: fewer than ``limit``
+live nodes ahead). A newcomer's node is the newest, so it counts every live permit and place
+there is, less the permits granted behind a place after it (they counted that place, in
+turn); a waiter's counts the permits and places ahead of it. Why the units of the live
+permits never exceed the limit: take the newest granted node; when it was granted, every
+granted node now alive stood ahead of it, live (nodes only join behind, and one judged
+lapsed never holds: ``attempt``'s docstring), and their weights plus its own were within the
+limit; nodes have left since, none has joined ahead. A heavy waiter at the head holds back
+every lighter node behind it, however much room is left: nobody is starved."""
 
 from __future__ import annotations
 
@@ -24,12 +36,13 @@ class Ranked:
     standing: list[str] = dataclasses.field(default_factory=list)
     """The nodes ahead not deleted by the ranking, oldest first."""
 
-    def granted(self, limit: int, mode: str | None = None) -> bool:
+    def granted(self, limit: int, mode: str | None = None, weight: int = 1) -> bool:
+        """Whether our node, of ``weight`` (a semaphore's permit), holds by the rule."""
         if mode == Mode.READ:
             return not self.writes_ahead
         if mode == Mode.WRITE:
             return not self.live_ahead
-        return len(self.live_ahead) < limit
+        return sum(record.weight for record in self.live_ahead) + weight <= limit
 
 
 async def rank(

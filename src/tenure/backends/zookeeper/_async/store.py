@@ -64,7 +64,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from tenure._async.store import EVERY_PRIMITIVE
+from tenure._async.store import WITH_WEIGHTS
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo
 from tenure.backends.zookeeper import SCHEMES
@@ -102,7 +102,7 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         fault_tolerant=True,
         fences_count_per_name=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5
@@ -156,7 +156,8 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         node is deleted, and its place is made by its first wait)."""
         kind, limit, mode = spec.kind, spec.limit, spec.mode
         parent = self._parent(kind, name)
-        record = Record.new(holder, limit, ttl, value=spec.value, fair=spec.fair)
+        record = Record.new(holder, limit, ttl, value=spec.value, fair=spec.fair,
+                            weight=spec.weight)
         epoch = self.session.epoch
         # One wait for two or three requests: the create, then the list of the queue, which
         # the server answers after the create, showing our node, and the name's node (for
@@ -176,7 +177,7 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         ranked = await rank(
             self.session, parent, path, stat.mtime, limit=limit, mode=mode, children=children
         )
-        if ranked.conflict is None and ranked.granted(limit, mode):
+        if ranked.conflict is None and ranked.granted(limit, mode, spec.weight):
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = Held(
                 path, stat.version, stat.mtime, record, epoch, stat.czxid,
@@ -194,10 +195,20 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
             if await rewrite(self.session, place) is not None:
                 place.ahead = ranked.standing  # the wait that follows watches from this
             return place
+        if spec.queues and ranked.conflict is None:
+            # A queued (weighted FIFO) permit's refused node stays too, as its place: its
+            # first wait rewrites it as queued, with the place's queue ttl (a try that gives
+            # up at once deletes it without that write).
+            queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True,
+                                weight=spec.weight)
+            return Place(
+                kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
+                mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version,
+            )
         await self.session.delete(path)
         if ranked.conflict is not None:
             raise limit_mismatch(name, ranked.conflict, limit)
-        queued = Record.new(holder, limit, QUEUE_TTL, queued=True)
+        queued = Record.new(holder, limit, QUEUE_TTL, queued=True, weight=spec.weight)
         return Place(kind, name, token, limit, parent, queued, spec.value)
 
     async def inspect(self, kind: Kind, name: str) -> LockInfo | None:

@@ -66,16 +66,42 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
     refused, the attempt keeps the waiter's ``Place`` and every later try settles it."""
 
     store: ZooKeeperBackend
+    known: bool = False
+    """Every node this attempt made is known to it: its last try or wait ended normally (one
+    cut short, by an error or a cancellation, may have made a node whose answer never
+    came)."""
 
     def try_once(self) -> Grant | Busy:
+        self.known = False
         place = self.place
+        outcome: Grant | Busy
         if place is not None and place.path:
-            return self._settle(place)
-        outcome = self.store.join(self.name, self.spec, self.token, self.ttl, self.holder)
-        if isinstance(outcome, Grant):
-            return outcome
-        self.place = outcome
-        return Busy(None)
+            outcome = self._settle(place)
+        else:
+            joined = self.store.join(
+                self.name, self.spec, self.token, self.ttl, self.holder
+            )
+            if isinstance(joined, Grant):
+                outcome = joined
+            else:
+                self.place, outcome = joined, Busy(None)
+        self.known = True
+        return outcome
+
+    def wait(self, timeout: float, busy: Busy) -> None:
+        self.known = False
+        super().wait(timeout, busy)
+        self.known = True
+
+    def leave(self) -> None:
+        place = self.place
+        if self.spec.queues and self.known and place is not None and place.path:
+            # Its place is the one node this attempt holds: deleted by its path, without
+            # listing the queue for the token's nodes (a permit's try that gives up at once
+            # costs the one delete a lock's refused first try does).
+            self.leave_place(place)
+            return
+        super().leave()
 
     def leave_place(self, place: Place) -> None:
         if place.path:
@@ -111,7 +137,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         if ranked.conflict is not None:
             self.leave()  # a semaphore's place: deleted
             raise limit_mismatch(place.name, ranked.conflict, place.limit)
-        if not ranked.granted(place.limit, place.mode):
+        if not ranked.granted(place.limit, place.mode, place.record.weight):
             place.ahead = ranked.standing  # the wait that follows watches from this
             return Busy(None)
         return self._grant(place)
@@ -121,7 +147,7 @@ class ZooKeeperAttempt(OrderedAttempt[Place]):
         ttl (versioned: a node judged expired meanwhile is gone, or its lapse is found)."""
         store, session = self.store, self.store.session
         record = Record.new(self.holder, place.limit, self.ttl, value=place.value,
-                            fair=self.spec.fair)
+                            fair=self.spec.fair, weight=place.record.weight)
         epoch = session.epoch
         try:
             granted = session.call("set", place.path, record.encode(), version=place.version)
