@@ -13,17 +13,27 @@ __all__ = ["record"]
 
 def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
     """``row`` as ``LockInfo``: each kind's statements return its own columns (``_sql``,
-    ``_semaphore_sql``, ``_rwlock_sql``); its leases are read here, oldest first."""
+    ``_semaphore_sql``, ``_rwlock_sql``); its leases are read here, oldest first, and a
+    queued kind's waiters in arrival order (a semaphore's each with its weight)."""
     if kind is Kind.SEMAPHORE:
-        name, fence, limit, hosts, pids, threads, since, left, fences = row
+        name, fence, limit, *permits = row
         leases = tuple(
             _lease(host, pid, thread, acquired_at=acquired.astimezone(datetime.UTC),
-                   ttl_left=ttl_left, fence=permit)
-            for host, pid, thread, acquired, ttl_left, permit
-            in zip(hosts, pids, threads, since, left, fences, strict=True)
+                   ttl_left=ttl_left, fence=permit, weight=int(weight))
+            for host, pid, thread, acquired, ttl_left, permit, weight
+            in zip(*permits[:7], strict=True)
+        )
+        waiters = tuple(
+            WaiterInfo(
+                None if host is None else Holder(host, int(pid or 0), thread or ""),
+                None if placed is None else placed.astimezone(datetime.UTC),
+                weight=int(weight),
+            )
+            for host, pid, thread, placed, weight in zip(*permits[7:], strict=True)
         )
         return LockInfo(name, int(fence), None, None, None, kind=str(kind),
-                        limit=None if limit is None else int(limit), leases=leases)
+                        limit=None if limit is None else int(limit), leases=leases,
+                        queued=len(waiters), waiters=waiters)
     if kind is Kind.RWLOCK:
         name, fence, queued, entries, places = row
         leases = tuple(
@@ -59,6 +69,7 @@ def record(kind: Kind, row: tuple[Any, ...]) -> LockInfo:
 
 
 def _lease(host: str, pid: Any, thread: str, *, acquired_at: datetime.datetime,
-           ttl_left: Any, fence: Any, mode: str | None = None, fair: bool = False) -> LeaseInfo:
+           ttl_left: Any, fence: Any, mode: str | None = None, fair: bool = False,
+           weight: int = 1) -> LeaseInfo:
     return LeaseInfo(Holder(host, int(pid), thread), acquired_at, max(0.0, float(ttl_left)),
-                     int(fence), mode, fair)
+                     int(fence), mode, fair, weight)

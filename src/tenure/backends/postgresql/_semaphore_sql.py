@@ -15,7 +15,7 @@ and a table that grew with dead rows between vacuums, which every acquire scanne
 A slot row is live while its expiry is in the future; the grant takes a slot row that is
 not (ended or expired), or adds the next slot when every one is live; a name has no more
 slot rows than permits it had live at once. A table made before slot rows gets the column
-added in place, ``add_holder_token`` (nullable, no default: a change of the catalogue only),
+added in place, ``add_columns`` (nullable, no default: a change of the catalogue only),
 and tenures from before it keep working on it beside this one: they count every live row of
 a name whatever its key, take permits as rows keyed by their own tokens, which this tenure
 counts as live permits too (and drops once expired, as they did), and drop ended slot rows
@@ -50,6 +50,25 @@ Time is the server's ``clock_timestamp()``, once per statement.
 A release and a break NOTIFY the lock table's channel with ``semaphore:`` and the name, so
 the waiters' one LISTEN connection serves semaphores too (a lock whose own name starts
 so only gets a spurious wake-up).
+
+Weighted FIFO permits (the store offers "weighted"): a permit row carries its ``weight``
+(NULL, as a tenure from before weights wrote it, reads as 1), and a permit is granted iff
+the units of the live permits, plus the weights of the live waiting places ahead of the
+attempt (every live place, for an attempt without one), plus its weight stay within the
+limit. A refused attempt keeps a waiting place: a row of the same table keyed by
+``PLACE_MARK`` and its token (so never a slot's or a permit's key), with its weight, its
+waiter (host, pid, thread, ``acquired_at`` as the time it was placed), its expiry (now +
+queue_ttl, refreshed by each of its tries) and its ``arrival`` position (the name's
+highest + 1, given under the record's row lock). Places are only written by GRANT, under
+that lock; a grant deletes its own place, a release of its token (an attempt giving up)
+deletes it too, and GRANT drops lapsed ones (their waiter died). So the fast ACQUIRE grants
+only while the name has no place row at all; with a queue, every try is LOCK_NAME + GRANT.
+GRANT NOTIFYs when it dropped a lapsed place or granted a waiter whose place others stood
+behind (either may be what held the next one back), as a release does. The ``weight`` and
+``arrival`` columns are added in place with ``holder_token`` (``add_columns``); reads take
+them through ``to_jsonb`` of the row, NULL where missing, so inspecting needs no upgrade. A
+tenure from before weights, beside this one, counts each live place and each weighted
+permit as one permit (it never exceeds the limit with weight-1 permits alone).
 """
 
 from __future__ import annotations
@@ -59,25 +78,43 @@ import functools
 
 from tenure.backends.postgresql._sql import ENDED, FENCE_FLOOR, IDLE_SINCE, NOW, ending, renewing
 
-__all__ = ["HOLDER_TOKEN", "SLOT_MARK", "WAKE_PREFIX", "SemaphoreStatements"]
+__all__ = ["ADDED_COLUMNS", "HOLDER_TOKEN", "PLACE_MARK", "SLOT_MARK", "WAKE_PREFIX",
+           "SemaphoreStatements"]
 
 WAKE_PREFIX = "semaphore:"
 SLOT_MARK = "#"
 """How a slot row's key token starts (then the slot's number); no permit token does."""
 HOLDER_TOKEN = "holder_token"
-"""The column naming the permit that holds a slot row, added by ``add_holder_token`` to a
+"""The column naming the permit that holds a slot row, added by ``add_columns`` to a
 table made before slot rows."""
+PLACE_MARK = ">"
+"""How a waiting place's key token starts (then its waiter's token)."""
+ADDED_COLUMNS = (
+    (HOLDER_TOKEN, 'text COLLATE "C"'), ("weight", "integer"), ("arrival", "bigint"),
+)
+"""The columns added after the table was first made, each nullable without a default (a
+change of the catalogue only): a slot's holder, a permit's or place's weight, a place's
+arrival position."""
 _SLOT = f"starts_with(p.token, '{SLOT_MARK}')"
-_OLD_PERMIT = f"p.token <> '' AND NOT {_SLOT}"
+_PLACE = f"starts_with(p.token, '{PLACE_MARK}')"
+_PERMIT = f"p.token <> '' AND NOT {_PLACE}"
+"""A permit row: a slot row, or one keyed by its permit's own token."""
+_OLD_PERMIT = f"{_PERMIT} AND NOT {_SLOT}"
 """A permit row keyed by its own token: taken by a tenure from before slot rows."""
+_MY_PLACE = f"p.token = '{PLACE_MARK}' || %(token)s"
+_WEIGHT = "coalesce((to_jsonb(p) ->> 'weight')::integer, 1)"
+"""A row's weight in a read that may run on a table without the column (1 then)."""
 _WAKE = f"'{WAKE_PREFIX}' || %(name)s"
 """The NOTIFY payload of a release or a break."""
-_LIVE_PERMITS = "p.name = rec.name AND p.token <> '' AND p.expires_at > now.t"
+_LIVE_PERMITS = f"p.name = rec.name AND {_PERMIT} AND p.expires_at > now.t"
+_LIVE_PLACES = f"p.name = rec.name AND {_PLACE} AND p.expires_at > now.t"
 _PERMIT_INFO = (
     "p.host", "p.pid", "p.thread", "p.acquired_at",
-    "extract(epoch FROM p.expires_at - now.t)::float8", "p.fence",
+    "extract(epoch FROM p.expires_at - now.t)::float8", "p.fence", _WEIGHT,
 )
 """What ``_info`` lists of each live permit, one array per item."""
+_PLACE_INFO = ("p.host", "p.pid", "p.thread", "p.acquired_at", _WEIGHT)
+"""What ``_info`` lists of each live place, one array per item, in arrival order."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +131,14 @@ class SemaphoreStatements:
         return f'"{self.permits}"'
 
     # Inputs: permits (the quoted name, as text). Output: one row (the table exists, it has
-    # the holder_token column). Read-only.
+    # every ADDED_COLUMNS column). Read-only.
     @functools.cached_property
     def exists(self) -> str:
+        names = ", ".join(f"'{column}'" for column, _ in ADDED_COLUMNS)
         return (
-            "SELECT to_regclass(%(permits)s) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute "
-            f"WHERE attrelid = to_regclass(%(permits)s) AND attname = '{HOLDER_TOKEN}' "
-            "AND NOT attisdropped)"
+            "SELECT to_regclass(%(permits)s) IS NOT NULL, (SELECT count(*) FROM pg_attribute "
+            f"WHERE attrelid = to_regclass(%(permits)s) AND attname IN ({names}) "
+            f"AND NOT attisdropped) = {len(ADDED_COLUMNS)}"
         )
 
     # fillfactor: room on each page for the HOT updates of its slot rows.
@@ -118,47 +156,65 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     pid          bigint,
     thread       text,
     {HOLDER_TOKEN} text COLLATE "C",
+    weight       integer,
+    arrival      bigint,
     PRIMARY KEY (name, token)
 ) WITH (fillfactor = 70)
 """
 
-    # Run under the lock table's `create_lock`, after `exists` found the table without
-    # holder_token. IF NOT EXISTS: a process that raced us there changes nothing. Nullable,
-    # no default: only the catalogue changes, no row is rewritten; the table's lock is held
+    # Run under the lock table's `create_lock`, after `exists` found the table without one
+    # of ADDED_COLUMNS (made before slot rows, or before weights). IF NOT EXISTS: a column
+    # already there, or added by a process that raced us, changes nothing. Nullable, no
+    # default: only the catalogue changes, no row is rewritten; the table's lock is held
     # just that long. The fillfactor applies to pages written from now on.
     @functools.cached_property
-    def add_holder_token(self) -> str:
-        return (
-            f'ALTER TABLE {self.quoted} ADD COLUMN IF NOT EXISTS {HOLDER_TOKEN} text COLLATE "C",'
-            " SET (fillfactor = 70)"
+    def add_columns(self) -> str:
+        added = ", ".join(
+            f"ADD COLUMN IF NOT EXISTS {column} {kind}" for column, kind in ADDED_COLUMNS
         )
+        return f"ALTER TABLE {self.quoted} {added}, SET (fillfactor = 70)"
 
-    # The CTE both grants start with: one read of the name's rows (record and permits).
-    # others: live permits but ours; expired: permits keyed by their own tokens that are no
-    # longer live; mine: our live permit's fence; soonest: the soonest end of a live permit;
-    # fence, stored: the record's; free: a slot row that is not live, if any; next: the key
-    # of a new slot (the highest slot's number + 1).
-    @functools.cached_property
-    def _state(self) -> str:
-        return f"""state AS (
-    SELECT count(*) FILTER (WHERE p.token <> '' AND p.expires_at > now.t
-                              AND p.{HOLDER_TOKEN} IS DISTINCT FROM %(token)s) AS others,
+    # The CTE both grants start with: one read of the name's rows (record, permits, places).
+    # others, units: live permits but ours, and their weights; expired: permits keyed by
+    # their own tokens that are no longer live; mine: our live permit's fence; soonest: the
+    # soonest end of a live permit; fence, stored: the record's; free: a slot row that is
+    # not live, if any; next: the key of a new slot (the highest slot's number + 1);
+    # places: place rows, live or lapsed; waiting: live places; place: our live place's
+    # arrival; tail: the highest arrival; lapsed: lapsed places but ours. `dropped` deletes
+    # the expired permits keyed by their own tokens and (`places`, GRANT only: under the
+    # record's lock) the lapsed places but ours, which GRANT writes again instead (one
+    # statement must not change a row twice).
+    def _state(self, *, places: bool) -> str:
+        live_permit = f"{_PERMIT} AND p.expires_at > now.t"
+        others = f"{live_permit} AND p.{HOLDER_TOKEN} IS DISTINCT FROM %(token)s"
+        lapsed = f"{_PLACE} AND p.expires_at <= now.t AND NOT {_MY_PLACE}"
+        drop = f"(SELECT expired FROM state) > 0 AND {_OLD_PERMIT} AND p.expires_at <= now.t"
+        if places:
+            drop = f"({drop}) OR ((SELECT lapsed FROM state) > 0 AND {lapsed})"
+        return f"""state AS MATERIALIZED (
+    SELECT count(*) FILTER (WHERE {others}) AS others,
+           coalesce(sum(coalesce(p.weight, 1)) FILTER (WHERE {others}), 0) AS units,
            count(*) FILTER (WHERE {_OLD_PERMIT} AND p.expires_at <= now.t) AS expired,
            max(p.fence) FILTER (WHERE p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t)
                AS mine,
-           min(p.expires_at) FILTER (WHERE p.token <> '' AND p.expires_at > now.t) AS soonest,
+           min(p.expires_at) FILTER (WHERE {live_permit}) AS soonest,
            max(p.fence) FILTER (WHERE p.token = '') AS fence,
            max(p.permits) FILTER (WHERE p.token = '') AS stored,
            min(p.token) FILTER (WHERE {_SLOT} AND p.expires_at <= now.t) AS free,
            '{SLOT_MARK}' || (coalesce(max(CASE WHEN {_SLOT} THEN substr(p.token, 2)::integer
-                                                END), 0) + 1) AS next
+                                                END), 0) + 1) AS next,
+           count(*) FILTER (WHERE {_PLACE}) AS places,
+           count(*) FILTER (WHERE {_PLACE} AND p.expires_at > now.t) AS waiting,
+           max(p.arrival) FILTER (WHERE {_MY_PLACE} AND p.expires_at > now.t) AS place,
+           max(p.arrival) FILTER (WHERE {_PLACE}) AS tail,
+           count(*) FILTER (WHERE {lapsed}) AS lapsed
     FROM {self.quoted} AS p, now
     WHERE p.name = %(name)s
 ),
 dropped AS (
     DELETE FROM {self.quoted} AS p USING now
-    WHERE (SELECT expired FROM state) > 0
-      AND p.name = %(name)s AND {_OLD_PERMIT} AND p.expires_at <= now.t
+    WHERE p.name = %(name)s AND ({drop})
+    RETURNING p.token
 ),
 mine AS (
     UPDATE {self.quoted} AS p SET expires_at = now.t + %(ttl)s * interval '1 second'
@@ -176,38 +232,42 @@ mine AS (
     def _granted(self) -> str:
         return f"""granted AS (
     INSERT INTO {self.quoted} AS p
-        (name, token, fence, expires_at, acquired_at, host, pid, thread, {HOLDER_TOKEN})
+        (name, token, fence, expires_at, acquired_at, host, pid, thread, {HOLDER_TOKEN},
+         weight, arrival)
     SELECT %(name)s, coalesce(state.free, state.next), bumped.fence,
            now.t + %(ttl)s * interval '1 second', now.t, %(host)s, %(pid)s, %(thread)s,
-           %(token)s
+           %(token)s, %(weight)s, NULL
     FROM bumped, state, now
     ON CONFLICT (name, token) DO UPDATE SET
         fence = excluded.fence, expires_at = excluded.expires_at,
         acquired_at = excluded.acquired_at, host = excluded.host, pid = excluded.pid,
-        thread = excluded.thread, {HOLDER_TOKEN} = excluded.{HOLDER_TOKEN}
+        thread = excluded.thread, {HOLDER_TOKEN} = excluded.{HOLDER_TOKEN},
+        weight = excluded.weight, arrival = NULL
     WHERE p.expires_at <= excluded.acquired_at
     RETURNING p.fence
 )"""
 
-    # Inputs: name, token, ttl, limit, host, pid, thread; one statement in autocommit (see
-    # the module's doc). Drops expired permits keyed by their own tokens; restarts our own
-    # live permit (a retry); else, if fewer than `limit` others are live and none is live
-    # under another limit, takes the next fence (max(fence + 1, FENCE_FLOOR)) and a slot,
-    # provided the record's fence is still the one this statement's snapshot holds (the
-    # conflict clause's WHERE is judged on the row's latest version, locked), and the slot
-    # is still not live. Output: one row (own fence, granted fence, live others, seconds
-    # left of the soonest permit, stored limit, room); at most one of the fences is not
-    # NULL, and both NULL with room true means the fence or the slot moved: decide again
-    # with LOCK_NAME + GRANT.
+    # Inputs: name, token, ttl, limit, weight, host, pid, thread; one statement in
+    # autocommit (see the module's doc). Drops expired permits keyed by their own tokens;
+    # restarts our own live permit (a retry); else, if the name has no place row (nobody
+    # queues), the live others' units + weight fit the limit and none is live under another
+    # limit, takes the next fence (max(fence + 1, FENCE_FLOOR)) and a slot, provided the
+    # record's fence is still the one this statement's snapshot holds (the conflict
+    # clause's WHERE is judged on the row's latest version, locked), and the slot is still
+    # not live. Output: one row (own fence, granted fence, live others, seconds left of the
+    # soonest permit, stored limit, room, queue); at most one of the fences is not NULL.
+    # Neither, with room (the fence or the slot moved) or queue (the name has place rows):
+    # decide with LOCK_NAME + GRANT, as a refusal that must take a place does.
     @functools.cached_property
     def acquire(self) -> str:
         return f"""
 WITH {NOW},
-{self._state},
+{self._state(places=False)},
 room AS (
     SELECT state.fence AS fence FROM state
     WHERE NOT EXISTS (SELECT 1 FROM mine)
-      AND state.others < %(limit)s
+      AND state.places = 0
+      AND state.units + %(weight)s <= %(limit)s
       AND (state.others = 0 OR state.stored = %(limit)s)
 ),
 bumped AS (
@@ -221,7 +281,7 @@ bumped AS (
 {self._granted}
 SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
        extract(epoch FROM state.soonest - now.t)::float8, state.stored,
-       EXISTS (SELECT 1 FROM room)
+       EXISTS (SELECT 1 FROM room), state.places > 0
 FROM state, now
 """
 
@@ -235,44 +295,103 @@ INSERT INTO {self.quoted} AS rec (name, token, fence, permits) VALUES (%(name)s,
 ON CONFLICT (name, token) DO UPDATE SET fence = rec.fence WHERE false
 """
 
-    # Inputs: name, token, ttl, limit, host, pid, thread; run holding the name's row lock.
-    # Drops expired permits keyed by their own tokens; restarts our own live permit (a
-    # retry); else takes the next fence and a slot if fewer than `limit` others are live and
-    # none is live under another limit. Output: one row (own fence, granted fence, live
-    # others, seconds left of the soonest permit, stored limit); at most one of the fences
-    # is not NULL (both NULL with room: an extend revived the slot, see the module's doc).
+    # Inputs: name, token, ttl, queue_ttl (NULL: take no place), limit, weight, host, pid,
+    # thread, channel; run holding the name's row lock. In one statement:
+    # 1. Drops expired permits keyed by their own tokens and lapsed places but ours.
+    # 2. Our own live permit (a retry): its expiry restarts, its fence stays.
+    # 3. Otherwise grantable iff the live others' units + the weights of the live places
+    #    ahead of ours (every live place, when we have none) + weight <= limit, and none
+    #    is live under another limit: the next fence and a slot, and our place goes.
+    # 4. Not grantable (and no limit mismatch, and a queue_ttl): our place, its expiry now +
+    #    queue_ttl; a live one keeps its arrival, else (new, or lapsed) it gets the tail's + 1.
+    # 5. NOTIFY if a lapsed place went, or our place went while others wait behind it.
+    # Output: one row (own fence, granted fence, live others, seconds left of the soonest
+    # permit, stored limit); at most one of the fences is not NULL (both NULL and
+    # grantable: an extend revived the slot, see the module's doc; the place stays).
     @functools.cached_property
     def grant(self) -> str:
         return f"""
 WITH {NOW},
-{self._state},
+{self._state(places=True)},
+ahead AS MATERIALIZED (
+    SELECT coalesce(sum(coalesce(p.weight, 1)), 0) AS units
+    FROM {self.quoted} AS p, now, state
+    WHERE p.name = %(name)s AND {_PLACE} AND p.expires_at > now.t AND NOT {_MY_PLACE}
+      AND (state.place IS NULL OR p.arrival < state.place)
+),
+verdict AS MATERIALIZED (
+    SELECT NOT EXISTS (SELECT 1 FROM mine)
+           AND state.units + ahead.units + %(weight)s <= %(limit)s
+           AND (state.others = 0 OR state.stored = %(limit)s) AS grantable,
+           state.others > 0 AND state.stored IS DISTINCT FROM %(limit)s AS mismatch
+    FROM state, ahead
+),
 bumped AS (
     UPDATE {self.quoted} AS rec
     SET fence = greatest(rec.fence + 1, {FENCE_FLOOR}), permits = %(limit)s
-    FROM state, now
-    WHERE rec.name = %(name)s AND rec.token = ''
-      AND NOT EXISTS (SELECT 1 FROM mine)
-      AND state.others < %(limit)s
-      AND (state.others = 0 OR state.stored = %(limit)s)
+    FROM verdict, now
+    WHERE rec.name = %(name)s AND rec.token = '' AND verdict.grantable
     RETURNING rec.fence
 ),
-{self._granted}
+{self._granted},
+left_queue AS (
+    DELETE FROM {self.quoted} AS p
+    WHERE EXISTS (SELECT 1 FROM granted) AND p.name = %(name)s AND {_MY_PLACE}
+    RETURNING 1
+),
+placed AS (
+    INSERT INTO {self.quoted} AS p
+        (name, token, fence, expires_at, acquired_at, host, pid, thread, weight, arrival)
+    SELECT %(name)s, '{PLACE_MARK}' || %(token)s, 0,
+           now.t + %(queue_ttl)s::float8 * interval '1 second', now.t,
+           %(host)s, %(pid)s, %(thread)s, %(weight)s, coalesce(state.tail, 0) + 1
+    FROM verdict, state, now
+    WHERE NOT verdict.grantable AND NOT verdict.mismatch AND state.mine IS NULL
+      AND %(queue_ttl)s::float8 IS NOT NULL
+    ON CONFLICT (name, token) DO UPDATE SET
+        expires_at = excluded.expires_at, weight = excluded.weight,
+        host = excluded.host, pid = excluded.pid, thread = excluded.thread,
+        acquired_at = CASE WHEN p.expires_at > excluded.acquired_at THEN p.acquired_at
+                           ELSE excluded.acquired_at END,
+        arrival = CASE WHEN p.expires_at > excluded.acquired_at THEN p.arrival
+                       ELSE excluded.arrival END
+    RETURNING 1
+),
+woken AS (
+    SELECT pg_notify(%(channel)s, {_WAKE}) FROM state
+    WHERE EXISTS (SELECT 1 FROM dropped WHERE starts_with(dropped.token, '{PLACE_MARK}'))
+       OR (EXISTS (SELECT 1 FROM left_queue) AND state.waiting > 1)
+)
 SELECT (SELECT fence FROM mine), (SELECT fence FROM granted), state.others,
-       extract(epoch FROM state.soonest - now.t)::float8, state.stored
+       extract(epoch FROM state.soonest - now.t)::float8, state.stored,
+       (SELECT count(*) FROM placed), (SELECT count(*) FROM woken)
 FROM state, now
 """
 
     # Inputs: name, token, channel. Ends our permit if live (expiry now, holder cleared: the
-    # name's last use, see the module's doc); NOTIFYs waiters. Output: one row (true) if the
-    # permit was live, none otherwise. A lapsed permit is left as it is: its expiry was its
-    # end, and it no longer counts.
+    # name's last use, see the module's doc), and deletes our waiting place if any (an
+    # attempt that gives up); NOTIFYs waiters if either was live. Output: one row (whether
+    # a permit was live) if either was, none otherwise. A lapsed permit is left as it is:
+    # its expiry was its end, and it no longer counts. Needs none of ADDED_COLUMNS but
+    # holder_token (only a table with them all holds a permit of ours).
     @functools.cached_property
     def release(self) -> str:
-        return ending(
-            f"{self.quoted} AS p", ENDED,
-            f"p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t",
-            _WAKE, answer="true, ",
-        )
+        return f"""
+WITH {NOW},
+ended AS (
+    UPDATE {self.quoted} AS p SET {ENDED}
+    FROM now
+    WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.t
+    RETURNING 1
+),
+left_queue AS (
+    DELETE FROM {self.quoted} AS p USING now
+    WHERE p.name = %(name)s AND {_MY_PLACE}
+    RETURNING p.expires_at > now.t AS live
+)
+SELECT EXISTS (SELECT 1 FROM ended), pg_notify(%(channel)s, {_WAKE})
+WHERE EXISTS (SELECT 1 FROM ended) OR EXISTS (SELECT 1 FROM left_queue WHERE live)
+"""
 
     # See `renewing`: each permit still live.
     # An ended entry keeps its token and, as expires_at, the time it ended: a statement that
@@ -295,13 +414,13 @@ WHERE p.name = %(name)s AND p.{HOLDER_TOKEN} = %(token)s AND p.expires_at > now.
   AND p.pid IS NOT NULL
 """
 
-    # Inputs: name, channel. Ends every live permit, as a release does; NOTIFYs waiters.
-    # Output: one row per permit that was live.
+    # Inputs: name, channel. Ends every live permit, as a release does (places stay);
+    # NOTIFYs waiters. Output: one row per permit that was live.
     @functools.cached_property
     def break_semaphore(self) -> str:
         return ending(
             f"{self.quoted} AS p", ENDED,
-            "p.name = %(name)s AND p.token <> '' AND p.expires_at > now.t", _WAKE,
+            f"p.name = %(name)s AND {_PERMIT} AND p.expires_at > now.t", _WAKE,
         )
 
     # Inputs: gc_after (seconds), limit. The clean-up: deletes the record and permit rows of
@@ -343,11 +462,17 @@ SELECT count(*) FROM records_gone
 """
 
     # Input: name (inspect) or prefix (list). Output: one row per semaphore (name, fence,
-    # limit) followed by its live permits as arrays, oldest grant first. One snapshot.
+    # limit) followed by its live permits as arrays (host, pid, thread, acquired_at, seconds
+    # left, fence, weight), oldest grant first, then its live places as arrays (host, pid,
+    # thread, placed at, weight), in arrival order. One snapshot. Runs on a table without
+    # the weight and arrival columns too (read through ``to_jsonb``).
     def _info(self, where: str) -> str:
+        arrival = "(to_jsonb(p) ->> 'arrival')::bigint"
         arrays = ",\n       ".join(
-            f"array(SELECT {item} FROM {self.quoted} AS p WHERE {_LIVE_PERMITS} ORDER BY p.fence)"
-            for item in _PERMIT_INFO
+            [f"array(SELECT {item} FROM {self.quoted} AS p WHERE {_LIVE_PERMITS} "
+             "ORDER BY p.fence)" for item in _PERMIT_INFO]
+            + [f"array(SELECT {item} FROM {self.quoted} AS p WHERE {_LIVE_PLACES} "
+               f"ORDER BY {arrival})" for item in _PLACE_INFO]
         )
         return f"""
 WITH {NOW}

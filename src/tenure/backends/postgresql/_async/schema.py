@@ -71,17 +71,18 @@ class AsyncSchema:
         _check_schema(sql.table, comment)
 
     async def permits(self, pool: AsyncPool, *, create: bool, slots: bool = True) -> bool:
-        """Whether the permits table exists (and, with ``slots``, has the slot rows' column;
-        see ``_semaphore_sql``); with ``create``, make it, or add the column to one made
-        before it, first. Without ``create`` nothing is written: a permit of ours can only be
-        in a table with the column (our acquire added it), and reading or breaking permits
-        needs none."""
+        """Whether the permits table exists (and, with ``slots``, has the columns added
+        since it was first made: slot rows' holder, weights, places' arrival; see
+        ``_semaphore_sql``); with ``create``, make it, or add them to one made before them,
+        first. Without ``create`` nothing is written: a permit or place of ours can only be
+        in a table with the columns (our acquire added them), and reading or breaking
+        permits needs none."""
         if self._permits_ready:
             return True
         sql = self._semaphores
         exists, upgraded = await self._ensure(
             pool, sql.exists, {"permits": sql.quoted}, (sql.create,),
-            (sql.add_holder_token, sql.permits, "the column its semaphores now need"),
+            (sql.add_columns, sql.permits, "the columns its semaphores now need"),
             create=create,
         )
         self._permits_ready = exists and upgraded

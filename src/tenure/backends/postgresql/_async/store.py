@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncStore, extend_by_kind
+from tenure._async.store import WITH_WEIGHTS, AsyncStore, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -76,7 +76,7 @@ class AsyncPostgreSQLStore(AsyncStore):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
@@ -137,7 +137,7 @@ class AsyncPostgreSQLStore(AsyncStore):
             "pid": holder.pid, "thread": clip(holder.thread, 1024),
         }
         if spec.kind is Kind.SEMAPHORE:
-            return await self._acquire_permit(name, spec.limit, params)
+            return await self._acquire_permit(name, spec, params)
         if spec.kind is Kind.RWLOCK:
             return await self._acquire_queued(spec, params)
         params["value"] = spec.value
@@ -147,22 +147,28 @@ class AsyncPostgreSQLStore(AsyncStore):
             return Grant(int(fence))
         return _busy(ttl_left)
 
-    async def _acquire_permit(self, name: str, limit: int, params: dict[str, Any]
+    async def _acquire_permit(self, name: str, spec: LeaseSpec, params: dict[str, Any]
                               ) -> Grant | Busy:
         sql = self._semaphores
-        params["limit"] = limit
+        limit = spec.limit
+        params.update(limit=limit, weight=spec.weight, queue_ttl=spec.queue_ttl,
+                      channel=self._sql.table)
         await self._schema.permits(self._pool, create=True)
 
         async def decide(connection: Connection) -> tuple[Any, ...]:
             cursor = await connection.execute(sql.acquire, params)
             row = await cursor.fetchone()
             assert row is not None
-            mine, granted, others, soonest, stored, room = row
-            if mine is not None or granted is not None or not room:
+            mine, granted, others, soonest, stored, room, queue = row
+            if mine is not None or granted is not None or (others and stored != limit):
                 return mine, granted, others, soonest, stored
-            # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock.
-            return await granted_under_lock(connection, sql.lock_name, sql.grant, params)
+            if not room and not queue and spec.queue_ttl is None:
+                return mine, granted, others, soonest, stored
+            # A grant landed between ACQUIRE's snapshot and its lock, or the name has a
+            # queue, or this refusal takes a place in it: decide again, under the name's
+            # row lock.
+            row = await granted_under_lock(connection, sql.lock_name, sql.grant, params)
+            return tuple(row[:5])
 
         mine, granted, others, soonest, stored = await self._pool.run(decide)
         if mine is not None or granted is not None:

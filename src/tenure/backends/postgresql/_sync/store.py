@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import EVERY_PRIMITIVE, Store, extend_by_kind
+from tenure._sync.store import WITH_WEIGHTS, Store, extend_by_kind
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo, Renewal
 from tenure.backends._sql_common import clip
@@ -78,7 +78,7 @@ class PostgreSQLStore(Store):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
@@ -139,7 +139,7 @@ class PostgreSQLStore(Store):
             "pid": holder.pid, "thread": clip(holder.thread, 1024),
         }
         if spec.kind is Kind.SEMAPHORE:
-            return self._acquire_permit(name, spec.limit, params)
+            return self._acquire_permit(name, spec, params)
         if spec.kind is Kind.RWLOCK:
             return self._acquire_queued(spec, params)
         params["value"] = spec.value
@@ -149,22 +149,28 @@ class PostgreSQLStore(Store):
             return Grant(int(fence))
         return _busy(ttl_left)
 
-    def _acquire_permit(self, name: str, limit: int, params: dict[str, Any]
+    def _acquire_permit(self, name: str, spec: LeaseSpec, params: dict[str, Any]
                               ) -> Grant | Busy:
         sql = self._semaphores
-        params["limit"] = limit
+        limit = spec.limit
+        params.update(limit=limit, weight=spec.weight, queue_ttl=spec.queue_ttl,
+                      channel=self._sql.table)
         self._schema.permits(self._pool, create=True)
 
         def decide(connection: Connection) -> tuple[Any, ...]:
             cursor = connection.execute(sql.acquire, params)
             row = cursor.fetchone()
             assert row is not None
-            mine, granted, others, soonest, stored, room = row
-            if mine is not None or granted is not None or not room:
+            mine, granted, others, soonest, stored, room, queue = row
+            if mine is not None or granted is not None or (others and stored != limit):
                 return mine, granted, others, soonest, stored
-            # A grant landed between ACQUIRE's snapshot and its lock: decide again, under
-            # the name's row lock.
-            return granted_under_lock(connection, sql.lock_name, sql.grant, params)
+            if not room and not queue and spec.queue_ttl is None:
+                return mine, granted, others, soonest, stored
+            # A grant landed between ACQUIRE's snapshot and its lock, or the name has a
+            # queue, or this refusal takes a place in it: decide again, under the name's
+            # row lock.
+            row = granted_under_lock(connection, sql.lock_name, sql.grant, params)
+            return tuple(row[:5])
 
         mine, granted, others, soonest, stored = self._pool.run(decide)
         if mine is not None or granted is not None:
