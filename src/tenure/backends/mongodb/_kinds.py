@@ -63,8 +63,9 @@ STATEMENTS: dict[Kind, Statements] = {
         wake_key=permit_key,
         holds=functools.partial(_documents.holds_entry, "permits"),
         release=_semaphores.release_permit_update,
-        # An expired permit's entry still goes (nothing else is changed by this).
-        leftover=lambda name, token: _documents.name_filter(name),
+        # An expired permit, or a waiter's place (one giving up): only the token's own owner
+        # ever adds either, so nothing can come between the two updates.
+        leftover=_semaphores.has_permit_or_place,
         extend=_semaphores.extend_permit_update,
         break_filter=_semaphores.break_permits_filter,
         break_update=lambda gc_after_ms: _semaphores.break_permits_update(),
@@ -92,7 +93,8 @@ def acquire_pipeline(
     """The ONE find_one_and_update (upsert, after-image) that takes a lease of ``spec``."""
     if spec.kind is Kind.SEMAPHORE:
         return _semaphores.acquire_permit_update(
-            token, milliseconds(ttl), spec.limit, holder, gc_after_ms
+            token, milliseconds(ttl), spec.limit, holder, gc_after_ms, weight=spec.weight,
+            queue_ttl_ms=None if spec.queue_ttl is None else milliseconds(spec.queue_ttl),
         )
     if spec.kind is Kind.RWLOCK:
         assert spec.mode is not None and spec.queue_ttl is not None

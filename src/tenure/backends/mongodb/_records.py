@@ -4,8 +4,10 @@ Each kind's info pipeline (``_documents``, ``_semaphores``, ``_rwlocks``) projec
 shape: ``_id``, ``fence``, ``leases`` (the live ones: holder fields, ``acquired_at``,
 ``expires_at``, and a permit's or queued lease's own ``fence`` and ``mode``), ``now`` (the
 server's ``$$NOW`` of that read), and where the kind has them ``limit``, ``queued``,
-``places`` (a read-write lock's live waiting places: holder fields and ``placed_at``) and
-``value`` (a read-write lock's also ``fair_queued``, and ``fair`` on its leases and places).
+``places`` (a read-write lock's or a semaphore's live waiting places: holder fields,
+``placed_at``, ``seq``, and ``mode`` or ``weight``) and ``value`` (a read-write lock's also
+``fair_queued``, and ``fair`` on its leases and places; a semaphore's permits and places their
+``weight``, 1 where an older tenure wrote none).
 Time left is each expiry less that ``now``: the server's clock, never ours.
 """
 
@@ -30,6 +32,7 @@ def _lease(entry: dict[str, Any], now: datetime.datetime | None) -> LeaseInfo:
     expires_at = utc(entry.get("expires_at"))
     left = 0.0 if expires_at is None or now is None else (expires_at - now).total_seconds()
     pid, fence, mode = entry.get("pid"), entry.get("fence"), entry.get("mode")
+    weight = entry.get("weight")  # a permit's (none: 1, as an older tenure wrote it)
     return LeaseInfo(
         Holder(str(entry.get("host", "")), int(pid) if pid is not None else 0,
                str(entry.get("thread", ""))),
@@ -37,6 +40,7 @@ def _lease(entry: dict[str, Any], now: datetime.datetime | None) -> LeaseInfo:
         int(fence) if fence is not None else None,
         mode if isinstance(mode, str) else None,
         entry.get("fair") is True,
+        int(weight) if weight is not None else 1,
     )
 
 
@@ -62,14 +66,20 @@ def to_info(kind: Kind, row: dict[str, Any]) -> LockInfo:
     return LockInfo(
         name, fence, None, None, None, kind=shown,
         limit=None if limit is None else int(limit), leases=tuple(leases), queued=queued,
-        waiters=tuple(_waiter(place) for place in places),
+        waiters=tuple(_waiter(kind, place) for place in places),
     )
 
 
-def _waiter(place: dict[str, Any]) -> WaiterInfo:
-    """A live place's waiter (unknown on a place an older tenure wrote: no host)."""
+def _waiter(kind: Kind, place: dict[str, Any]) -> WaiterInfo:
+    """A live place's waiter (unknown on a place an older tenure wrote: no host), with its
+    mode (a read-write lock's) or its weight (a semaphore's)."""
     host, pid, mode = place.get("host"), place.get("pid"), place.get("mode")
     holder = None if host is None else Holder(
         str(host), int(pid) if pid is not None else 0, str(place.get("thread", ""))
     )
-    return WaiterInfo(holder, utc(place.get("placed_at")), mode if isinstance(mode, str) else None)
+    weight = None
+    if kind is Kind.SEMAPHORE:
+        stored = place.get("weight")
+        weight = int(stored) if stored is not None else 1
+    return WaiterInfo(holder, utc(place.get("placed_at")),
+                      mode if isinstance(mode, str) else None, weight)

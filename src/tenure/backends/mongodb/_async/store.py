@@ -11,8 +11,8 @@ retry with jittered back-off (the lease logic's), each pause bounded by the hold
 lease: its expiry as the server wrote it, less the server's time. MongoDB's change streams
 could announce releases across processes on a replica set, but the stand-in server the test
 suite runs on has none, so they are not used (see docs/backends/mongodb.md). A waiter in a
-read-write or fair lock's queue pauses at most a third of its place's lease between attempts,
-so its place stays alive while it waits.
+read-write or fair lock's queue, or a semaphore's (weighted FIFO permits), pauses at most a
+third of its place's lease between attempts, so its place stays alive while it waits.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncAttempt, AsyncStore, extend_by_kind, failure
+from tenure._async.store import WITH_WEIGHTS, AsyncAttempt, AsyncStore, extend_by_kind, failure
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._errors import InvalidArgument, InvalidArgumentType, limit_mismatch
@@ -79,7 +79,7 @@ class AsyncMongoDBStore(AsyncStore):
         multi_host=True,
         fault_tolerant=True,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.05
 
@@ -145,7 +145,7 @@ class AsyncMongoDBStore(AsyncStore):
             if document.get("permits") and stored is not None and int(stored) != spec.limit:
                 raise limit_mismatch(name, int(stored), spec.limit)
         ends_at = soonest_expiry(kind, document)
-        if kind is Kind.RWLOCK:
+        if kind is not Kind.LOCK:
             # The step's own $$NOW is in its after-image: no second question.
             now = utc(document.get("updated_at"))
         else:
