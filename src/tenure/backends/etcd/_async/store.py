@@ -58,7 +58,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncStore, extend_by_kind
+from tenure._async.store import WITH_WEIGHTS, AsyncStore, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -133,7 +133,7 @@ class AsyncEtcdBackend(AsyncStore):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5

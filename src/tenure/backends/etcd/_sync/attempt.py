@@ -44,6 +44,7 @@ from tenure._types import Busy, Grant, Mode
 from tenure.backends.etcd._sync.first_try import Held, QueuePlace, first_try
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
+from tenure.backends.etcd._records import fits
 from tenure.backends.etcd._statements import (
     JSON,
     blocking,
@@ -95,7 +96,8 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         return name_prefix(self.store.settings.namespace, place.kind, place.name)
 
     def _settle(self, place: QueuePlace) -> Grant | QueuePlace:
-        """A queued waiter's try: granted once its key is among the ``limit`` oldest."""
+        """A queued waiter's try: granted once its key is among the ``limit`` oldest (a
+        semaphore's: once the weights of the keys ahead and its own fit the limit)."""
         prefix = self._prefix(place)
         if place.mode is not None:
             return self._settle_in_turn(place, place.mode)
@@ -107,9 +109,11 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         ranked = kvs(answer)
         # Deletions up to this read are reflected in it: the next watch starts after it.
         place.watch_from = revision(answer) + 1
-        mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == place.key), None)
-        if mine is None:
+        at = next((i for i, kv in enumerate(ranked) if unb64(kv["key"]).decode() == place.key),
+                  None)
+        if at is None:
             return place
+        mine = ranked[at]
         if int(mine["create_revision"]) != place.revision:
             place.revision = 0  # our place lapsed and the key was written again: rejoin
             return place
@@ -121,6 +125,11 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         if conflict is not None:
             self.leave_place(place)
             raise limit_mismatch(place.name, conflict, place.limit)
+        # The weighted FIFO rule: the weights of every key ahead (permits and places) and
+        # ours within the limit (every weight 1: among the ``limit`` oldest).
+        if not fits(place.limit, [Record.decode(kv.get("value", "")).weight
+                                  for kv in ranked[:at]] + [place.weight])[-1]:
+            return place
         return self._take(place, None)
 
     def _settle_in_turn(self, place: QueuePlace, mode: str) -> Grant | QueuePlace:
@@ -173,7 +182,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         lease = store.pool.lasting(lease_seconds(self.ttl), self.ttl, place.holder_lease)
         place.holder_lease = None
         record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl,
-                            fair=self.spec.fair)
+                            fair=self.spec.fair, weight=place.weight)
         compare = [created_at(place.key, place.revision)]
         failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
         if ahead_in is not None:

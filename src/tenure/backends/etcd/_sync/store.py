@@ -60,7 +60,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._sync.store import EVERY_PRIMITIVE, Store, extend_by_kind
+from tenure._sync.store import WITH_WEIGHTS, Store, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -135,7 +135,7 @@ class EtcdBackend(Store):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5
