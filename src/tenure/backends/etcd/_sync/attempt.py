@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from tenure._sync.ordered_attempt import OrderedAttempt
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Mode
+from tenure._types import Busy, Grant, Kind, Mode
 from tenure.backends.etcd._sync.first_try import Held, QueuePlace, first_try
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
@@ -70,7 +70,43 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
 
     store: EtcdBackend
 
+    answered: bool = False
+    """The last step (a try, a wait) of a queued permit's waiter came back refused or done:
+    its place is as this attempt knows it (queued on ``place.lease``), so giving up is one
+    delete (``leave``); after a step that raised (a grant whose answer was lost?) giving up
+    looks the key up and revokes whatever lease it is on."""
+
     def try_once(self) -> Grant | Busy:
+        self.answered = False
+        outcome = self._try_once()
+        self.answered = isinstance(outcome, Busy)
+        return outcome
+
+    def wait(self, timeout: float, busy: Busy) -> None:
+        self.answered = False
+        super().wait(timeout, busy)
+        self.answered = True
+
+    def leave(self) -> None:
+        place = self.place
+        if not (self.answered and self.spec.kind == Kind.SEMAPHORE and place is not None
+                and place.revision and place.lease is not None):
+            super().leave()
+            return
+        # Our queued key, if still the one we placed, goes; both leases stay spares.
+        spares = (place.lease, place.holder_lease)
+        place.lease = place.holder_lease = None
+        store = self.store
+        store.gateway.post("/v3/kv/txn", {
+            "compare": [created_at(place.key, place.revision)],
+            "success": [{"request_delete_range": {"key": b64(place.key)}}],
+        })
+        place.revision = 0
+        for spare in spares:
+            if spare is not None:
+                store.pool.keep_spare(spare)
+
+    def _try_once(self) -> Grant | Busy:
         place = self.place
         if place is not None and place.revision:
             outcome = self._settle(place)
