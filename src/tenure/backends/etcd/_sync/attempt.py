@@ -22,13 +22,17 @@
   the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
   error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
   look), as a transaction with writes is a Raft entry even when its compare refuses it, and
-  a read is not. A semaphore's waiter (and a reader) reads its rank first (a reader: counts
-  the write keys created before its own), then sends the same move, guarded by the key's
-  creation revision alone. The queue lease, now without a key, becomes a spare.
+  a read is not. A semaphore's waiter (and a reader) reads its rank first (a permit: the
+  ``limit`` oldest keys, whose weights ahead of its own and its own must fit the limit; a
+  reader: counts the write keys created before its own), then sends the same move, guarded
+  by the key's creation revision alone. The queue lease, now without a key, becomes a
+  spare. A permit's waiter that gives up after an answered step deletes its key (compared
+  on its creation revision) and keeps both leases.
 
 Why a grant from the queue may read, then write, where the first try may not: the keys that
 block a waiter are all older than its own, and no key older than it can appear any more (a
-new key gets a higher revision), so once none is left, none comes back; the move only has to
+new key gets a higher revision), so once none is left, none comes back (a permit's: once the
+weights ahead fit, they only shrink, as a key's weight never changes); the move only has to
 find our own key still there, created at the same revision. A reader cannot put the rule in
 its compare, as a writer does: a compare on an empty range compares a missing key, whose
 creation revision 0 is below every revision.

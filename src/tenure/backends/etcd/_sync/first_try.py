@@ -5,11 +5,15 @@
 - A lock or a semaphore: ONE transaction, which writes the key on a spare (or new) lease. A
   lock writes only if the name has no key at all (a compare on the whole range), so it never
   barges past waiters, and the same transaction puts the name's fence key; a semaphore
-  writes, and its key is granted if it is among the ``limit`` oldest, else deleted. A
-  granted permit's fence is recorded as the name's last by its release (``inspect`` reads a
-  live permit's from its key): the first try cannot write it in its own step, as it learns
-  its rank only from that step's answer. Refused: the lease it wrote on stays ready in the
-  place, for the grant (``attempt``).
+  writes, and reads its key back with the ``limit`` oldest: granted if the weights of the
+  keys ahead of it and its own fit the limit (``_records.fits``; every weight 1: among the
+  ``limit`` oldest). A granted permit's fence is recorded as the name's last by its release
+  (``inspect`` reads a live permit's from its key): the first try cannot write it in its
+  own step, as it learns its rank only from that step's answer. Refused, a queued permit's
+  key (weighted FIFO: ``spec.queues``) stays as its place, at its arrival's creation
+  revision: a second request moves it onto a queue lease, marked queued (``_keep_place``);
+  an unqueued one's is deleted. Either way the lease it wrote on stays ready in the place,
+  for the grant (``attempt``).
 - A read-write lock: two leases (spares or new: the holder's, and the place's ``queue_ttl``
   rounded up to whole seconds) and ONE transaction: if no key at all (a writer) or no write
   key (a reader) exists under the name, it writes the key on the holder lease and puts the

@@ -13,9 +13,11 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
 - **Acquire, first try**: ONE transaction, which writes the key on a spare (or new) lease.
   A lock writes only if the name has no key at all (a compare on the whole range), so it
   never barges past waiters, and the same transaction puts the name's fence key; a
-  semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
-  deleted (its release records its fence: ``first_try``). Refused, the attempt keeps the
-  lease it wrote on for its grant, and waits (``attempt``).
+  semaphore writes, and its key is granted if the weights of the keys ahead of it and its
+  own fit the limit (weighted FIFO permits: ``_records.fits``), else it stays as the
+  waiter's place, moved onto a queue lease (its release records its fence:
+  ``first_try``). Refused, the attempt keeps the lease it wrote on for its grant, and waits
+  (``attempt``).
 - **Release**: one transaction deletes the holder key (watchers wake) and moves the name's
   fence key, if it records this holder's fence, onto the ``gc_after`` lease (``_statements``:
   a released name's record goes ``gc_after`` later); its lease, alive and now without a
