@@ -30,7 +30,7 @@ def test_weighted_permits_come_with_semaphores(package: str) -> None:
     backend = store_class(load_backend_module(f"{scheme}://", "_async").BACKEND)
     if "weighted" in backend.offers:
         assert "semaphore" in backend.offers, package
-    offering = (".memory", ".sqlite", ".zookeeper", ".postgresql", ".mongodb")
+    offering = (".memory", ".sqlite", ".zookeeper", ".postgresql", ".mongodb", ".etcd")
     assert ("weighted" in backend.offers) == package.endswith(offering), package
 
 

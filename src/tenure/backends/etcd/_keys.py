@@ -15,7 +15,8 @@ clock: etcd has no clock to read), the limit it was taken with, the ttl asked fo
 is up to a second longer: ``inspect`` reports at most the ttl), an election leader's
 ``value`` (written in the granting transaction, so it lives and dies with the key and its
 lease), and ``queued`` on a waiter's key, which holds nothing even once it is the oldest,
-until it moves onto its own lease in the transaction that grants it. A read-write lock's
+until it moves onto its own lease in the transaction that grants it. A semaphore's key
+(a permit's or a waiter's) names its ``weight`` when above 1 (none: 1). A read-write lock's
 key (a holder's or a waiter's) made by a fair lock says ``fair``, for ``inspect`` only (no
 grant reads it; a key without it, written by a tenure from before it, is a read-write
 lock's).
@@ -110,6 +111,9 @@ class Record:
     lease lasts up to a second longer (whole seconds), ``inspect`` reports at most this."""
     fair: bool = False
     """Written by a fair lock (a read-write lock's key otherwise)."""
+    weight: int = 1
+    """The units of a semaphore's limit the permit (or its waiter) takes; written only when
+    above 1, and a key without it (1, or written by a tenure from before weights) reads 1."""
 
     def encode(self) -> str:
         fields: dict[str, Any] = {
@@ -124,14 +128,16 @@ class Record:
             fields["ttl"] = self.ttl
         if self.fair:
             fields["fair"] = True
+        if self.weight != 1:
+            fields["weight"] = self.weight
         return b64(json.dumps(fields, separators=(",", ":")))
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, *, value: str | None = None, queued: bool = False,
-        ttl: float | None = None, fair: bool = False,
+        ttl: float | None = None, fair: bool = False, weight: int = 1,
     ) -> Record:
-        return cls(holder, time.time(), limit, value, queued, ttl, fair)
+        return cls(holder, time.time(), limit, value, queued, ttl, fair, weight)
 
     @classmethod
     def decode(cls, value: str) -> Record:
@@ -145,6 +151,7 @@ class Record:
                 data.get("queued") is True,
                 None if data.get("ttl") is None else float(data["ttl"]),
                 data.get("fair") is True,
+                max(1, int(data.get("weight", 1))),
             )
         except (ValueError, KeyError, TypeError):
             # Not ours (written by hand?): show it, never crash a listing.

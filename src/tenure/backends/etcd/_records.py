@@ -5,13 +5,13 @@ Flavour-free: the store reads the keys and their leases' time left, this module 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tenure._types import Kind, LeaseInfo, LockInfo, WaiterInfo, queue_kind
 from tenure.backends.etcd._keys import Record, mode_of, unb64
 from tenure.backends.etcd._statements import JSON
 
-__all__ = ["fence_of", "holding", "lease_of", "lock_info"]
+__all__ = ["fence_of", "fits", "holding", "lease_of", "lock_info"]
 
 
 def lease_of(kv: JSON) -> str:
@@ -21,15 +21,32 @@ def lease_of(kv: JSON) -> str:
 
 def holding(kind: str, keys: list[JSON]) -> list[tuple[JSON, Record]]:
     """The keys (oldest first) that hold the name, if their leases are alive: a read-write
-    lock's every key not marked queued (only a grant writes one); else the ``limit`` oldest
-    (1 for a lock), but a queued key among them holds nothing yet: its waiter is about to
-    move it onto its own lease (or to give up), and showing it would report a leader that
-    may never be."""
+    lock's every key not marked queued (only a grant writes one); a lock's oldest; a
+    semaphore's keys that ``fits`` (its ``limit`` oldest when every weight is 1). A queued
+    key among them holds nothing yet: its waiter is about to move it onto its own lease (or
+    to give up), and showing it would report a leader that may never be."""
     records = [(kv, Record.decode(kv.get("value", ""))) for kv in keys]
-    if kind != Kind.RWLOCK:
-        count = (records[0][1].limit or 1) if records and kind == Kind.SEMAPHORE else 1
-        records = records[:count]
+    if kind == Kind.SEMAPHORE:
+        limit = (records[0][1].limit or 1) if records else 1
+        fitting = fits(limit, [record.weight for _, record in records])
+        records = [entry for entry, fit in zip(records, fitting, strict=True) if fit]
+    elif kind != Kind.RWLOCK:
+        records = records[:1]
     return [(kv, record) for kv, record in records if not record.queued]
+
+
+def fits(limit: int, weights: Sequence[int]) -> list[bool]:
+    """The weighted FIFO rule over a semaphore's keys in creation (arrival) order, each
+    ``weights`` its own, permits and places alike: a key may hold the name iff the weights of
+    every key older than it plus its own are at most ``limit``. As the weights are at least
+    1, the keys that may hold are among the ``limit`` oldest, and once a key may, it may
+    until it goes: keys older than it only go, a new key is the newest."""
+    fitting = []
+    ahead = 0
+    for weight in weights:
+        fitting.append(ahead + weight <= limit)
+        ahead += weight
+    return fitting
 
 
 def lock_info(
@@ -47,7 +64,7 @@ def lock_info(
             kind == Kind.RWLOCK) else None
         leases.append(LeaseInfo(
             record.holder, _utc(record.since), _ttl_left(seconds, record),
-            int(kv["create_revision"]), mode=mode, fair=record.fair,
+            int(kv["create_revision"]), mode=mode, fair=record.fair, weight=record.weight,
         ))
         values.append(record.value)
     if kind == Kind.RWLOCK:
@@ -71,8 +88,14 @@ def lock_info(
         # The fence key lives on the lease of the permit that recorded it: that permit gone
         # (expired, broken) while others hold, the live permits' fences still show.
         fence = max([fence, *(lease.fence or 0 for lease in leases)])
+        # The waiters: every key marked queued, in creation (arrival) order, each with its
+        # weight, read in the same range as the permits.
+        queued = [
+            WaiterInfo(record.holder, _utc(record.since), weight=record.weight)
+            for record in (Record.decode(kv.get("value", "")) for kv in keys) if record.queued
+        ]
         return LockInfo(name, fence, None, None, None, kind="semaphore", limit=limit,
-                        leases=tuple(leases))
+                        leases=tuple(leases), queued=len(queued), waiters=tuple(queued))
     if not leases:
         return LockInfo(name, fence, None, None, None)
     (lease,) = leases

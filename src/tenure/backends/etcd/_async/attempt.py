@@ -20,13 +20,17 @@
   the next wait. That is after a wait that may have seen the key ahead go (a deletion, an
   error); after a quiet timeout the waiter reads first (every wait is followed by a fresh
   look), as a transaction with writes is a Raft entry even when its compare refuses it, and
-  a read is not. A semaphore's waiter (and a reader) reads its rank first (a reader: counts
-  the write keys created before its own), then sends the same move, guarded by the key's
-  creation revision alone. The queue lease, now without a key, becomes a spare.
+  a read is not. A semaphore's waiter (and a reader) reads its rank first (a permit: the
+  ``limit`` oldest keys, whose weights ahead of its own and its own must fit the limit; a
+  reader: counts the write keys created before its own), then sends the same move, guarded
+  by the key's creation revision alone. The queue lease, now without a key, becomes a
+  spare. A permit's waiter that gives up after an answered step deletes its key (compared
+  on its creation revision) and keeps both leases.
 
 Why a grant from the queue may read, then write, where the first try may not: the keys that
 block a waiter are all older than its own, and no key older than it can appear any more (a
-new key gets a higher revision), so once none is left, none comes back; the move only has to
+new key gets a higher revision), so once none is left, none comes back (a permit's: once the
+weights ahead fit, they only shrink, as a key's weight never changes); the move only has to
 find our own key still there, created at the same revision. A reader cannot put the rule in
 its compare, as a writer does: a compare on an empty range compares a missing key, whose
 creation revision 0 is below every revision.
@@ -38,10 +42,11 @@ from typing import TYPE_CHECKING
 
 from tenure._async.ordered_attempt import AsyncOrderedAttempt
 from tenure._errors import limit_mismatch
-from tenure._types import Busy, Grant, Mode
+from tenure._types import Busy, Grant, Kind, Mode
 from tenure.backends.etcd._async.first_try import Held, QueuePlace, first_try
 from tenure.backends.etcd._async.pool import Lease, lease_seconds
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
+from tenure.backends.etcd._records import fits
 from tenure.backends.etcd._statements import (
     JSON,
     blocking,
@@ -67,7 +72,43 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
 
     store: AsyncEtcdBackend
 
+    answered: bool = False
+    """The last step (a try, a wait) of a queued permit's waiter came back refused or done:
+    its place is as this attempt knows it (queued on ``place.lease``), so giving up is one
+    delete (``leave``); after a step that raised (a grant whose answer was lost?) giving up
+    looks the key up and revokes whatever lease it is on."""
+
     async def try_once(self) -> Grant | Busy:
+        self.answered = False
+        outcome = await self._try_once()
+        self.answered = isinstance(outcome, Busy)
+        return outcome
+
+    async def wait(self, timeout: float, busy: Busy) -> None:
+        self.answered = False
+        await super().wait(timeout, busy)
+        self.answered = True
+
+    async def leave(self) -> None:
+        place = self.place
+        if not (self.answered and self.spec.kind == Kind.SEMAPHORE and place is not None
+                and place.revision and place.lease is not None):
+            await super().leave()
+            return
+        # Our queued key, if still the one we placed, goes; both leases stay spares.
+        spares = (place.lease, place.holder_lease)
+        place.lease = place.holder_lease = None
+        store = self.store
+        await store.gateway.post("/v3/kv/txn", {
+            "compare": [created_at(place.key, place.revision)],
+            "success": [{"request_delete_range": {"key": b64(place.key)}}],
+        })
+        place.revision = 0
+        for spare in spares:
+            if spare is not None:
+                await store.pool.keep_spare(spare)
+
+    async def _try_once(self) -> Grant | Busy:
         place = self.place
         if place is not None and place.revision:
             outcome = await self._settle(place)
@@ -93,7 +134,8 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         return name_prefix(self.store.settings.namespace, place.kind, place.name)
 
     async def _settle(self, place: QueuePlace) -> Grant | QueuePlace:
-        """A queued waiter's try: granted once its key is among the ``limit`` oldest."""
+        """A queued waiter's try: granted once its key is among the ``limit`` oldest (a
+        semaphore's: once the weights of the keys ahead and its own fit the limit)."""
         prefix = self._prefix(place)
         if place.mode is not None:
             return await self._settle_in_turn(place, place.mode)
@@ -105,9 +147,11 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         ranked = kvs(answer)
         # Deletions up to this read are reflected in it: the next watch starts after it.
         place.watch_from = revision(answer) + 1
-        mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == place.key), None)
-        if mine is None:
+        at = next((i for i, kv in enumerate(ranked) if unb64(kv["key"]).decode() == place.key),
+                  None)
+        if at is None:
             return place
+        mine = ranked[at]
         if int(mine["create_revision"]) != place.revision:
             place.revision = 0  # our place lapsed and the key was written again: rejoin
             return place
@@ -119,6 +163,11 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         if conflict is not None:
             await self.leave_place(place)
             raise limit_mismatch(place.name, conflict, place.limit)
+        # The weighted FIFO rule: the weights of every key ahead (permits and places) and
+        # ours within the limit (every weight 1: among the ``limit`` oldest).
+        if not fits(place.limit, [Record.decode(kv.get("value", "")).weight
+                                  for kv in ranked[:at]] + [place.weight])[-1]:
+            return place
         return await self._take(place, None)
 
     async def _settle_in_turn(self, place: QueuePlace, mode: str) -> Grant | QueuePlace:
@@ -171,7 +220,7 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         lease = await store.pool.lasting(lease_seconds(self.ttl), self.ttl, place.holder_lease)
         place.holder_lease = None
         record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl,
-                            fair=self.spec.fair)
+                            fair=self.spec.fair, weight=place.weight)
         compare = [created_at(place.key, place.revision)]
         failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
         if ahead_in is not None:

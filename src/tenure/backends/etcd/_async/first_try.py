@@ -3,11 +3,15 @@
 - A lock or a semaphore: ONE transaction, which writes the key on a spare (or new) lease. A
   lock writes only if the name has no key at all (a compare on the whole range), so it never
   barges past waiters, and the same transaction puts the name's fence key; a semaphore
-  writes, and its key is granted if it is among the ``limit`` oldest, else deleted. A
-  granted permit's fence is recorded as the name's last by its release (``inspect`` reads a
-  live permit's from its key): the first try cannot write it in its own step, as it learns
-  its rank only from that step's answer. Refused: the lease it wrote on stays ready in the
-  place, for the grant (``attempt``).
+  writes, and reads its key back with the ``limit`` oldest: granted if the weights of the
+  keys ahead of it and its own fit the limit (``_records.fits``; every weight 1: among the
+  ``limit`` oldest). A granted permit's fence is recorded as the name's last by its release
+  (``inspect`` reads a live permit's from its key): the first try cannot write it in its
+  own step, as it learns its rank only from that step's answer. Refused, a queued permit's
+  key (weighted FIFO: ``spec.queues``) stays as its place, at its arrival's creation
+  revision: a second request moves it onto a queue lease, marked queued (``_keep_place``);
+  an unqueued one's is deleted. Either way the lease it wrote on stays ready in the place,
+  for the grant (``attempt``).
 - A read-write lock: two leases (spares or new: the holder's, and the place's ``queue_ttl``
   rounded up to whole seconds) and ONE transaction: if no key at all (a writer) or no write
   key (a reader) exists under the name, it writes the key on the holder lease and puts the
@@ -27,10 +31,11 @@ from tenure._types import Grant, Holder, Kind, LeaseSpec
 from tenure.backends.etcd._async.pool import Lease, lease_seconds, whole_seconds
 from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, entry_name, name_prefix, unb64
-from tenure.backends.etcd._records import lease_of
+from tenure.backends.etcd._records import fits, lease_of
 from tenure.backends.etcd._statements import (
     JSON,
     blocking,
+    created_at,
     empty,
     fence_here,
     kvs,
@@ -89,6 +94,8 @@ class QueuePlace:
     woken: bool = True
     """Whether the last wait may have seen the key ahead go (a deletion, an error: anything
     but a quiet timeout). After a quiet one the next step reads before it tries to write."""
+    weight: int = 1
+    """A semaphore's permit's weight: the units of the limit it takes."""
 
 
 
@@ -107,13 +114,18 @@ async def first_try(
             queue_seconds=queue_seconds, kept=kept, fair=spec.fair,
         )
     key = prefix + token
-    record = Record.new(holder, limit, value=spec.value, ttl=ttl)
+    weight = spec.weight
+    record = Record.new(holder, limit, value=spec.value, ttl=ttl, weight=weight)
     lease = await store.pool.lasting(lease_seconds(ttl), ttl, kept)
 
     def first(lease: Lease) -> JSON:
         written = put(key, record.encode(), lease.id)
         if limit > 1:
-            return {"success": [written, oldest(prefix, limit)]}
+            # A queued permit reads its key back too: refused, it stays as its place, at
+            # the creation revision of this write (``_keep_place``).
+            read_back = [{"request_range": {"key": b64(key), "keys_only": True}}]
+            return {"success": [written, *(read_back if spec.queues else []),
+                                oldest(prefix, limit)]}
         # A lock is written only into an empty range: never past a queued waiter; the
         # same step records the fence. Written, the key is the one this transaction
         # created (the range had none), at the answer's revision: nothing to read back.
@@ -131,10 +143,12 @@ async def first_try(
         store.remember(kind, name, token, Held(key, lease, created, record))
         return Grant(created)
     ranked = kvs(answer["responses"][-1])
-    mine = next((kv for kv in ranked if unb64(kv["key"]).decode() == key), None)
+    at = next((i for i, kv in enumerate(ranked) if unb64(kv["key"]).decode() == key), None)
+    mine = None if at is None else ranked[at]
     stored = [Record.decode(kv.get("value", "")).limit for kv in ranked if kv is not mine]
     conflict = next((s for s in stored if s != limit), None)
-    if mine is not None and conflict is None:
+    if mine is not None and conflict is None and fits(limit, [
+        Record.decode(kv.get("value", "")).weight for kv in ranked[:at]] + [weight])[-1]:
         created = int(mine["create_revision"])
         if mine.get("lease") != lease.id:  # a retry found the key its lost reply wrote
             await store.pool.keep_spare(lease)
@@ -146,14 +160,49 @@ async def first_try(
         # key while it lives; its release records it as the name's last fence.
         store.remember(kind, name, token, Held(key, lease, created, record))
         return Grant(created)
+    queued = Record.new(holder, limit, queued=True, weight=weight).encode()
+    if limit > 1 and spec.queues and conflict is None:
+        # A weighted FIFO permit refused: its key, written at its arrival, stays as its
+        # place (its creation revision kept), marked queued on a queue lease.
+        (written,) = kvs(answer["responses"][1])
+        return await _keep_place(store, QueuePlace(
+            kind, name, key, limit, queued, spec.value, int(written["create_revision"]),
+            None, revision(answer) + 1, None, _queue_seconds(spec), holder_lease=lease,
+            weight=weight,
+        ))
     if limit > 1:
         # Our key is written, not among the limit oldest: it goes, its lease stays ours.
         await store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
     if conflict is not None and kind == Kind.SEMAPHORE:
         await store.pool.keep_spare(lease)
         raise limit_mismatch(name, conflict, limit)
-    queued = Record.new(holder, limit, queued=True).encode()
-    return QueuePlace(kind, name, key, limit, queued, spec.value, holder_lease=lease)
+    return QueuePlace(kind, name, key, limit, queued, spec.value, holder_lease=lease,
+                      weight=weight, queue_seconds=_queue_seconds(spec))
+
+
+def _queue_seconds(spec: LeaseSpec) -> int:
+    """The length of a place's queue lease: ``queue_ttl`` rounded up to whole seconds."""
+    return QUEUE_TTL if spec.queue_ttl is None else whole_seconds(spec.queue_ttl)
+
+
+async def _keep_place(store: AsyncEtcdBackend, place: QueuePlace) -> QueuePlace:
+    """A refused permit's key becomes its ``place``: it moves onto a queue lease, marked
+    queued, if it is still the key written (its creation revision), so that it keeps the
+    place of its arrival; the holder lease stays ready for the grant. A key gone meanwhile
+    (a break of its lease) leaves a place to join again at the back."""
+    queue_lease = await store.pool.lasting(place.queue_seconds, place.queue_seconds / 2)
+
+    def keep(queue_lease: Lease) -> JSON:
+        return {"compare": [created_at(place.key, place.revision)],
+                "success": [put(place.key, place.record, queue_lease.id)]}
+
+    kept, queue_lease = await store.pool.on_lease(keep, queue_lease)
+    if kept.get("succeeded"):
+        place.lease = queue_lease
+    else:
+        place.revision = 0
+        await store.pool.keep_spare(queue_lease)
+    return place
 
 
 async def _first_in_turn(

@@ -11,9 +11,11 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
 - **Acquire, first try**: ONE transaction, which writes the key on a spare (or new) lease.
   A lock writes only if the name has no key at all (a compare on the whole range), so it
   never barges past waiters, and the same transaction puts the name's fence key; a
-  semaphore writes, and its key is granted if it is among the ``limit`` oldest, else
-  deleted (its release records its fence: ``first_try``). Refused, the attempt keeps the
-  lease it wrote on for its grant, and waits (``attempt``).
+  semaphore writes, and its key is granted if the weights of the keys ahead of it and its
+  own fit the limit (weighted FIFO permits: ``_records.fits``), else it stays as the
+  waiter's place, moved onto a queue lease (its release records its fence:
+  ``first_try``). Refused, the attempt keeps the lease it wrote on for its grant, and waits
+  (``attempt``).
 - **Release**: one transaction deletes the holder key (watchers wake) and moves the name's
   fence key, if it records this holder's fence, onto the ``gc_after`` lease (``_statements``:
   a released name's record goes ``gc_after`` later); its lease, alive and now without a
@@ -58,7 +60,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncStore, extend_by_kind
+from tenure._async.store import WITH_WEIGHTS, AsyncStore, extend_by_kind
 from tenure._types import (
     Busy,
     Capabilities,
@@ -133,7 +135,7 @@ class AsyncEtcdBackend(AsyncStore):
         lease_overrun=1.5,
         fences_count_per_name=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     notifies = True
     max_backoff = 0.5
