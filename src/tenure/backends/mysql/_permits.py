@@ -1,5 +1,6 @@
 """MySQL's semaphores: a record, a row per weighted permit and a row per waiting place (SQL
-in ``_semaphore_sql``: an acquire is one short transaction sent as one text), blocking steps
+in ``_semaphore_sql``: the common grant one statement, the rest of the rule one short
+transaction sent as one text), blocking steps
 for both flavours. Their waiters back off across processes (each try refreshes the place),
 woken early by a release, a given-up place or a dropped one in this process (a permit has
 many holders; a gate follows one session's lease)."""
@@ -13,10 +14,17 @@ from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo
 from tenure._waiters import permit_key
 from tenure.backends._sql_common import clip
-from tenure.backends.mysql._connection import Cursor, hexed, micros, run_batch, run_transaction
+from tenure.backends.mysql._connection import (
+    Cursor,
+    execute,
+    hexed,
+    micros,
+    run_batch,
+    run_transaction,
+)
 from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
-from tenure.backends.mysql._semaphore_sql import SemaphoreStatements
+from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, SemaphoreStatements
 
 __all__ = ["Permits"]
 
@@ -66,6 +74,19 @@ class Permits(KindTable):
             "weight": weight, "queue_us": None if queue_ttl is None else micros(queue_ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
+        if weight == 1:
+            statement = self.sql.common_grant(limit)
+
+            def attempt(cursor: Cursor) -> int:
+                execute(cursor, statement, params)
+                return int(cursor.lastrowid)
+
+            state = self.pool.run(attempt)
+            if state % 8 in (GRANTED, MINE):
+                self._collect_if_due()
+                return Grant(state // 8)
+        # A heavier permit, a queue that may be live, all slots live, another limit: the
+        # grant rule in one transaction.
         retried, granted, soonest_us, dropped, stored = self.pool.run(
             lambda cursor: run_transaction(cursor, self.sql.acquire, params)
         )
@@ -86,13 +107,13 @@ class Permits(KindTable):
         if not self.exist(create=False):
             return False
         params = {"name": hexed(name), "token": token}
-        released, _left = self.pool.run(
-            lambda cursor: run_batch(cursor, self.sql.release_or_leave, params)
-        )
+        released = self.pool.run(lambda cursor: execute(cursor, self.sql.release, params) == 1)
+        if not released:  # no live permit: a waiter giving up its place (or a lost permit)
+            self.pool.run(lambda cursor: run_batch(cursor, self.sql.leave, params))
         # A place that left may have been all that held a waiter back, as a permit may.
         self.waiters.notify(permit_key(name))
         self._collect_if_due()
-        return released is not None and int(released) == 1
+        return released
 
 
 def _semaphore_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:

@@ -1,7 +1,9 @@
 """The SQL of MySQL/MariaDB semaphores, with each statement's contract above it.
 
 One table beside the lock table, ``{table}_slots``, keyed (name, slot). Slot 0 is the
-semaphore's record: its fence counter (the last fence granted) and its limit, no expiry.
+semaphore's record: its fence counter (the last fence granted), its limit, and in
+``expires_at`` the queue's horizon: the latest expiry any place was given (none live after
+it; NULL: no place ever).
 Slots 1..limit hold one permit each, reused in place: token, expiry, holder, the permit's
 fence and its ``weight`` (the units of the limit it takes; NULL, on a row an older tenure
 wrote, reads as 1); a free slot has no token. Live permits' weights add up to at most the
@@ -12,7 +14,46 @@ token, the place's expiry (its queue lease, refreshed by each try), when it was 
 (``acquired_at``), the waiter's details and weight. Every permit statement asks for
 ``slot > 0``, so an older tenure sharing the table never sees a place.
 
-An acquire is ACQUIRE: one short transaction whose statements travel as one text (the
+The common grant is COMMON_GRANT, ONE statement, tried first by a permit of weight 1: a
+multi-row ``INSERT ... ON DUPLICATE KEY UPDATE`` that visits the name's rows in a fixed
+order: the record, slots 1..limit (pass 1), the record, slots 1..limit (pass 2), the record.
+Rows are processed one after another in the order of the VALUES list, each one inserted if
+absent (the first acquire creates the record and the slots) or else locked and updated by
+the ``ON DUPLICATE KEY UPDATE`` part. The first row takes the record's row lock, as ACQUIRE
+does, so the two never interleave. What one row's update learnt travels to the next row in
+``LAST_INSERT_ID(expr)``, the session's value that a later expression of the same statement
+reads back with ``LAST_INSERT_ID()`` and that the server returns to the client in the OK
+packet (PyMySQL's ``cursor.lastrowid``), as the lock's acquire does (see ``_sql``). It is a
+state: ``value * 8 + phase``:
+
+- ``START`` (7, value 0): set by the first record row's VALUES list; if the record was absent
+  it stays (a new semaphore: fence 0, every slot free, as pass 1 reads it);
+- ``PASS1`` (0, value = the record's fence): the first record row found the record, its
+  limit equal to ours and the queue's horizon passed (no place can be live). Pass 1 looks
+  for a live permit of our token (a retried acquire), and meets every live permit: one of
+  weight above 1 defers;
+- ``PASS2`` (1, value = the record's fence): set by the middle record row's VALUES list if
+  pass 1 found none. Pass 2 takes the first free or expired slot: its fence becomes value + 1
+  (every live permit weighs 1 and nobody waits: a free slot is a free unit, and the rule
+  holds);
+- ``GRANTED`` (2, value = the new fence): the last record row stores it as the record's fence;
+- ``MINE`` (3, value = our permit's fence): a retry; that slot's expiry and holder were reset;
+- ``DEFER`` (4): another stored limit, a queue that may be live, or a heavier live permit.
+  Nothing was written; ACQUIRE decides (as it does when every slot is live: ``PASS2``);
+- ``CLAIMING`` (5) and ``RETRYING`` (6), within one slot row's update only: its first
+  assignment judged the row as found (pass 2 and free or expired: we take it; pass 1 and our
+  live permit: we restart it), the next assignments act on that, and its last one sets
+  ``GRANTED`` or ``MINE``.
+
+Each row's update reads the state once per column (the columns are assigned left to right,
+each seeing the ones already assigned: the connection pins ``sql_mode`` so MariaDB's
+SIMULTANEOUS_ASSIGNMENT can't change that); the first assignment, ``acquired_at``, may set
+a slot row's transient phase and the last, ``permits``, writes the next state. Only the
+VALUES lists of the first and middle record rows set the state too: VALUES are evaluated for
+every row before the duplicate is found, so an absent row's VALUES say what happens to a new
+row, and an existing row's update has the last word.
+
+Every other acquire is ACQUIRE: one short transaction whose statements travel as one text (the
 connections allow multi-statement texts), so the whole decision costs one round trip, as a
 read-write lock's does (see ``_rwlock_sql``). It first upserts the name's record row, which
 takes its row lock until the commit (concurrent acquirers of the name queue there); under
@@ -22,9 +63,10 @@ place committed before that lock was ours. It reads the server's clock ONCE
 plus the weights of the live places ahead of this token's (every live place, for a token
 without one) plus its weight stay within the limit: a newcomer stands behind every waiter,
 and a heavy waiter at the head holds back the lighter ones behind it until it fits.
-Refused, a blocking attempt (``queue_us`` given) keeps its place or takes one at the tail.
+Refused, a blocking attempt (``queue_us`` given) keeps its place or takes one at the tail,
+and pushes the record's queue horizon to that place's expiry at least.
 
-Rows are only ever added and places dropped by ACQUIRE, under the record's lock. The single
+Rows are only ever added and places dropped by the two grants, under the record's lock. The single
 statements that change rows without it (release, renewals, break, a place given up) only end
 permits, delete places or push a live permit's expiry later, so they can make a decision
 ACQUIRE took stale only in the safe direction (it queued where it could have been granted,
@@ -58,6 +100,7 @@ import functools
 from tenure.backends.mysql._sql import (
     CUTOFF,
     FREE,
+    LEASE_END,
     NOW,
     LeaseStatements,
     floor_fence,
@@ -65,8 +108,15 @@ from tenure.backends.mysql._sql import (
 )
 from tenure.backends.mysql._sweep_sql import SWEEP_BATCH, sweeping_records
 
-__all__ = ["SemaphoreStatements"]
+__all__ = ["DEFER", "GRANTED", "MINE", "SemaphoreStatements"]
 
+START, PASS1, PASS2, GRANTED, MINE, DEFER, CLAIMING, RETRYING = 7, 0, 1, 2, 3, 4, 5, 6
+"""Phases of the common grant's state (``MOD(LAST_INSERT_ID(), 8)``); see the module
+docstring. CLAIMING and RETRYING last only within one slot row's update."""
+
+_STATE = "LAST_INSERT_ID()"
+_PHASE = f"MOD({_STATE}, 8)"
+_VALUE = f"({_STATE} DIV 8)"
 _NAME = "name = UNHEX(%(name)s)"
 _OURS = "token <=> %(token)s"
 _LIVE_ROW = f"token IS NOT NULL AND expires_at > {NOW}"
@@ -147,6 +197,15 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     def add_weight_column(self) -> str:
         return f"ALTER TABLE {self.quoted} ADD COLUMN weight INT NULL"
 
+    # Inputs: name, token, ttl_us, limit, host, pid, thread. The common grant of a permit of
+    # weight 1, one statement (see the module docstring). Output: the insert id, the final
+    # state: GRANTED or MINE with the permit's fence; PASS2: every slot is live; DEFER:
+    # another stored limit, a queue that may be live, or a heavier live permit (nothing
+    # written either way: the caller decides with ``acquire``). The text depends on the
+    # limit (it lists the slots), so one is built per limit.
+    def common_grant(self, limit: int) -> str:
+        return _common_grant(self.quoted, limit)
+
     # Inputs: name, token, ttl_us, queue_us (NULL: a try that keeps no place), limit, weight,
     # host, pid, thread. The whole acquire, one transaction (see the module docstring):
     # 1. Takes the name's record lock (creating the record with our limit), reads the clock
@@ -166,7 +225,8 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     #    record's fence + 1, the clock in microseconds)) in the first slot of 1..limit that
     #    is free, expired or not made yet (@tenure_slot), the token's place removed. Else,
     #    blocking: its place's expiry reset to now + queue_ttl keeping its position, or a
-    #    place at the tail. Our limit is stored unless another one rules.
+    #    place at the tail, and the record's queue horizon (its ``expires_at``) pushed to
+    #    that expiry at least. Our limit is stored unless another one rules.
     # Output: its one result set, one row (retried fence, granted fence, soonest
     # microseconds, places dropped, the ruling stored limit); at most one of the fences and
     # the limit is not NULL.
@@ -211,7 +271,11 @@ UPDATE {slots} SET expires_at = {_AT} + INTERVAL %(ttl_us)s MICROSECOND
 WHERE {_NAME} AND slot = @tenure_mine_slot AND {_OURS};
 UPDATE {slots}
 SET fence = COALESCE(@tenure_granted, fence),
-    permits = IF(@tenure_mine IS NULL AND @tenure_mismatch IS NULL, %(limit)s, permits)
+    permits = IF(@tenure_mine IS NULL AND @tenure_mismatch IS NULL, %(limit)s, permits),
+    expires_at = IF({_REFUSED} AND %(queue_us)s IS NOT NULL,
+                    GREATEST(COALESCE(expires_at, {_AT}),
+                             {_AT} + INTERVAL %(queue_us)s MICROSECOND),
+                    expires_at)
 WHERE {_NAME} AND slot = 0;
 INSERT INTO {slots}
     (name, slot, fence, permits, token, expires_at, acquired_at, host, pid, thread, weight)
@@ -237,19 +301,17 @@ COMMIT;
 SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped, @tenure_mismatch
 """
 
-    # Inputs: name, token. Ends the token's live permit, or gives up its place (an attempt
-    # that stops waiting), each statement on its own (autocommit). The place is found by a
-    # plain read and deleted by its key: a locking scan of the places would lock the record
-    # row past them (an acquire's, which may want this place: a deadlock). Output: one result set,
-    # one row: (1 if it ended a live permit, else 0; the places removed).
+    # Inputs: name, token. After a release that ended no permit: gives up the token's place
+    # (an attempt that stops waiting), each statement on its own (autocommit). Output: one
+    # result set, one row: the places removed. The place is found by a plain read and
+    # deleted by its key: a locking scan of the places would lock the record row past them
+    # (an acquire's, which may want this place: a deadlock).
     @functools.cached_property
-    def release_or_leave(self) -> str:
+    def leave(self) -> str:
         return f"""
-{self.release};
-SET @tenure_released = ROW_COUNT();
 SELECT MAX(slot) FROM {self.quoted} WHERE {_PLACES} AND {_OURS} INTO @tenure_leaving;
 DELETE FROM {self.quoted} WHERE {_NAME} AND slot = @tenure_leaving AND {_OURS};
-SELECT @tenure_released, ROW_COUNT()
+SELECT ROW_COUNT()
 """
 
     # One pass of the clean-up (see the module docstring and ``_sweep_sql``), one
@@ -284,3 +346,63 @@ ORDER BY r.name, p.slot < 0, p.fence, p.slot DESC
     @functools.cached_property
     def listing(self) -> str:
         return self._info(starts_with("r.name"))
+
+
+# A slot row's update decides once, in its first assignment, what it does to the row as
+# found, and notes it in the state's phase for the row's other assignments to test (a few
+# items each instead of the whole condition again: the update part runs on every row the
+# statement visits, and its evaluation was most of the acquire's cost); the row's last
+# assignment replaces that phase with the next state.
+_CLAIM = f"(slot > 0 AND {_PHASE} = {PASS2} AND (token IS NULL OR expires_at <= {NOW}))"
+"""Pass 2 and this slot is free or expired: take it."""
+_RETRY = f"(slot > 0 AND {_PHASE} IN ({START}, {PASS1}) AND {_OURS} AND expires_at > {NOW})"
+"""Pass 1 and this slot holds our live permit."""
+_ACTION = f"""CASE
+    WHEN {_CLAIM} THEN {_VALUE} * 8 + {CLAIMING}
+    WHEN {_RETRY} THEN {_VALUE} * 8 + {RETRYING}
+    ELSE {_STATE} END"""
+"""The state for the rest of this row's assignments (the value, the record's fence, kept)."""
+_ACTING = f"{_PHASE} IN ({CLAIMING}, {RETRYING})"
+_NEXT = f"""CASE
+    WHEN slot = 0 AND {_PHASE} = {START}
+        THEN IF(permits <=> %(limit)s AND (expires_at IS NULL OR expires_at <= {NOW}),
+                fence * 8 + {PASS1}, {DEFER})
+    WHEN {_PHASE} = {CLAIMING} THEN fence * 8 + {GRANTED}
+    WHEN {_PHASE} = {RETRYING} THEN fence * 8 + {MINE}
+    WHEN slot > 0 AND {_PHASE} = {PASS1} AND weight > 1 AND {_LIVE_ROW} THEN {DEFER}
+    ELSE {_STATE} END"""
+"""The next state, computed last, on the row as updated: the first record row reads the
+counter, checks the limit and that no place may be live (the record's queue horizon has
+passed); a live permit of weight above 1 met in pass 1 sends the grant to the transaction;
+a slot taken in pass 2 carries its new fence; a retried permit its own fence."""
+
+
+@functools.lru_cache(maxsize=64)
+def _common_grant(quoted: str, limit: int) -> str:
+    new_slot = "(UNHEX(%(name)s), {slot}, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    first = f"(UNHEX(%(name)s), 0, LAST_INSERT_ID({START}) - {START}, %(limit)s, " \
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    middle = (
+        f"(UNHEX(%(name)s), 0, 0 * LAST_INSERT_ID(IF({_PHASE} IN ({START}, {PASS1}), "
+        f"{_VALUE} * 8 + {PASS2}, {_STATE})), %(limit)s, NULL, NULL, NULL, NULL, NULL, NULL, "
+        "NULL)"
+    )
+    last = "(UNHEX(%(name)s), 0, 0, %(limit)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    slots = [new_slot.format(slot=slot) for slot in range(1, limit + 1)]
+    rows = ",\n".join([first, *slots, middle, *slots, last])
+    return f"""
+INSERT INTO {quoted} (name, slot, fence, permits, token, expires_at, acquired_at, host, pid,
+                      thread, weight)
+VALUES {rows}
+ON DUPLICATE KEY UPDATE
+    acquired_at = IF(MOD(LAST_INSERT_ID({_ACTION}), 8) = {CLAIMING}, {NOW}, acquired_at),
+    fence = IF({_PHASE} = {CLAIMING}, {floor_fence(_VALUE)},
+               IF(slot = 0 AND {_PHASE} = {GRANTED}, {_VALUE}, fence)),
+    token = IF({_PHASE} = {CLAIMING}, %(token)s, token),
+    expires_at = IF({_ACTING}, {LEASE_END}, expires_at),
+    host = IF({_ACTING}, %(host)s, host),
+    pid = IF({_ACTING}, %(pid)s, pid),
+    thread = IF({_ACTING}, %(thread)s, thread),
+    weight = IF({_PHASE} = {CLAIMING}, 1, weight),
+    permits = IF(LAST_INSERT_ID({_NEXT}) IS NULL, NULL, permits)
+"""
