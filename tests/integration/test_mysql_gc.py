@@ -150,6 +150,31 @@ def test_idle_semaphore_records_are_collected_and_fences_never_go_back(
         assert rows(mysql_url, slots, "pool") == 3
 
 
+def test_a_semaphore_place_keeps_its_name_and_goes_once_lapsed(
+    mysql_url: str, table: str
+) -> None:
+    slots = f"{table}_slots"
+    spec = LeaseSpec(Kind.SEMAPHORE, limit=2, weight=2, queue_ttl=30)
+    with tenure.connect(mysql_url, table=table, gc_after=GC_AFTER) as locks:
+        store = store_of(locks)
+        held = store.acquire("pool", spec, "a" * 32, 0.2, HOLDER)
+        assert isinstance(held, Grant)
+        assert isinstance(store.acquire("pool", spec, "b" * 32, 30, HOLDER), Busy)
+        time.sleep(0.3)  # the permit has expired; the place (30 s) lives on
+        tick(locks)
+        tick(locks)
+        # The record, the slot and the place: the place keeps the name, idle or not.
+        assert rows(mysql_url, slots, "pool") == 3
+        info = locks.inspect("pool", kind="semaphore")
+        assert info is not None and info.units == 0 and info.queued == 1
+        assert store.release(Kind.SEMAPHORE, "pool", "b" * 32) is False  # gives the place up
+        tick(locks)
+        assert rows(mysql_url, slots, "pool") == 0
+        again = store.acquire("pool", spec, "c" * 32, 5, HOLDER)
+        assert isinstance(again, Grant) and again.fence > held.fence
+        assert store.release(Kind.SEMAPHORE, "pool", "c" * 32)
+
+
 def test_idle_rwlock_records_are_collected_but_never_a_lease_or_a_place(
     mysql_url: str, table: str
 ) -> None:

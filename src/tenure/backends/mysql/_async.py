@@ -21,7 +21,7 @@ import random
 from typing import Any
 
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
-from tenure._async.store import EVERY_PRIMITIVE
+from tenure._async.store import WITH_WEIGHTS
 from tenure._async.wakeups import wait_for_notice
 from tenure._concurrency import async_io as io
 from tenure._types import Busy, Capabilities, Grant, Kind
@@ -99,7 +99,7 @@ class AsyncMySQLStore(AsyncBlockingShell[MySQLTable]):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

@@ -1,22 +1,30 @@
-"""MySQL's semaphores: a record and a row per permit (SQL in ``_semaphore_sql``), blocking
-steps for both flavours. Their waiters back off across processes, woken early by a release
-in this process (a permit has many holders; a gate follows one session's lease)."""
+"""MySQL's semaphores: a record, a row per weighted permit and a row per waiting place (SQL
+in ``_semaphore_sql``: the common grant one statement, the rest of the rule one short
+transaction sent as one text), blocking steps
+for both flavours. Their waiters back off across processes (each try refreshes the place),
+woken early by a release, a given-up place or a dropped one in this process (a permit has
+many holders; a gate follows one session's lease)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import pymysql  # type: ignore[import-untyped]
-
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Holder, Kind, LockInfo
 from tenure._waiters import permit_key
 from tenure.backends._sql_common import clip
-from tenure.backends.mysql._connection import Cursor, execute, hexed, micros
+from tenure.backends.mysql._connection import (
+    Cursor,
+    execute,
+    hexed,
+    micros,
+    run_batch,
+    run_transaction,
+)
 from tenure.backends.mysql._kind_table import KindTable
 from tenure.backends.mysql._records import Row, records
-from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, MISMATCH, SemaphoreStatements
+from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, SemaphoreStatements
 
 __all__ = ["Permits"]
 
@@ -40,78 +48,83 @@ class Permits(KindTable):
     def info(self, rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
         return _semaphore_records(rows)
 
+    def upgrade(self, cursor: Cursor) -> None:
+        """A slots table from before the weight column gets it (every permit already there
+        reads as one unit)."""
+        cursor.execute(self.sql.weight_column, {"table": self.table_name()})
+        (present,) = cursor.fetchone()
+        if not int(present):
+            self.pool.add_columns(
+                cursor, self.sql.add_weight_column,
+                f"the weight column to table {self.table_name()!r}",
+                "see the docs on semaphores",
+            )
+
     def acquire(
-        self, name: str, token: str, ttl: float, holder: Holder, limit: int
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int, *,
+        weight: int = 1, queue_ttl: float | None = None,
     ) -> Grant | Busy:
+        """Grant a permit of ``weight`` when the live permits' units, plus the weights of
+        the live places ahead of this token's (every live place, when it has none), plus
+        ``weight`` stay within ``limit``. ``queue_ttl``: a refused attempt takes (or
+        refreshes) its place in the same transaction, so later arrivals stand behind it."""
         self.exist(create=True)
         params = {
             "name": hexed(name), "token": token, "ttl_us": micros(ttl), "limit": limit,
+            "weight": weight, "queue_us": None if queue_ttl is None else micros(queue_ttl),
             "host": clip(holder.host), "pid": holder.pid, "thread": clip(holder.thread),
         }
-        statement = self.sql.acquire(limit)
+        if weight == 1:
+            statement = self.sql.common_grant(limit)
 
-        def attempt(cursor: Cursor) -> int:
-            execute(cursor, statement, params)
-            return int(cursor.lastrowid)
+            def attempt(cursor: Cursor) -> int:
+                execute(cursor, statement, params)
+                return int(cursor.lastrowid)
 
-        def soonest(cursor: Cursor) -> float | None:
-            cursor.execute(self.sql.soonest, params)
-            row = cursor.fetchone()
-            return None if row is None or row[0] is None else max(0.0, int(row[0]) / 1e6)
-
-        state = self.pool.run(attempt)
-        if state % 8 == MISMATCH:
-            changed = self.pool.run(lambda cursor: self._change_limit(cursor, name, params))
-            if changed is not None:
-                return changed
-            state = self.pool.run(attempt)  # the limit is ours now (or was changed back)
-        if state % 8 in (GRANTED, MINE):
+            state = self.pool.run(attempt)
+            if state % 8 in (GRANTED, MINE):
+                self._collect_if_due()
+                return Grant(state // 8)
+        # A heavier permit, a queue that may be live, all slots live, another limit: the
+        # grant rule in one transaction.
+        retried, granted, soonest_us, dropped, stored = self.pool.run(
+            lambda cursor: run_transaction(cursor, self.sql.acquire, params)
+        )
+        if dropped is not None and int(dropped) > 0:
+            # A lapsed place may have been all that held a waiter here back.
+            self.waiters.notify(permit_key(name))
+        if stored is not None:
+            raise limit_mismatch(name, int(stored), limit)
+        if retried is not None:
+            return Grant(int(retried))
+        if granted is not None:
             self._collect_if_due()
-            return Grant(state // 8)
-        # Refused: a second round trip, on the contended path only, for the waiter's pause.
-        return Busy(self.pool.run(soonest))
-
-    def _change_limit(
-        self, cursor: Cursor, name: str, params: dict[str, Any]
-    ) -> Grant | None:
-        """A stored limit other than ours: refuse if permits of other tokens are live, else
-        store ours (the record's row lock keeps acquirers out meanwhile). Our own live
-        permit (a retry) is granted again as it is. None: try the acquire again."""
-        cursor.execute("START TRANSACTION")
-        try:
-            cursor.execute(self.sql.limit_lock, params)
-            row = cursor.fetchone()
-            cursor.execute(self.sql.limit_count, params)
-            others, mine = cursor.fetchone()
-            stored = None if row is None or row[0] is None else int(row[0])
-            if mine is not None:
-                cursor.execute(self.sql.extend, params)  # a retry restarts its lease
-                cursor.execute("COMMIT")
-                return Grant(int(mine))
-            if int(others) > 0 and stored is not None and stored != params["limit"]:
-                cursor.execute("COMMIT")
-                raise limit_mismatch(name, stored, params["limit"])
-            cursor.execute(self.sql.limit_store, params)
-            cursor.execute("COMMIT")
-        except pymysql.err.MySQLError:
-            cursor.execute("ROLLBACK")
-            raise
-        return None
+            return Grant(int(granted))
+        return Busy(None if soonest_us is None else max(0.0, int(soonest_us) / 1e6))
 
     def release(self, name: str, token: str) -> bool:
+        """End the token's permit, or its waiting place (an attempt that gives up)."""
         if not self.exist(create=False):
             return False
         params = {"name": hexed(name), "token": token}
         released = self.pool.run(lambda cursor: execute(cursor, self.sql.release, params) == 1)
+        if not released:  # no live permit: a waiter giving up its place (or a lost permit)
+            self.pool.run(lambda cursor: run_batch(cursor, self.sql.leave, params))
+        # A place that left may have been all that held a waiter back, as a permit may.
         self.waiters.notify(permit_key(name))
         self._collect_if_due()
         return released
 
 
 def _semaphore_records(rows: Sequence[tuple[Any, ...]]) -> list[LockInfo]:
+    places: dict[bytes, list[tuple[Any, ...]]] = {}
+    for name, _, _, host, pid, thread, since, _, _, weight, slot in rows:
+        if slot is not None and int(slot) < 0:  # (after the name's permits, in arrival order)
+            places.setdefault(bytes(name), []).append((host, pid, thread, since, weight))
     shaped: list[Row] = []
-    for name, fence, limit, host, pid, thread, acquired_at, left_us, permit_fence in rows:
-        lease = None if permit_fence is None else (
-            host, pid, thread, acquired_at, left_us, permit_fence, None)
-        shaped.append((name, fence, limit, 0, None, lease))
-    return records(Kind.SEMAPHORE, shaped)
+    for (name, fence, limit, host, pid, thread, acquired_at, left_us, permit_fence, weight,
+         slot) in rows:
+        lease = None if slot is None or int(slot) < 0 else (
+            host, pid, thread, acquired_at, left_us, permit_fence, None, weight)
+        shaped.append((name, fence, limit, len(places.get(bytes(name), ())), None, lease))
+    return records(Kind.SEMAPHORE, shaped, places)

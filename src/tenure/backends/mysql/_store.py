@@ -3,11 +3,11 @@ worker threads): the narrow verbs, the kind as data, dispatched to each kind's s
 (``_locks``, ``_permits``, ``_queues``) on one pool of connections (``_connection``).
 
 Connections come from a small pool of idle ones, all in autocommit: each lock operation is
-one statement (see ``_sql`` and ``_semaphore_sql``), a read-write lock's acquire one short
-transaction sent as one text (see ``_rwlock_sql``), so a lock never depends on a transaction
-staying open or on which connection runs the next statement. A connection that failed is
-closed, never reused; an idle one the server closed meanwhile (a restart) is noticed and
-dropped before use.
+one statement (see ``_sql``), a semaphore's or read-write lock's acquire one short
+transaction sent as one text (see ``_semaphore_sql``, ``_rwlock_sql``), so a lock never
+depends on a transaction staying open or on which connection runs the next statement. A
+connection that failed is closed, never reused; an idle one the server closed meanwhile (a
+restart) is noticed and dropped before use.
 
 Waking waiters across processes and hosts: the release gate (see ``_locks``).
 
@@ -111,7 +111,8 @@ class MySQLTable(ByKind):
         """``wait``: a lock's waiting attempt's, told by each refusal which gate to block on
         (see ``_locks``)."""
         if spec.kind is Kind.SEMAPHORE:
-            return self.permits.acquire(name, token, ttl, holder, spec.limit)
+            return self.permits.acquire(name, token, ttl, holder, spec.limit,
+                                        weight=spec.weight, queue_ttl=spec.queue_ttl)
         if spec.kind is Kind.RWLOCK:
             assert spec.mode is not None and spec.queue_ttl is not None
             return self.queues.acquire(name, token, ttl, holder, mode=spec.mode.value,

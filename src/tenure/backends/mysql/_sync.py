@@ -23,7 +23,7 @@ import random
 from typing import Any
 
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
-from tenure._sync.store import EVERY_PRIMITIVE
+from tenure._sync.store import WITH_WEIGHTS
 from tenure._sync.wakeups import wait_for_notice
 from tenure._concurrency import sync_io as io
 from tenure._types import Busy, Capabilities, Grant, Kind
@@ -101,7 +101,7 @@ class MySQLStore(BlockingShell[MySQLTable]):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
