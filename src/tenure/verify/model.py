@@ -28,7 +28,9 @@ state as the table in ``tenure.verify.history`` says, or is impossible in it:
   not its client still waits). So a refused acquire is checked like an unanswered one: it
   may have held the name for a moment, and needs no holder. What it loses is availability
   checking (a store that refuses everything passes); ``strict_refusals=True`` restores
-  "a refusal needs the name held" for stores that never queue.
+  "a refusal needs the name held" for stores that never queue. So does a semaphore's
+  ``locked()`` answering True (limit above 1): a queued semaphore's (every one on a store
+  offering "weighted") is True while anybody waits, free units or not.
 - **Unknown outcomes may or may not have taken effect.** An unanswered acquire leaves a
   lease that may be live (so it can explain "held" answers) and may end at any moment
   (the client's clean-up releases what it may have been granted); its fence is unknown. An
@@ -308,6 +310,10 @@ class LeaseModel:
 
     def _locked(self, state: State, index: int, op: Operation) -> tuple[list[State], str]:
         side = "" if op.mode is None else f" ({op.mode} side)"  # a read-write lock's handle
+        if op.held and op.kind == "locked" and self.limit > 1 and not self.strict_refusals:
+            # A queued semaphore's (every one on a store offering "weighted") locked() is
+            # True while anybody waits, free units or not: proves little, as a refusal.
+            return [state], ""
         if op.held:
             if self._full(state, op):
                 return [state], ""

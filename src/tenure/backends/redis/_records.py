@@ -51,10 +51,9 @@ def decode_info(reply: Any) -> LockInfo | None:
 
 
 def _leases(now: Any, records: Any, mode: bool) -> tuple[LeaseInfo, ...]:
-    """The live leases of a semaphore's or read-write lock's reply (JSON record, expiry ms,
-    ...; a record ``[fence, host, pid, thread, since ms]``, after its mode where ``mode``,
-    then 1 for a fair lock's where the record says), oldest first (fences follow grant
-    order)."""
+    """The live leases of a read-write lock's reply (JSON record, expiry ms, ...; a record
+    ``[fence, host, pid, thread, since ms]``, after its mode where ``mode``, then 1 for a
+    fair lock's where the record says), oldest first (fences follow grant order)."""
     leases = []
     for index in range(0, len(records), 2):
         fields = json.loads(_text(records[index]))
@@ -70,14 +69,45 @@ def _leases(now: Any, records: Any, mode: bool) -> tuple[LeaseInfo, ...]:
 
 
 def decode_semaphore(reply: Any) -> LockInfo | None:
-    """INSPECT_SEMAPHORE's reply as a LockInfo (``kind="semaphore"``)."""
+    """INSPECT_SEMAPHORE's reply as a LockInfo (``kind="semaphore"``): each permit with its
+    weight (1 for a permit an older tenure wrote, without one), the waiters in arrival order
+    with theirs (none in the reply of an older tenure's script)."""
     if not reply:
         return None
-    name, fence, limit, now, permits = reply
+    name, fence, limit, now, permits, *places = reply
+    waiters = tuple(_permit_waiter(place) for place in (places[0] if places else ()))
     return LockInfo(
-        _text(name), int(fence or 0), None, None, None, kind="semaphore",
-        limit=int(limit) if limit is not None else None, leases=_leases(now, permits, False),
+        _text(name), int(_text(fence)) if fence is not None else 0, None, None, None,
+        kind="semaphore", limit=int(limit) if limit is not None else None,
+        leases=_permits(now, permits), queued=len(waiters), waiters=waiters,
     )
+
+
+def _permits(now: Any, records: Any) -> tuple[LeaseInfo, ...]:
+    """A semaphore's live permits (JSON record ``[fence, host, pid, thread, since ms,
+    weight]``, expiry ms, ...; an older tenure's record has no weight: 1), oldest first."""
+    leases = []
+    for index in range(0, len(records), 2):
+        fence, host, pid, thread, since, *weight = json.loads(_text(records[index]))
+        expiry = float(_text(records[index + 1]))
+        leases.append(LeaseInfo(
+            Holder(str(host), int(pid), str(thread)), _since(since, 1000),
+            (expiry - int(_text(now))) / 1000, int(fence),
+            weight=int(weight[0]) if weight else 1,
+        ))
+    leases.sort(key=lambda lease: lease.fence or 0)
+    return tuple(leases)
+
+
+def _permit_waiter(place: Any) -> WaiterInfo:
+    """A semaphore's place record ``[weight, host, pid, thread, since ms]``; '' for a place
+    without one (its waiter unknown, its weight 1)."""
+    text = _text(place)
+    if not text:
+        return WaiterInfo(None, None, weight=1)
+    weight, host, pid, thread, since = json.loads(text)
+    return WaiterInfo(Holder(str(host), int(pid), str(thread)), _since(since, 1000),
+                      weight=int(weight))
 
 
 def decode_queue(reply: Any) -> LockInfo | None:

@@ -9,10 +9,12 @@ handed over carries its age since that send, and the lease logic counts the leas
 try goes with the wait in one round trip (``try_or_wait``); both of its ACQUIREs store the
 spec's value, so an election's campaign is granted with its value whichever one grants.
 
-A semaphore's waiter blocks on the semaphore's wake list; a queued (read-write or fair)
-waiter on a wake list of its own. Every blocking wait lasts at most ``max_backoff`` and half
-the socket timeout, and takes a slot of ``wait_connections`` (``_waiting.WaitBudget``); a
-wait without one, or too short for Redis's millisecond timeouts, is a timed pause.
+A queued waiter (read-write or fair lock, a semaphore's permit with a place: every permit's
+on this store, which offers "weighted") blocks on a wake list of its own; a semaphore's
+waiter without a place on the semaphore's shared wake list. Every blocking wait lasts at
+most ``max_backoff`` and half the socket timeout, and takes a slot of ``wait_connections``
+(``_waiting.WaitBudget``); a wait without one, or too short for Redis's millisecond
+timeouts, is a timed pause.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class AsyncRedisAttempt(AsyncAttempt):
             await io.sleep(timeout)
             return
         seconds = min(timeout, store._waits.longest)
-        if kind is Kind.RWLOCK:
+        if self.spec.queues:
             # Redis ends a timed-out BLPOP only on its timer (up to BLOCKING_TIMER late): it
             # asks that much less, so that the wait never outlasts ``timeout`` (which the
             # place's refresh, the next try, must come within).
@@ -136,6 +138,8 @@ class AsyncRedisAttempt(AsyncAttempt):
         try:
             if kind is Kind.LOCK:
                 await self._wait_then_acquire(seconds)
+            elif kind is Kind.SEMAPHORE and self.spec.queues:
+                await store._wait_for_permit_turn(self.name, self.token, seconds)
             elif kind is Kind.SEMAPHORE:
                 await store._wait_for_permit(self.name, seconds)
             else:

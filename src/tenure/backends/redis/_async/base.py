@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
-from tenure._async.store import EVERY_PRIMITIVE, AsyncStore
+from tenure._async.store import WITH_WEIGHTS, AsyncStore
 from tenure._types import Capabilities, LockInfo, Renewal
 from tenure.backends.redis import SCHEMES
 from tenure.backends.redis._async.transport import AsyncTransport, ScriptCall, open_transport
@@ -35,7 +35,7 @@ class AsyncRedisBase(AsyncStore):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True

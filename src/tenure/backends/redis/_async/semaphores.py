@@ -1,5 +1,6 @@
-"""The semaphore's steps on Redis: each one Lua script of ``_semaphores`` (key layout, fences
-and every script's contract are there), and a waiter's wait on the semaphore's wake list."""
+"""The semaphore's steps on Redis: each one Lua script of ``_semaphores`` (key layout, the
+weighted FIFO grant rule, fences and every script's contract are there), and a waiter's wait
+on a wake list of its own (a waiter with a place) or on the semaphore's shared one."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tenure.backends.redis._semaphores import (
     INSPECT_SEMAPHORE,
     PERMIT_OWNED,
     RELEASE_PERMIT,
+    keys_of_semaphore,
     semaphore_keys,
     semaphore_pattern,
 )
@@ -27,23 +29,27 @@ __all__ = ["AsyncPermitSteps"]
 
 
 class AsyncPermitSteps(AsyncRedisBase):
-    """Counting semaphores: a zset of permits by server-clock expiry per name."""
+    """Weighted counting semaphores: per name a zset of permits by server-clock expiry (their
+    records and the heavier ones' weights in hashes), and a queue of waiting places by
+    arrival (their ends in a zset, their waiters and weights in a hash)."""
 
     async def _acquire_permit(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
     ) -> Grant | Busy:
         limit = spec.limit
         keys = semaphore_keys(self._namespace, name)
+        place = 0 if spec.queue_ttl is None else milliseconds(spec.queue_ttl)
         status, value = await self._transport.script(
             ACQUIRE_PERMIT,
-            (keys.meta, keys.permits, keys.holders),
+            keys.all,
             (name, token, milliseconds(ttl), limit, holder.host, holder.pid,
-             holder.thread, self._gc_after_ms),
+             holder.thread, self._gc_after_ms, spec.weight, place),
         )
         if status == 1:
             return Grant(int(value))
         if status == 0:
-            return Busy(max(int(value), 0) / 1000)
+            left = int(value)
+            return Busy(None if left < 0 else left / 1000)
         if status == 2:
             raise limit_mismatch(name, int(value), limit)
         raise digest_collision("semaphore", name, value)
@@ -51,19 +57,15 @@ class AsyncPermitSteps(AsyncRedisBase):
     async def _release_permit(self, name: str, token: str) -> bool:
         keys = semaphore_keys(self._namespace, name)
         released = await self._transport.script(
-            RELEASE_PERMIT,
-            (keys.meta, keys.permits, keys.holders, keys.wake),
-            (token, self._gc_after_ms),
+            RELEASE_PERMIT, keys.all, (token, self._gc_after_ms)
         )
         return bool(released == 1)
 
     def _permit_renewals(
         self, renewals: Sequence[Renewal]
     ) -> list[tuple[Any, Sequence[str], Renewal]]:
-        keys = (semaphore_keys(self._namespace, r.name) for r in renewals)
         return [
-            (EXTEND_PERMITS, (k.meta, k.permits, k.holders), r)
-            for k, r in zip(keys, renewals, strict=True)
+            (EXTEND_PERMITS, semaphore_keys(self._namespace, r.name).all, r) for r in renewals
         ]
 
     async def _permit_owned(self, name: str, token: str) -> bool:
@@ -73,28 +75,32 @@ class AsyncPermitSteps(AsyncRedisBase):
 
     async def _inspect_semaphore(self, name: str) -> LockInfo | None:
         keys = semaphore_keys(self._namespace, name)
-        return decode_semaphore(await self._transport.script(
-            INSPECT_SEMAPHORE, (keys.meta, keys.permits, keys.holders), ()
-        ))
+        return decode_semaphore(await self._transport.script(INSPECT_SEMAPHORE, keys.all, ()))
 
     async def _list_semaphores(self, prefix: str) -> list[LockInfo]:
         return await self._listed(
             semaphore_pattern(self._namespace),
-            lambda meta: (INSPECT_SEMAPHORE, (meta, f"{meta}:permits", f"{meta}:holders"), ()),
+            lambda meta: (INSPECT_SEMAPHORE, keys_of_semaphore(meta).all, ()),
             decode_semaphore, prefix,
         )
 
     async def _break_semaphore(self, name: str) -> bool:
         keys = semaphore_keys(self._namespace, name)
         broken = await self._transport.script(
-            BREAK_SEMAPHORE,
-            (keys.meta, keys.permits, keys.holders, keys.wake),
-            (self._gc_after_ms,),
+            BREAK_SEMAPHORE, keys.all, (self._gc_after_ms,)
         )
         return bool(int(broken) > 0)
 
     async def _wait_for_permit(self, name: str, seconds: float) -> None:
-        """Block on the semaphore's wake list, which each release pushes one item to (so a
-        release wakes one waiter), for ``seconds`` (which ``attempt`` bounds)."""
+        """Block on the semaphore's shared wake list, which each release pushes one item to
+        (so a release wakes one waiter without a place), for ``seconds`` (which ``attempt``
+        bounds)."""
         keys = semaphore_keys(self._namespace, name)
         await self._transport.block(keys.wake, milliseconds(seconds) / 1000)
+
+    async def _wait_for_permit_turn(self, name: str, token: str, seconds: float) -> None:
+        """Block on ``token``'s own wake list, which a release (or a break, a waiter leaving,
+        a lapse noticed) pushes to when its turn may have come, for ``seconds`` (which
+        ``attempt`` bounds)."""
+        wake = semaphore_keys(self._namespace, name).wake_of(token)
+        await self._transport.block(wake, milliseconds(seconds) / 1000)

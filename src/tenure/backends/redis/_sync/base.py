@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
-from tenure._sync.store import EVERY_PRIMITIVE, Store
+from tenure._sync.store import WITH_WEIGHTS, Store
 from tenure._types import Capabilities, LockInfo, Renewal
 from tenure.backends.redis import SCHEMES
 from tenure.backends.redis._sync.transport import Transport, ScriptCall, open_transport
@@ -37,7 +37,7 @@ class RedisBase(Store):
         multi_host=True,
         fault_tolerant=False,
     )
-    offers = EVERY_PRIMITIVE
+    offers = WITH_WEIGHTS
     driver_errors = DRIVER_ERRORS
     max_backoff = 0.5
     notifies = True
