@@ -15,22 +15,12 @@ import tenure
 from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.places import queued, until_queued
 from tests.conformance._async.release_races import extend_racing_release
 from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "fair"
 
-
-async def queued(locks: tenure.AsyncLocks, name: str) -> int:
-    info = await locks.inspect(name, kind="rwlock")
-    return 0 if info is None else info.queued
-
-
-async def until_queued(locks: tenure.AsyncLocks, name: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while await queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        await helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -59,7 +49,7 @@ async def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
         def waiter(number: int) -> Callable[[], Awaitable[None]]:
             async def wait() -> None:
                 # Arrive only after the ones before: arrival order is 0, 1, 2...
-                await until_queued(locks, name, number)
+                await until_queued(locks, name, "rwlock", number)
                 lock = locks.lock(name, ttl=10, fair=True)
                 assert await lock.acquire(timeout=30)
                 order.append(number)
@@ -69,13 +59,13 @@ async def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
             return wait
 
         async def open_the_door() -> None:
-            await until_queued(locks, name, waiters)
+            await until_queued(locks, name, "rwlock", waiters)
             await first.release()
 
         # Started in reverse: only the queue, not the start order, makes the grant order.
         await helpers.gather(open_the_door, *[waiter(n) for n in reversed(range(waiters))])
         assert order == list(range(waiters))
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
 
 
 async def test_a_late_comer_waits_behind_the_queue(backend_url: str, name: str) -> None:
@@ -91,7 +81,7 @@ async def test_a_late_comer_waits_behind_the_queue(backend_url: str, name: str) 
             return took
 
         async def barge() -> bool:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "rwlock", 1)
             await holder.release()
             # Free, but somebody waits: a newcomer does not overtake it.
             return await locks.lock(name, ttl=10, fair=True).acquire(blocking=False)
@@ -105,13 +95,13 @@ async def test_a_try_and_a_timeout_leave_no_place(backend_url: str, name: str) -
         assert await holder.acquire()
         other = locks.lock(name, ttl=10, fair=True)
         assert await other.acquire(blocking=False) is False
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         assert await other.acquire(timeout=0.2) is False
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         with pytest.raises(tenure.LockTimeout):
             async with locks.lock(name, ttl=10, fair=True, timeout=0.1):
                 pass
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         await holder.release()
         assert await other.acquire(blocking=False)
         await other.release()
@@ -134,7 +124,7 @@ async def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
         started = time.monotonic()
         assert await late.acquire(timeout=5)
         assert time.monotonic() - started < 2
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         await late.release()
 
 
@@ -225,7 +215,7 @@ async def test_inspect_shows_a_fair_lock_as_fair(backend_url: str, name: str) ->
             return take
 
         async def look_then_release() -> None:
-            await until_queued(locks, name, 3)
+            await until_queued(locks, name, "rwlock", 3)
             seen.append(await locks.inspect(name, kind="rwlock"))
             seen.append(await locks.inspect(name, kind="fair"))
             await holder.release()
@@ -258,7 +248,7 @@ async def kind_while_waiting(
         await waiter.release()
 
     async def look_then_release() -> None:
-        await until_queued(locks, name, 1)
+        await until_queued(locks, name, "rwlock", 1)
         info = await locks.inspect(name, kind="rwlock")
         assert info is not None and info.held
         kinds.append(info.kind)
@@ -302,7 +292,7 @@ async def test_mutual_exclusion_under_contention(backend_url: str, name: str) ->
 
         assert await helpers.gather(*[worker for _ in range(4)]) == [4] * 4
         assert most == 1
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
 
 
 async def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name: str) -> None:
@@ -318,7 +308,7 @@ async def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name
             return took
 
         async def break_it() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "rwlock", 1)
             assert await locks.break_lock(name, kind="rwlock")
             assert await helpers.wait_event(holder.lost, 2.0)
 

@@ -14,23 +14,12 @@ import tenure
 from tenure._async.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.places import queued, until_queued
 from tests.conformance._async.release_races import extend_racing_release
 from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 PRIMITIVE = "rwlock"
 
-
-async def queued(locks: tenure.AsyncLocks, name: str) -> int:
-    info = await locks.inspect(name, kind="rwlock")
-    return 0 if info is None else info.queued
-
-
-async def until_queued(locks: tenure.AsyncLocks, name: str, count: int) -> None:
-    """Wait until ``count`` places are in the queue of ``name`` (at most 10 s)."""
-    deadline = time.monotonic() + 10
-    while await queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        await helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -70,12 +59,12 @@ async def test_a_waiting_writer_holds_back_new_readers(backend_url: str, name: s
             await writer.release()
 
         async def then_read() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "rwlock", 1)
             late = rw.read()
             # The writer waits for the first reader; a reader arriving now waits for it.
             assert await late.acquire(blocking=False) is False
             assert await late.acquire(timeout=0.2) is False
-            assert await queued(locks, name) == 1  # the late reader left no place behind
+            assert await queued(locks, name, "rwlock") == 1  # the late reader left no place behind
             order.append("released first reader")
             await first.release()
             assert await late.acquire(timeout=10)
@@ -103,14 +92,14 @@ async def test_readers_that_arrived_before_a_writer_go_first(
             await handle.release()
 
         async def writer() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "rwlock", 1)
             handle = rw.write()
             assert await handle.acquire(timeout=10)
             order.append("writer")
             await handle.release()
 
         async def release() -> None:
-            await until_queued(locks, name, 2)
+            await until_queued(locks, name, "rwlock", 2)
             await holder.release()
 
         await helpers.gather(reader, writer, release)
@@ -149,11 +138,11 @@ async def test_a_try_leaves_no_place_in_the_queue(backend_url: str, name: str) -
         assert await writer.acquire(blocking=False)
         for handle in (rw.read(), rw.write()):
             assert await handle.acquire(blocking=False) is False
-            assert await queued(locks, name) == 0
+            assert await queued(locks, name, "rwlock") == 0
             with pytest.raises(tenure.LockTimeout):
                 async with rw.read(blocking=False):
                     pass
-            assert await queued(locks, name) == 0
+            assert await queued(locks, name, "rwlock") == 0
         await writer.release()
         # Nothing left behind holds the next writer back.
         assert await rw.write().acquire(blocking=False)
@@ -169,7 +158,7 @@ async def test_a_timed_out_waiter_leaves_no_place(backend_url: str, name: str) -
         assert await writer.acquire(timeout=0.3) is False
         assert time.monotonic() - started >= 0.3
         assert writer.fence is None
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         # No writer waits any more: a new reader gets in at once.
         assert await rw.read().acquire(blocking=False)
         await reader.release()
@@ -202,7 +191,7 @@ async def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
             Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
-        assert await queued(locks, name) == 1
+        assert await queued(locks, name, "rwlock") == 1
         # Its place holds back new readers while it lasts...
         assert await rw.read().acquire(blocking=False) is False
         await holder.release()
@@ -212,7 +201,7 @@ async def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         started = time.monotonic()
         assert await writer.acquire(timeout=5)
         assert time.monotonic() - started < 2
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
         await writer.release()
 
 
@@ -250,7 +239,7 @@ async def test_reentrant_reads_nest_while_a_writer_waits(backend_url: str, name:
 
         async def nest() -> bool:
             async with rw.read() as outer:
-                await until_queued(locks, name, 1)
+                await until_queued(locks, name, "rwlock", 1)
                 # One handle per side: the nested read counts in-process, never queues
                 # behind the waiting writer (which waits for the outer read).
                 async with rw.read() as inner:
@@ -314,7 +303,7 @@ async def test_context_managers_and_lock_timeout(backend_url: str, name: str) ->
         assert reader.fence is None
         async with rw.write() as writer:
             assert writer.fence is not None
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
 
 
 async def test_no_writer_ever_overlaps_anyone(backend_url: str, name: str) -> None:
@@ -352,7 +341,7 @@ async def test_no_writer_ever_overlaps_anyone(backend_url: str, name: str) -> No
         assert counts == [4, 4, 4, 3, 3]
         assert overlaps == 0
         assert most_readers >= 2  # readers did share
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "rwlock") == 0
 
 
 async def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name: str) -> None:
@@ -367,7 +356,7 @@ async def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name:
             return await writer.acquire(timeout=10)
 
         async def look() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "rwlock", 1)
             info = await rw.inspect()
             assert info is not None
             assert info.kind == "rwlock" and info.held and info.queued == 1

@@ -13,20 +13,10 @@ import pytest
 
 import tenure
 from tests.conformance import async_helpers as helpers
+from tests.conformance._async.places import queued, until_queued
 
 PRIMITIVE = "weighted"
 
-
-async def queued(locks: tenure.AsyncLocks, name: str) -> int:
-    info = await locks.inspect(name, kind="semaphore")
-    return 0 if info is None else info.queued
-
-
-async def until_queued(locks: tenure.AsyncLocks, name: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while await queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        await helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -104,7 +94,7 @@ async def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
 
         def waiter(number: int) -> Callable[[], Awaitable[None]]:
             async def wait() -> None:
-                await until_queued(locks, name, number)  # arrive after the ones before
+                await until_queued(locks, name, "semaphore", number)  # arrive after the ones before
                 permit = locks.semaphore(name, limit=4, weight=weights[number], ttl=10)
                 assert await permit.acquire(timeout=30)
                 order.append(number)
@@ -114,7 +104,7 @@ async def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
             return wait
 
         async def open_the_door() -> None:
-            await until_queued(locks, name, len(weights))
+            await until_queued(locks, name, "semaphore", len(weights))
             info = await locks.inspect(name, kind="semaphore")
             assert info is not None
             assert [waiter.weight for waiter in info.waiters] == weights
@@ -123,7 +113,7 @@ async def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
         # Started in reverse: only the queue, not the start order, makes the grant order.
         await helpers.gather(open_the_door, *[waiter(n) for n in reversed(range(len(weights)))])
         assert order == list(range(len(weights)))
-        assert await queued(locks, name) == 0
+        assert await queued(locks, name, "semaphore") == 0
 
 
 async def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name: str) -> None:
@@ -142,7 +132,7 @@ async def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name:
             await heavy.release()
 
         async def light_stream() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "semaphore", 1)
             # Two units are free, but the heavy waiter is ahead: every light newcomer waits.
             for _ in range(5):
                 late = locks.semaphore(name, limit=4, ttl=10)
@@ -156,7 +146,7 @@ async def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name:
                 await late.release()
 
             async def free_the_holders() -> None:
-                await until_queued(locks, name, 2)
+                await until_queued(locks, name, "semaphore", 2)
                 for permit in holders:
                     await helpers.sleep(0.05)
                     await permit.release()
@@ -173,9 +163,9 @@ async def test_a_waiter_that_gives_up_leaves_the_queue(backend_url: str, name: s
         assert await holder.acquire(blocking=False)
         heavy = locks.semaphore(name, limit=4, weight=3, ttl=10)
         assert await heavy.acquire(blocking=False) is False
-        assert await queued(locks, name) == 0  # a try takes no place
+        assert await queued(locks, name, "semaphore") == 0  # a try takes no place
         assert await heavy.acquire(timeout=0.3) is False
-        assert await queued(locks, name) == 0  # a timed-out wait left its place
+        assert await queued(locks, name, "semaphore") == 0  # a timed-out wait left its place
         light = locks.semaphore(name, limit=4, weight=2, ttl=10)
         assert await light.acquire(blocking=False)  # nobody ahead any more: it fits
         for permit in (holder, light):
@@ -222,7 +212,7 @@ async def test_inspect_shows_units_in_use_and_waiters_with_weights(
             await waiting.release()
 
         async def look() -> None:
-            await until_queued(locks, name, 1)
+            await until_queued(locks, name, "semaphore", 1)
             info = await locks.inspect(name, kind="semaphore")
             assert info is not None and info.queued == 1
             (waiter,) = info.waiters

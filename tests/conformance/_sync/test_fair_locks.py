@@ -17,22 +17,12 @@ import tenure
 from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.places import queued, until_queued
 from tests.conformance._sync.release_races import extend_racing_release
 from tests.timing import RENEWED_FOR, renewed_ttl
 
 PRIMITIVE = "fair"
 
-
-def queued(locks: tenure.Locks, name: str) -> int:
-    info = locks.inspect(name, kind="rwlock")
-    return 0 if info is None else info.queued
-
-
-def until_queued(locks: tenure.Locks, name: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -61,7 +51,7 @@ def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
         def waiter(number: int) -> Callable[[], None]:
             def wait() -> None:
                 # Arrive only after the ones before: arrival order is 0, 1, 2...
-                until_queued(locks, name, number)
+                until_queued(locks, name, "rwlock", number)
                 lock = locks.lock(name, ttl=10, fair=True)
                 assert lock.acquire(timeout=30)
                 order.append(number)
@@ -71,13 +61,13 @@ def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
             return wait
 
         def open_the_door() -> None:
-            until_queued(locks, name, waiters)
+            until_queued(locks, name, "rwlock", waiters)
             first.release()
 
         # Started in reverse: only the queue, not the start order, makes the grant order.
         helpers.gather(open_the_door, *[waiter(n) for n in reversed(range(waiters))])
         assert order == list(range(waiters))
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
 
 
 def test_a_late_comer_waits_behind_the_queue(backend_url: str, name: str) -> None:
@@ -93,7 +83,7 @@ def test_a_late_comer_waits_behind_the_queue(backend_url: str, name: str) -> Non
             return took
 
         def barge() -> bool:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "rwlock", 1)
             holder.release()
             # Free, but somebody waits: a newcomer does not overtake it.
             return locks.lock(name, ttl=10, fair=True).acquire(blocking=False)
@@ -107,13 +97,13 @@ def test_a_try_and_a_timeout_leave_no_place(backend_url: str, name: str) -> None
         assert holder.acquire()
         other = locks.lock(name, ttl=10, fair=True)
         assert other.acquire(blocking=False) is False
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         assert other.acquire(timeout=0.2) is False
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         with pytest.raises(tenure.LockTimeout):
             with locks.lock(name, ttl=10, fair=True, timeout=0.1):
                 pass
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         holder.release()
         assert other.acquire(blocking=False)
         other.release()
@@ -136,7 +126,7 @@ def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
         started = time.monotonic()
         assert late.acquire(timeout=5)
         assert time.monotonic() - started < 2
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         late.release()
 
 
@@ -227,7 +217,7 @@ def test_inspect_shows_a_fair_lock_as_fair(backend_url: str, name: str) -> None:
             return take
 
         def look_then_release() -> None:
-            until_queued(locks, name, 3)
+            until_queued(locks, name, "rwlock", 3)
             seen.append(locks.inspect(name, kind="rwlock"))
             seen.append(locks.inspect(name, kind="fair"))
             holder.release()
@@ -260,7 +250,7 @@ def kind_while_waiting(
         waiter.release()
 
     def look_then_release() -> None:
-        until_queued(locks, name, 1)
+        until_queued(locks, name, "rwlock", 1)
         info = locks.inspect(name, kind="rwlock")
         assert info is not None and info.held
         kinds.append(info.kind)
@@ -304,7 +294,7 @@ def test_mutual_exclusion_under_contention(backend_url: str, name: str) -> None:
 
         assert helpers.gather(*[worker for _ in range(4)]) == [4] * 4
         assert most == 1
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
 
 
 def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name: str) -> None:
@@ -320,7 +310,7 @@ def test_break_frees_the_holder_and_keeps_the_queue(backend_url: str, name: str)
             return took
 
         def break_it() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "rwlock", 1)
             assert locks.break_lock(name, kind="rwlock")
             assert helpers.wait_event(holder.lost, 2.0)
 

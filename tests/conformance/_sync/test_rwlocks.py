@@ -16,23 +16,12 @@ import tenure
 from tenure._sync.rwlock import queued_spec
 from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.places import queued, until_queued
 from tests.conformance._sync.release_races import extend_racing_release
 from tests.timing import RENEWED_FOR, renewed_ttl, scaled
 
 PRIMITIVE = "rwlock"
 
-
-def queued(locks: tenure.Locks, name: str) -> int:
-    info = locks.inspect(name, kind="rwlock")
-    return 0 if info is None else info.queued
-
-
-def until_queued(locks: tenure.Locks, name: str, count: int) -> None:
-    """Wait until ``count`` places are in the queue of ``name`` (at most 10 s)."""
-    deadline = time.monotonic() + 10
-    while queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -72,12 +61,12 @@ def test_a_waiting_writer_holds_back_new_readers(backend_url: str, name: str) ->
             writer.release()
 
         def then_read() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "rwlock", 1)
             late = rw.read()
             # The writer waits for the first reader; a reader arriving now waits for it.
             assert late.acquire(blocking=False) is False
             assert late.acquire(timeout=0.2) is False
-            assert queued(locks, name) == 1  # the late reader left no place behind
+            assert queued(locks, name, "rwlock") == 1  # the late reader left no place behind
             order.append("released first reader")
             first.release()
             assert late.acquire(timeout=10)
@@ -105,14 +94,14 @@ def test_readers_that_arrived_before_a_writer_go_first(
             handle.release()
 
         def writer() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "rwlock", 1)
             handle = rw.write()
             assert handle.acquire(timeout=10)
             order.append("writer")
             handle.release()
 
         def release() -> None:
-            until_queued(locks, name, 2)
+            until_queued(locks, name, "rwlock", 2)
             holder.release()
 
         helpers.gather(reader, writer, release)
@@ -151,11 +140,11 @@ def test_a_try_leaves_no_place_in_the_queue(backend_url: str, name: str) -> None
         assert writer.acquire(blocking=False)
         for handle in (rw.read(), rw.write()):
             assert handle.acquire(blocking=False) is False
-            assert queued(locks, name) == 0
+            assert queued(locks, name, "rwlock") == 0
             with pytest.raises(tenure.LockTimeout):
                 with rw.read(blocking=False):
                     pass
-            assert queued(locks, name) == 0
+            assert queued(locks, name, "rwlock") == 0
         writer.release()
         # Nothing left behind holds the next writer back.
         assert rw.write().acquire(blocking=False)
@@ -171,7 +160,7 @@ def test_a_timed_out_waiter_leaves_no_place(backend_url: str, name: str) -> None
         assert writer.acquire(timeout=0.3) is False
         assert time.monotonic() - started >= 0.3
         assert writer.fence is None
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         # No writer waits any more: a new reader gets in at once.
         assert rw.read().acquire(blocking=False)
         reader.release()
@@ -204,7 +193,7 @@ def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
             Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
-        assert queued(locks, name) == 1
+        assert queued(locks, name, "rwlock") == 1
         # Its place holds back new readers while it lasts...
         assert rw.read().acquire(blocking=False) is False
         holder.release()
@@ -214,7 +203,7 @@ def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         started = time.monotonic()
         assert writer.acquire(timeout=5)
         assert time.monotonic() - started < 2
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
         writer.release()
 
 
@@ -252,7 +241,7 @@ def test_reentrant_reads_nest_while_a_writer_waits(backend_url: str, name: str) 
 
         def nest() -> bool:
             with rw.read() as outer:
-                until_queued(locks, name, 1)
+                until_queued(locks, name, "rwlock", 1)
                 # One handle per side: the nested read counts in-process, never queues
                 # behind the waiting writer (which waits for the outer read).
                 with rw.read() as inner:
@@ -316,7 +305,7 @@ def test_context_managers_and_lock_timeout(backend_url: str, name: str) -> None:
         assert reader.fence is None
         with rw.write() as writer:
             assert writer.fence is not None
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
 
 
 def test_no_writer_ever_overlaps_anyone(backend_url: str, name: str) -> None:
@@ -354,7 +343,7 @@ def test_no_writer_ever_overlaps_anyone(backend_url: str, name: str) -> None:
         assert counts == [4, 4, 4, 3, 3]
         assert overlaps == 0
         assert most_readers >= 2  # readers did share
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "rwlock") == 0
 
 
 def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name: str) -> None:
@@ -369,7 +358,7 @@ def test_inspect_and_list_show_modes_and_the_queue(backend_url: str, name: str) 
             return writer.acquire(timeout=10)
 
         def look() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "rwlock", 1)
             info = rw.inspect()
             assert info is not None
             assert info.kind == "rwlock" and info.held and info.queued == 1

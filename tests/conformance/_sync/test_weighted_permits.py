@@ -15,20 +15,10 @@ import pytest
 
 import tenure
 from tests.conformance import sync_helpers as helpers
+from tests.conformance._sync.places import queued, until_queued
 
 PRIMITIVE = "weighted"
 
-
-def queued(locks: tenure.Locks, name: str) -> int:
-    info = locks.inspect(name, kind="semaphore")
-    return 0 if info is None else info.queued
-
-
-def until_queued(locks: tenure.Locks, name: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while queued(locks, name) < count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued"
-        helpers.sleep(0.01)
 
 
 @pytest.mark.smoke
@@ -106,7 +96,7 @@ def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
 
         def waiter(number: int) -> Callable[[], None]:
             def wait() -> None:
-                until_queued(locks, name, number)  # arrive after the ones before
+                until_queued(locks, name, "semaphore", number)  # arrive after the ones before
                 permit = locks.semaphore(name, limit=4, weight=weights[number], ttl=10)
                 assert permit.acquire(timeout=30)
                 order.append(number)
@@ -116,7 +106,7 @@ def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
             return wait
 
         def open_the_door() -> None:
-            until_queued(locks, name, len(weights))
+            until_queued(locks, name, "semaphore", len(weights))
             info = locks.inspect(name, kind="semaphore")
             assert info is not None
             assert [waiter.weight for waiter in info.waiters] == weights
@@ -125,7 +115,7 @@ def test_grants_follow_arrival_order(backend_url: str, name: str) -> None:
         # Started in reverse: only the queue, not the start order, makes the grant order.
         helpers.gather(open_the_door, *[waiter(n) for n in reversed(range(len(weights)))])
         assert order == list(range(len(weights)))
-        assert queued(locks, name) == 0
+        assert queued(locks, name, "semaphore") == 0
 
 
 def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name: str) -> None:
@@ -144,7 +134,7 @@ def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name: str) 
             heavy.release()
 
         def light_stream() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "semaphore", 1)
             # Two units are free, but the heavy waiter is ahead: every light newcomer waits.
             for _ in range(5):
                 late = locks.semaphore(name, limit=4, ttl=10)
@@ -158,7 +148,7 @@ def test_a_heavy_waiter_at_the_head_is_not_starved(backend_url: str, name: str) 
                 late.release()
 
             def free_the_holders() -> None:
-                until_queued(locks, name, 2)
+                until_queued(locks, name, "semaphore", 2)
                 for permit in holders:
                     helpers.sleep(0.05)
                     permit.release()
@@ -175,9 +165,9 @@ def test_a_waiter_that_gives_up_leaves_the_queue(backend_url: str, name: str) ->
         assert holder.acquire(blocking=False)
         heavy = locks.semaphore(name, limit=4, weight=3, ttl=10)
         assert heavy.acquire(blocking=False) is False
-        assert queued(locks, name) == 0  # a try takes no place
+        assert queued(locks, name, "semaphore") == 0  # a try takes no place
         assert heavy.acquire(timeout=0.3) is False
-        assert queued(locks, name) == 0  # a timed-out wait left its place
+        assert queued(locks, name, "semaphore") == 0  # a timed-out wait left its place
         light = locks.semaphore(name, limit=4, weight=2, ttl=10)
         assert light.acquire(blocking=False)  # nobody ahead any more: it fits
         for permit in (holder, light):
@@ -224,7 +214,7 @@ def test_inspect_shows_units_in_use_and_waiters_with_weights(
             waiting.release()
 
         def look() -> None:
-            until_queued(locks, name, 1)
+            until_queued(locks, name, "semaphore", 1)
             info = locks.inspect(name, kind="semaphore")
             assert info is not None and info.queued == 1
             (waiter,) = info.waiters
