@@ -70,6 +70,26 @@ Permit = tuple[int, int, int]
 ``time.monotonic_ns()``, one clock for the whole host."""
 
 
+
+def start_together(running: list[subprocess.Popen[str]], start: pathlib.Path, *,
+                   timeout: float) -> None:
+    """Wait for every worker's "ready" (each connected), touch ``start`` so that they begin
+    at once, and wait for each to finish within ``timeout``; kill what is left if not."""
+    try:
+        for process in running:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
+                                                    else "")
+        start.touch()
+        for process in running:
+            finish(process, timeout=timeout)
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
 def run_permits(url: str, name: str, tmp: pathlib.Path, *, processes: int, rounds: int,
                 limit: int, hold: float) -> list[list[Permit]]:
     """``processes`` workers, all connected before any starts, x ``rounds`` permits of the
@@ -80,20 +100,7 @@ def run_permits(url: str, name: str, tmp: pathlib.Path, *, processes: int, round
         worker("permits", url, name, str(limit), str(rounds), str(hold), str(start), str(out))
         for out in outputs
     ]
-    try:
-        for process in running:
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
-                                                    else "")
-        start.touch()
-        for process in running:
-            finish(process, timeout=600)
-    finally:
-        for process in running:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+    start_together(running, start, timeout=600)
     return [
         [(int(entered), int(left), int(fence))
          for entered, left, fence in (line.split() for line in out.read_text().splitlines())]
@@ -117,20 +124,7 @@ def run_weighted_permits(url: str, name: str, tmp: pathlib.Path, *, weights: lis
                str(start), str(out))
         for weight, out in zip(weights, outputs, strict=True)
     ]
-    try:
-        for process in running:
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
-                                                    else "")
-        start.touch()
-        for process in running:
-            finish(process, timeout=900)
-    finally:
-        for process in running:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+    start_together(running, start, timeout=900)
     return [
         [(int(asked), int(entered), int(left), int(fence), weight)
          for asked, entered, left, fence in (line.split() for line in out.read_text().splitlines())]
