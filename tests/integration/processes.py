@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import tenure
 
@@ -66,22 +67,21 @@ def sigkill_handover_seconds(url: str, name: str, ttl: float) -> float:
 
 
 Permit = tuple[int, int, int]
-"""One permit as a ``permits`` worker saw it: (entered ns, left ns, fence); the times are
+"""One lease as a worker saw it: (entered ns, left ns, fence); the times are
 ``time.monotonic_ns()``, one clock for the whole host."""
 
 
-
-def start_together(running: list[subprocess.Popen[str]], start: pathlib.Path, *,
+def start_together(running: list[subprocess.Popen[str]], start: Callable[[], None], *,
                    timeout: float) -> None:
-    """Wait for every worker's "ready" (each connected), touch ``start`` so that they begin
-    at once, and wait for each to finish within ``timeout``; kill what is left if not."""
+    """Wait for every worker's "ready" (each connected), call ``start`` to set them going,
+    and wait for each to finish within ``timeout``; kill what is left if not."""
     try:
         for process in running:
             assert process.stdout is not None
             line = process.stdout.readline()
             assert line.strip() == "ready", line + (process.stderr.read() if process.stderr
                                                     else "")
-        start.touch()
+        start()
         for process in running:
             finish(process, timeout=timeout)
     finally:
@@ -90,41 +90,46 @@ def start_together(running: list[subprocess.Popen[str]], start: pathlib.Path, *,
                 process.kill()
                 process.communicate()
 
-def run_permits(url: str, name: str, tmp: pathlib.Path, *, processes: int, rounds: int,
-                limit: int, hold: float) -> list[list[Permit]]:
-    """``processes`` workers, all connected before any starts, x ``rounds`` permits of the
-    semaphore ``name`` (``limit``), each held ``hold`` seconds; every worker's permits."""
-    start = tmp / "start"
-    outputs = [tmp / f"permits-{index}.txt" for index in range(processes)]
-    running = [
-        worker("permits", url, name, str(limit), str(rounds), str(hold), str(start), str(out))
-        for out in outputs
-    ]
-    start_together(running, start, timeout=600)
-    return [
-        [(int(entered), int(left), int(fence))
-         for entered, left, fence in (line.split() for line in out.read_text().splitlines())]
-        for out in outputs
-    ]
-
 
 WeightedPermit = tuple[int, int, int, int, int]
-"""(asked ns, entered ns, left ns, fence, weight) of one weighted permit."""
+"""(asked ns, entered ns, left ns, fence, weight) of one permit."""
 
 
-def run_weighted_permits(url: str, name: str, tmp: pathlib.Path, *, weights: list[int],
-                         rounds: int, limit: int, hold: float) -> list[list[WeightedPermit]]:
-    """A worker per weight, all connected before any starts, x ``rounds`` permits of that
-    weight of the semaphore ``name`` (``limit``), each held ``hold`` seconds; every worker's
-    permits."""
-    start = tmp / "start"
-    outputs = [tmp / f"weighted-{index}.txt" for index in range(len(weights))]
+def run_permits(url: str, name: str, tmp: pathlib.Path, *, weights: list[int], rounds: int,
+                limit: int, hold: float) -> list[list[WeightedPermit]]:
+    """A worker per weight x ``rounds`` permits of that weight of the semaphore ``name``
+    (``limit``), each held ``hold`` seconds; every worker's permits.
+
+    The first round is staged so that the permits reach the limit whatever the store's
+    speed: the workers ask one at a time in the order of ``weights`` (each only once the one
+    before holds a permit or waits in the queue, as ``inspect`` shows), and each holds its
+    first permit until all of them have asked. So, the queue being first come first served,
+    the first weights that fit are held at once; a test whose weights start with a run that
+    adds up to ``limit`` reaches it by construction, not by the luck of the timing. The
+    later rounds contend freely."""
+    go = tmp / "go"
+    turns = [tmp / f"turn-{index}" for index in range(len(weights))]
+    outputs = [tmp / f"permits-{index}.txt" for index in range(len(weights))]
     running = [
-        worker("weighted", url, name, str(limit), str(weight), str(rounds), str(hold),
-               str(start), str(out))
-        for weight, out in zip(weights, outputs, strict=True)
+        worker("permits", url, name, str(limit), str(weight), str(rounds), str(hold),
+               str(turn), str(go), str(out))
+        for weight, turn, out in zip(weights, turns, outputs, strict=True)
     ]
-    start_together(running, start, timeout=900)
+
+    def in_turn() -> None:
+        with tenure.connect(url) as locks:
+            for asked, turn in enumerate(turns, start=1):
+                turn.touch()
+                deadline = time.monotonic() + 120
+                while True:
+                    info = locks.inspect(name, kind="semaphore")
+                    if info is not None and len(info.leases) + len(info.waiters) >= asked:
+                        break
+                    assert time.monotonic() < deadline, f"worker {asked} never asked"
+                    time.sleep(0.002)
+        go.touch()
+
+    start_together(running, in_turn, timeout=900)
     return [
         [(int(asked), int(entered), int(left), int(fence), weight)
          for asked, entered, left, fence in (line.split() for line in out.read_text().splitlines())]

@@ -1,7 +1,7 @@
 """Semaphores across real processes, on every backend that has them and that processes
 share (memory:// lives in one process, so it is left out): 16 processes contending for a
-limit=3 semaphore never hold more than 3 permits at once, reach 3, and every one of them gets
-its permits; a permit whose holder is SIGKILLed is free again within its ttl + 1 s.
+limit=3 semaphore never hold more than 3 permits at once, reach 3 (the first round fills
+the limit by construction), and every one of them gets its permits; a permit whose holder is SIGKILLed is free again within its ttl + 1 s.
 
 ``TENURE_SEMAPHORE_ROUNDS`` sets the permits each process takes: by default 20, which keeps
 the slowest backend (etcd, about 25 permits/s on a shared 2-core host) near 15 s; the issue's
@@ -18,7 +18,11 @@ import pytest
 import tenure
 from tests.backends import row
 from tests.conftest import offers, selected_backends
-from tests.integration.processes import most_at_once, run_permits, sigkill_permit_handover_seconds
+from tests.integration.processes import (
+    most_units_at_once,
+    run_permits,
+    sigkill_permit_handover_seconds,
+)
 from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -28,11 +32,8 @@ PROCESSES = 16
 LIMIT = 3
 ROUNDS = int(os.environ.get("TENURE_SEMAPHORE_ROUNDS", "20"))
 HOLD = 0.005
-"""Seconds each permit is held: long beside a grant, so that the 3 permits overlap."""
-CONSENSUS_HOLD = 0.1
-"""The same on etcd and ZooKeeper, whose grants take a quorum write (tens of ms, more on a
-loaded machine): 5 ms there let one permit end before the third was granted; and on the
-MongoDB stand-in, a server written in Python, whose grants take milliseconds too."""
+"""Seconds each permit is held after the first round (which fills the limit by construction:
+see ``run_permits``), so that permits overlap."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -56,18 +57,14 @@ def shared_url(request: pytest.FixtureRequest) -> str:
 def test_sixteen_processes_never_hold_more_than_the_limit(
     shared_url: str, tmp_path: pathlib.Path, name: str
 ) -> None:
-    slow_grants = shared_url.startswith(("etcd", "zookeeper", "zk", "mongodb"))
-    # A fast store's short hold stretches with the load now; the slow stores' is long
-    # enough as it is (scaled too, 16 processes' holds back to back took 85 s).
-    hold = CONSENSUS_HOLD if slow_grants else scaled(HOLD)
-    seen = run_permits(shared_url, name, tmp_path, processes=PROCESSES, rounds=ROUNDS,
-                       limit=LIMIT, hold=hold)
+    seen = run_permits(shared_url, name, tmp_path, weights=[1] * PROCESSES, rounds=ROUNDS,
+                       limit=LIMIT, hold=scaled(HOLD))
     assert [len(permits) for permits in seen] == [ROUNDS] * PROCESSES
     permits = [permit for process in seen for permit in process]
-    most = most_at_once(permits)
+    most = most_units_at_once(permits)
     assert most <= LIMIT, f"{most} permits held at once"
     assert most == LIMIT, f"the {LIMIT} permits were never all held at once"
-    fences = [fence for _, _, fence in permits]
+    fences = [fence for _, _, _, fence, _ in permits]
     assert len(set(fences)) == len(fences), "a fence was granted twice"
     with tenure.connect(shared_url) as locks:
         info = locks.inspect(name, kind="semaphore")

@@ -7,14 +7,13 @@
         acquire, print "acquired <fence>", then sleep until killed.
     python -m tests.integration.workers fences URL NAME COUNT
         COUNT acquire/release cycles; prints every fence.
-    python -m tests.integration.workers permits URL NAME LIMIT ROUNDS HOLD START OUT
-        connect, print "ready", wait until the file START exists, then ROUNDS times: take a
-        permit of the semaphore NAME (limit LIMIT), hold it HOLD seconds, release it. Writes
-        one line per permit to OUT: "<entered ns> <left ns> <fence>", time.monotonic_ns()
-        just after acquire returned and just before release (one clock for the host).
-    python -m tests.integration.workers weighted URL NAME LIMIT WEIGHT ROUNDS HOLD START OUT
-        as ``permits``, each permit of weight WEIGHT; each line "<asked ns> <entered ns>
-        <left ns> <fence>", time.monotonic_ns() just before acquire was called too.
+    python -m tests.integration.workers permits URL NAME LIMIT WEIGHT ROUNDS HOLD TURN GO OUT
+        connect, print "ready", wait until the file TURN exists, then ROUNDS times: take a
+        permit of weight WEIGHT of the semaphore NAME (limit LIMIT), hold it HOLD seconds
+        (the first one until the file GO exists too), release it. Writes one line per
+        permit to OUT: "<asked ns> <entered ns> <left ns> <fence>", time.monotonic_ns()
+        just before acquire was called, just after it returned and just before release
+        (one clock for the host).
     python -m tests.integration.workers hold-permit URL NAME LIMIT TTL
         take a permit (renewed), print "acquired <fence>", then sleep until killed.
     python -m tests.integration.workers hold-reads URL NAME COUNT TTL
@@ -71,45 +70,34 @@ def fences(url: str, name: str, count: int) -> None:
     print(" ".join(map(str, seen)), flush=True)
 
 
-def permits(url: str, name: str, limit: int, rounds: int, hold: float, start: str,
-            out: str) -> None:
+def permits(url: str, name: str, limit: int, weight: int, rounds: int, hold: float,
+            turn: str, go: str, out: str) -> None:
     lines = []
     with tenure.connect(url) as locks:
         locks.inspect(name, kind="semaphore")  # connect before the start line
         print("ready", flush=True)
-        while not pathlib.Path(start).exists():
-            time.sleep(0.001)
-        permit = locks.semaphore(name, limit=limit, ttl=30)
-        for _ in range(rounds):
-            if not permit.acquire(timeout=120):
-                raise SystemExit(f"no permit of {name!r} within 120 s")
-            entered = time.monotonic_ns()
-            time.sleep(hold)
-            left = time.monotonic_ns()
-            lines.append(f"{entered} {left} {permit.fence}")
-            permit.release()
-    pathlib.Path(out).write_text("\n".join(lines) + "\n")
-
-
-def weighted(url: str, name: str, limit: int, weight: int, rounds: int, hold: float,
-             start: str, out: str) -> None:
-    lines = []
-    with tenure.connect(url) as locks:
-        locks.inspect(name, kind="semaphore")  # connect before the start line
-        print("ready", flush=True)
-        while not pathlib.Path(start).exists():
-            time.sleep(0.001)
+        _wait_for_file(turn)
         permit = locks.semaphore(name, limit=limit, weight=weight, ttl=30)
-        for _ in range(rounds):
+        for round in range(rounds):
             asked = time.monotonic_ns()
             if not permit.acquire(timeout=300):
                 raise SystemExit(f"no permit of {name!r} (weight {weight}) within 300 s")
             entered = time.monotonic_ns()
+            if round == 0:
+                _wait_for_file(go)
             time.sleep(hold)
             left = time.monotonic_ns()
             lines.append(f"{asked} {entered} {left} {permit.fence}")
             permit.release()
     pathlib.Path(out).write_text("\n".join(lines) + "\n")
+
+
+def _wait_for_file(path: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not pathlib.Path(path).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear within {timeout} s")
+        time.sleep(0.001)
 
 
 def hold_permit(url: str, name: str, limit: int, ttl: float) -> None:
@@ -166,11 +154,8 @@ def main(argv: list[str]) -> None:
     elif command == "fences":
         fences(url, name, int(rest[0]))
     elif command == "permits":
-        limit, rounds, seconds, start, out = rest
-        permits(url, name, int(limit), int(rounds), float(seconds), start, out)
-    elif command == "weighted":
-        limit, weight, rounds, seconds, start, out = rest
-        weighted(url, name, int(limit), int(weight), int(rounds), float(seconds), start, out)
+        limit, weight, rounds, seconds, turn, go, out = rest
+        permits(url, name, int(limit), int(weight), int(rounds), float(seconds), turn, go, out)
     elif command == "hold-permit":
         hold_permit(url, name, int(rest[0]), float(rest[1]))
     elif command == "hold-reads":
