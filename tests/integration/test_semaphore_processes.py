@@ -1,7 +1,8 @@
 """Semaphores across real processes, on every backend that has them and that processes
 share (memory:// lives in one process, so it is left out): 16 processes contending for a
 limit=3 semaphore never hold more than 3 permits at once, reach 3 (the first round fills
-the limit by construction), and every one of them gets its permits; a permit whose holder is SIGKILLed is free again within its ttl + 1 s.
+the limit by construction), and every one of them gets its permits; a permit whose holder
+is SIGKILLed is free again within its ttl + 1 s.
 
 ``TENURE_SEMAPHORE_ROUNDS`` sets the permits each process takes: by default 20, which keeps
 the slowest backend (etcd, about 25 permits/s on a shared 2-core host) near 15 s; the issue's
