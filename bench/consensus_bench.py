@@ -61,7 +61,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test harness starts the servers
 
 from tests.servers.etcd import start_etcd_cluster  # noqa: E402
-from tests.servers.zookeeper import four_letter_word, start_zookeeper_ensemble  # noqa: E402
+from tests.servers.zookeeper import (  # noqa: E402
+    SERVING_JVM,
+    four_letter_word,
+    start_zookeeper_ensemble,
+)
 
 import tenure  # noqa: E402
 from tenure.backends.etcd._config import parse as parse_etcd  # noqa: E402
@@ -247,7 +251,7 @@ def servers() -> Iterator[dict[str, str]]:
         (workdir / "etcd").mkdir()
         (workdir / "zookeeper").mkdir()
         etcd = start_etcd_cluster(workdir / "etcd")
-        zookeeper = start_zookeeper_ensemble(workdir / "zookeeper")
+        zookeeper = start_zookeeper_ensemble(workdir / "zookeeper", jvm=SERVING_JVM)
         yield {"etcd": etcd.url, "zookeeper": zookeeper.url,
                "zookeeper-port": str(zookeeper.members[0].client_port)}
     finally:

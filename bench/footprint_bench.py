@@ -237,9 +237,9 @@ def etcd_store(workdir: pathlib.Path) -> Iterator[tuple[str, Probe, dict[str, st
 @contextlib.contextmanager
 def zookeeper_store(workdir: pathlib.Path) -> Iterator[tuple[str, Probe, dict[str, str]]]:
     from kazoo.client import KazooClient
-    from tests.servers.zookeeper import start_zookeeper_ensemble
+    from tests.servers.zookeeper import SERVING_JVM, start_zookeeper_ensemble
 
-    ensemble = start_zookeeper_ensemble(workdir)
+    ensemble = start_zookeeper_ensemble(workdir, jvm=SERVING_JVM)
     client = KazooClient(hosts=f"127.0.0.1:{ensemble.members[0].client_port}")
     client.start(timeout=30)
 

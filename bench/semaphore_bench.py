@@ -232,9 +232,9 @@ def server(backend: str) -> Iterator[str]:
         with running_etcd_cluster() as cluster:
             yield cluster.url
     elif backend == "zookeeper":
-        from tests.servers.zookeeper import running_zookeeper_ensemble
+        from tests.servers.zookeeper import SERVING_JVM, running_zookeeper_ensemble
 
-        with running_zookeeper_ensemble() as ensemble:
+        with running_zookeeper_ensemble(SERVING_JVM) as ensemble:
             yield ensemble.url
     else:
         raise ValueError(f"no server for {backend!r}")
