@@ -16,12 +16,13 @@ import pathlib
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
+
+from tests.forked import popen
 
 from safety.history import History, Recorder
 
@@ -103,15 +104,12 @@ class WorkerProcess:
         self._history_path = pathlib.Path(config["history"])
         self._stderr_path = workdir / f"{self.worker}.stderr"
         with self._stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "safety.workers", command, json.dumps(config)],
-                cwd=workdir,
+            # Forked from a warm interpreter where that can stand in for a new one (not with
+            # a moved clock's LD_PRELOAD): tests.forked.
+            self.process = popen(
+                "safety.workers", [command, json.dumps(config)], cwd=workdir,
                 env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                bufsize=1,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
             )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name=f"read-{self.worker}",

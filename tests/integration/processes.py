@@ -6,28 +6,27 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 import tenure
+from tests.forked import Forked, popen
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+Process = subprocess.Popen[str] | Forked
+"""A worker: forked from the warm interpreter or, where that cannot stand in, exec'd."""
 
 
 def worker(*args: str, cwd: pathlib.Path | None = None, env: dict[str, str] | None = None
-           ) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.workers", *args],
-        cwd=cwd or ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+           ) -> Process:
+    """``python -m tests.integration.workers *args``, forked from a warm interpreter
+    (``tests.forked``), its output and errors piped as text."""
+    return popen("tests.integration.workers", args, cwd=cwd or ROOT,
+                 env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(process: subprocess.Popen[str], timeout: float = 120) -> str:
+def finish(process: Process, timeout: float = 120) -> str:
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, f"worker failed ({process.returncode}): {err}"
     return out
@@ -71,7 +70,7 @@ Permit = tuple[int, int, int]
 ``time.monotonic_ns()``, one clock for the whole host."""
 
 
-def start_together(running: list[subprocess.Popen[str]], start: Callable[[], None], *,
+def start_together(running: list[Process], start: Callable[[], None], *,
                    timeout: float) -> None:
     """Wait for every worker's "ready" (each connected), call ``start`` to set them going,
     and wait for each to finish within ``timeout``; kill what is left if not."""
