@@ -34,6 +34,21 @@ weights ahead fit, they only shrink, as a key's weight never changes); the move 
 find our own key still there, created at the same revision. A reader cannot put the rule in
 its compare, as a writer does: a compare on an empty range compares a missing key, whose
 creation revision 0 is below every revision.
+
+Why the grant is the waiter's own write, after the release's (a handoff is two Raft writes in
+a row, where etcd's lock service, whose server answers the blocked ``lock`` call at the
+release, needs one): while it waits, a waiter's key must be on a lease that ends within its
+``queue_ttl`` of its last keep-alive (a dead waiter leaves the queue that soon), and once
+granted on one that lasts ``ttl`` from the grant without any (a paused holder keeps the name
+for its ttl). The server cannot tell a dead waiter from a paused one, and an etcd lease's
+TTL is fixed at its grant (a keep-alive restarts it, never changes it), so no key can be
+both before the waiter has said a word after its turn came, and the word that moves it is a
+write. A release that moved its successor's key onto the successor's own ttl lease would
+let a waiter that died less than ``queue_ttl`` before hold the name for a whole ttl; a
+keep-alive after the wake would do only if the key waited on a ttl-long lease in its last
+``queue_ttl`` seconds, which takes a lease grant and a move of the key (two writes) every
+``queue_ttl`` seconds per waiter, and leaves no write in the grant's step to record its fence
+for ``inspect``.
 """
 
 from __future__ import annotations
