@@ -3,7 +3,7 @@
 run.
 
     .venv/bin/python bench/consensus_bench.py [--seconds S] [--rounds R] [--handoffs N]
-        [--processes N] [--no-write]
+        [--processes N] [--stores etcd,zookeeper] [--no-write]
 
 A 3-node etcd cluster and a 3-node ZooKeeper ensemble on loopback, started by the test
 harness (``tests/servers/etcd.py``, ``tests/servers/zookeeper.py``: short Raft / tick timers,
@@ -34,7 +34,9 @@ watch counted as one request when it opens); ZooKeeper: the requests kazoo sends
 (``KazooClient._call``, wrapped in every process: a ``multi`` is one request; the session's
 pings are not counted).
 
-Prints tables and writes docs/benchmarks-consensus.md. No assertions: figures only.
+Prints tables and writes docs/benchmarks-consensus.md (``--stores``: only those stores'
+clusters and rows, e.g. ``etcd``; a report of fewer stores is best kept from the docs with
+``--no-write``). No assertions: figures only.
 """
 
 from __future__ import annotations
@@ -243,17 +245,22 @@ def factory(store: str, kind: str, url: str, name: str, tally: Any) -> _common.L
 
 
 @contextlib.contextmanager
-def servers() -> Iterator[dict[str, str]]:
-    """store -> URL of a running 3-node cluster of it, stopped afterwards."""
+def servers(stores: tuple[str, ...] = STORES) -> Iterator[dict[str, str]]:
+    """store -> URL of a running 3-node cluster of each of ``stores``, stopped afterwards."""
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="tenure-consensus-bench-"))
     etcd = zookeeper = None
     try:
-        (workdir / "etcd").mkdir()
-        (workdir / "zookeeper").mkdir()
-        etcd = start_etcd_cluster(workdir / "etcd")
-        zookeeper = start_zookeeper_ensemble(workdir / "zookeeper", jvm=SERVING_JVM)
-        yield {"etcd": etcd.url, "zookeeper": zookeeper.url,
-               "zookeeper-port": str(zookeeper.members[0].client_port)}
+        urls: dict[str, str] = {}
+        if "etcd" in stores:
+            (workdir / "etcd").mkdir()
+            etcd = start_etcd_cluster(workdir / "etcd")
+            urls["etcd"] = etcd.url
+        if "zookeeper" in stores:
+            (workdir / "zookeeper").mkdir()
+            zookeeper = start_zookeeper_ensemble(workdir / "zookeeper", jvm=SERVING_JVM)
+            urls |= {"zookeeper": zookeeper.url,
+                     "zookeeper-port": str(zookeeper.members[0].client_port)}
+        yield urls
     finally:
         for cluster in (etcd, zookeeper):
             if cluster is not None:
@@ -318,7 +325,7 @@ def report(
         "",
     ]
     rows = []
-    for store in STORES:
+    for store in args.stores:
         floor = rates[store, "raw floor"][0]
         ours = rates[store, "tenure"][0]
         for kind in KINDS:
@@ -337,8 +344,11 @@ def report(
         "- etcd tenure: one txn writing the holder key (only into an empty range) on a lease "
         "granted ahead (the previous holder's, kept alive by this process and reused while "
         "it still lasts the whole ttl: every ~1 s a keep-alive first, as leases are the "
-        "smallest whole seconds above the ttl) and the name's last fence (for `inspect`); "
-        "on release a delete of the key: 2 requests.",
+        "smallest whole seconds above the ttl) and the name's last fence (for `inspect`, on "
+        "the lease of `gc_after`); on release a delete of the key by its name: 2 requests. "
+        "The key's name is this client's, the same cycle after cycle (as the lock service's "
+        "is its lease's), so the name's range holds no trail of deleted keys for the next "
+        "compare to walk.",
         "- etcd lock service: `lock` (the server writes a key on the session's lease and "
         "waits for the keys ahead) and `unlock` (a delete): 2 requests, the lease granted "
         "once for the whole run. No fence is returned to the caller (the key's revision "
@@ -360,7 +370,7 @@ def report(
         "",
     ]
     rows = []
-    for store in STORES:
+    for store in args.stores:
         ours = _common.ms(latencies[store, "tenure"], 0.5)
         for kind in ("tenure", "native"):
             values = latencies[store, kind]
@@ -380,7 +390,13 @@ def report(
         "lease onto the lease of its ttl that it kept alive while waiting, and records the "
         "fence; so a handoff there is two writes in a row (the release's delete, then that "
         "txn) where the lock service's is one (the delete, after which the server answers "
-        "the blocked `lock` call itself). Between two waits an etcd waiter sends that txn "
+        "the blocked `lock` call itself). It cannot be one: a waiter's key must be on a lease "
+        "that ends within its queue lease (2 s) of its last keep-alive, so that a dead waiter "
+        "leaves the queue, and once granted on one that lasts the ttl without any, so that a "
+        "paused holder keeps the name; the server cannot tell a dead waiter from a paused "
+        "one, and an etcd lease's TTL is fixed, so only the woken waiter can move its key "
+        "(the etcd backend's attempt module says why the other ways fail). Between two waits "
+        "an etcd waiter sends that txn "
         "and a keep-alive of its two leases (the requests column counts them). tenure's "
         "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
         "server's time and every live node ahead), then rewrites its node with its ttl; "
@@ -391,14 +407,27 @@ def report(
     return "\n".join(lines)
 
 
+def stores_option(text: str) -> tuple[str, ...]:
+    """``--stores``: the stores named, in the order of ``STORES``."""
+    named = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = named - set(STORES)
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(
+            f"not a store: {', '.join(sorted(unknown)) or text!r} (stores: {', '.join(STORES)})")
+    return tuple(store for store in STORES if store in named)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--handoffs", type=int, default=60)
     parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--stores", type=stores_option, default=STORES,
+                        help="comma-separated, of: " + ", ".join(STORES))
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args()
+    stores: tuple[str, ...] = args.stores
     # SIGTERM (a timeout, a kill by PID) unwinds like Ctrl-C: the clusters are stopped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     import httpx
@@ -406,19 +435,21 @@ def main() -> None:
 
     facts = _common.machine(load_average=True)
     context = multiprocessing.get_context("spawn")
-    with servers() as urls:
-        facts["etcd"] = f"{etcd_version()} (3 members, JSON gateway)"
-        facts["zookeeper"] = f"{zookeeper_version(int(urls['zookeeper-port']))} (3 members)"
+    with servers(stores) as urls:
+        if "etcd" in stores:
+            facts["etcd"] = f"{etcd_version()} (3 members, JSON gateway)"
+        if "zookeeper" in stores:
+            facts["zookeeper"] = f"{zookeeper_version(int(urls['zookeeper-port']))} (3 members)"
         facts["tenure"] = _common.version("tenure")
         facts["httpx"] = httpx.__version__
         facts["kazoo"] = getattr(kazoo, "__version__", _common.version("kazoo"))
         _common.print_facts(facts)
-        width = max(len(label(store, kind)) for store in STORES for kind in KINDS)
+        width = max(len(label(store, kind)) for store in stores for kind in KINDS)
 
         tallies = {(store, kind, phase): context.Array("q", len(TALLY))
-                   for store in STORES for kind in KINDS for phase in ("uncontended", "handoff")}
+                   for store in stores for kind in KINDS for phase in ("uncontended", "handoff")}
         runs: dict[str, Callable[[], tuple[float, int]]] = {}
-        for store in STORES:
+        for store in stores:
             for kind in KINDS:
                 lock = factory(store, kind, urls[store], f"bench-{secrets.token_hex(4)}",
                                tallies[store, kind, "uncontended"])
@@ -427,7 +458,7 @@ def main() -> None:
                 )
         by_label = _common.best_of_rounds(runs, args.rounds)
         rates = {(store, kind): by_label[label(store, kind)]
-                 for store in STORES for kind in KINDS}
+                 for store in stores for kind in KINDS}
         for (store, kind), (rate, cycles) in rates.items():
             print(f"uncontended {label(store, kind):<{width}} {rate:8,.0f} cycles/s "
                   f"({cycles} cycles, "
@@ -437,7 +468,7 @@ def main() -> None:
         factories = {
             (store, kind): factory(store, kind, urls[store], f"handoff-{secrets.token_hex(4)}",
                                    tallies[store, kind, "handoff"])
-            for store in STORES for kind in ("tenure", "native")
+            for store in stores for kind in ("tenure", "native")
         }
         by_label_latency: dict[str, list[int]] = {}
         for (store, kind), lock in factories.items():
@@ -451,7 +482,7 @@ def main() -> None:
                   f"{per_cycle(tally):.2f} requests per acquisition, {tally[2]} overlaps, "
                   f"{time.perf_counter() - started:.1f} s)", flush=True)
         latencies = {(store, kind): by_label_latency[label(store, kind)]
-                     for store in STORES for kind in ("tenure", "native")}
+                     for store in stores for kind in ("tenure", "native")}
 
     _common.publish(report(facts, rates, latencies, tallies, args),
                     ROOT / "docs" / "benchmarks-consensus.md", ROOT, args.write)

@@ -13,7 +13,12 @@ rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._as
   mod revision, or a value), never goes back;
 - a semaphore's uncontended cycle is two requests too: a permit's fence is recorded by its
   release, never below a later permit's, and ``inspect`` / ``ls`` show a live permit's
-  fence from its key meanwhile.
+  fence from its key meanwhile;
+- a lock's key is this client's slot under the name (``_slots``), the same one acquisition
+  after another; its release is a delete by name, as its grant put the fence key on the
+  ``gc_after`` lease (written again by a release past that lease's margin), which also keeps
+  a holder's fence for ``inspect`` when it never released;
+- a waiter watching a reused key name is not fooled by the key written again behind it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import pytest
 
 import tenure
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure.backends.etcd._keys import b64, prefix_end, unb64
 from tenure.backends.etcd._statements import fence_at
 from tenure.backends.etcd._sync.pool import lease_seconds
 from tenure.backends.etcd._sync.store import EtcdBackend
@@ -205,3 +211,110 @@ def test_a_permits_fence_is_recorded_at_its_release_and_never_goes_back(
     assert info is not None and info.fence == second.fence and not info.leases
     (listed,) = [i for i in backend.list_records(Kind.SEMAPHORE, name) if i.name == name]
     assert listed.fence == second.fence
+
+
+def _holder_key(backend: EtcdBackend, name: str, token: str) -> str:
+    return backend._held["lock", name, token].key
+
+
+def test_one_handle_after_another_writes_the_same_key_and_two_at_once_two(
+    backend: EtcdBackend, name: str
+) -> None:
+    # etcd's key index keeps every deleted key until a compaction, and the first try's range
+    # compare walks them: a name's keys are reused, not one more per acquisition.
+    first, second, other = token(), token(), token()
+    assert isinstance(backend.acquire(name, LOCK, first, 10, HOLDER), Grant)
+    key = _holder_key(backend, name, first)
+    assert backend.release(Kind.LOCK, name, first)
+    assert isinstance(backend.acquire(name, LOCK, second, 10, HOLDER), Grant)
+    assert _holder_key(backend, name, second) == key
+    attempt = backend.attempt(name, LOCK, other, 10, HOLDER)
+    busy = attempt.try_once()
+    assert isinstance(busy, Busy)
+    attempt.wait(0.01, busy)  # queued behind the holder: a key of its own
+    prefix = key.rpartition("/")[0] + "/"
+    answer = backend.gateway.post("/v3/kv/range", {
+        "key": b64(prefix), "range_end": b64(prefix_end(prefix)), "keys_only": True,
+    })
+    assert sorted(unb64(kv["key"]).decode() for kv in answer["kvs"]) == sorted(
+        [key, backend.slots.get("lock", name, other).key])  # type: ignore[union-attr]
+    assert backend.release(Kind.LOCK, name, second)
+    attempt.wait(30, busy)
+    assert isinstance(attempt.try_once(), Grant)
+    assert backend.release(Kind.LOCK, name, other)
+
+
+def recorded(backend: EtcdBackend) -> tuple[list[tuple[str, Any]], Any]:
+    """The requests ``backend`` posts from now on (path, body), and how to stop recording."""
+    sent: list[tuple[str, Any]] = []
+    post = backend.gateway.post
+
+    def recording(path: str, body: Any, **options: Any) -> Any:
+        sent.append((path, body))
+        return post(path, body, **options)
+
+    backend.gateway.post = recording  # type: ignore[method-assign]
+
+    def stop() -> None:
+        backend.gateway.post = post  # type: ignore[method-assign]
+
+    return sent, stop
+
+
+def test_a_release_deletes_the_key_by_name_unless_the_fence_key_must_be_written_again(
+    backend: EtcdBackend, name: str
+) -> None:
+    quick, long_held = token(), token()
+    granted = backend.acquire(name, LOCK, quick, 10, HOLDER)
+    assert isinstance(granted, Grant)
+    sent, stop = recorded(backend)
+    assert backend.release(Kind.LOCK, name, quick)
+    stop()
+    assert [path for path, _ in sent] == ["/v3/kv/deleterange"]
+    # The grant put the fence key on the gc_after lease: it lasts gc_after past the release.
+    fence_key = b64(backend.fence_key("lock", name))
+    (kv,) = backend.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
+    gc_after = backend.settings.gc_after
+    assert gc_after is not None
+    assert backend.pool.time_to_live(kv["lease"]) >= gc_after - 1
+    assert backend.inspect(Kind.LOCK, name).fence == granted.fence  # type: ignore[union-attr]
+    # A hold past the lease's margin (white-box: the margin moved to the past): the release
+    # writes the fence key again, onto a lease lasting gc_after from now.
+    again = backend.acquire(name, LOCK, long_held, 10, HOLDER)
+    assert isinstance(again, Grant)
+    backend._held["lock", name, long_held].fence_kept_until = 0.0
+    backend._gc_lease = None  # the lease to write it on is a new one
+    sent, stop = recorded(backend)
+    assert backend.release(Kind.LOCK, name, long_held)
+    stop()
+    (body,) = [body for path, body in sent if path == "/v3/kv/txn"]
+    assert body["compare"][0]["target"] == "CREATE"  # only the key granted goes
+    (kv,) = backend.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
+    assert backend.pool.time_to_live(kv["lease"]) >= gc_after - 1
+    assert backend.inspect(Kind.LOCK, name).fence == again.fence  # type: ignore[union-attr]
+
+
+def test_a_holder_that_never_released_leaves_its_fence_for_inspect(
+    backend: EtcdBackend, name: str
+) -> None:
+    granted = backend.acquire(name, LOCK, token(), 1, HOLDER)
+    assert isinstance(granted, Grant)
+    held = next(iter(backend._held.values()))
+    backend.pool.revoke(held.lease.id)  # as its lease's end would: the key goes
+    info = backend.inspect(Kind.LOCK, name)
+    assert info is not None and info.holder is None and info.fence == granted.fence
+
+
+def test_a_watch_on_a_reused_key_name_ends_when_the_key_watched_is_gone(
+    backend: EtcdBackend, name: str
+) -> None:
+    key = f"{backend.settings.namespace}/test/{name}"
+    first = backend.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("a")})
+    created = int(first["header"]["revision"])
+    backend.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+    backend.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("b")})  # written again
+    started = time.monotonic()
+    # Watched from before the deletion: the key of that name now is another one.
+    assert backend.gateway.watch_deletes(b64(key), None, created + 1, 5.0, created)
+    assert time.monotonic() - started < 2.5
+    backend.gateway.post("/v3/kv/deleterange", {"key": b64(key)})

@@ -1,6 +1,9 @@
 """Where tenure's records live in etcd, and how they are written.
 
-    {ns}/{kind}/{N}/{token}         one key per holder or waiter of the name N
+    {ns}/lock/{N}/{client}.{index}  one key per holder or waiter of the lock N: a name
+                                    this client reuses acquisition after acquisition
+                                    (``_slots``)
+    {ns}/semaphore/{N}/{token}      the same for a semaphore, named by the token
     {ns}/rwlock/{N}/{mode}.{token}  the same for a read-write (or fair) lock: mode is
                                     ``read`` or ``write``
     {ns}/{kind}.fence/{N}/          the last fence granted (for ``inspect`` after release):
@@ -10,7 +13,9 @@
 ``{kind}`` is ``lock``, ``semaphore`` or ``rwlock``; ``{N}`` is the name with ``%`` and ``/``
 percent-escaped, so that one name's keys never fall inside another's range (``a/b`` is
 ``a%2Fb``) and a listing by name prefix is one key range. ``{token}`` is the acquisition's
-random token. The value is JSON: who holds it (host, pid, thread), since when (the holder's
+random token; a lock's ``{client}.{index}`` is random per client and process, and the index
+the smallest this client does not use for N right now (``_slots``: why, and why safe). The
+value is JSON: who holds it (host, pid, thread), since when (the holder's
 clock: etcd has no clock to read), the limit it was taken with, the ttl asked for (its lease
 is up to a second longer: ``inspect`` reports at most the ttl), an election leader's
 ``value`` (written in the granting transaction, so it lives and dies with the key and its

@@ -19,15 +19,20 @@ the store and its attempt (``_async``) put them together into transactions.
 The last fence is the value when there is one, else the mod revision (``_records``); a value
 written by an earlier release of tenure reads the same way.
 
-**Its clean-up** (``gc_after``, DESIGN rule 10): a granting transaction puts the fence key on
-the holder's own lease, so a holder that dies or is broken takes it along at its lease's
-end; a release moves it, in the release's own transaction, onto a lease of ``gc_after``
-(``fence_released``: only if the last fence recorded is this holder's, so a later grant's
-record stays on that holder's lease; a lock's release puts it as it is, under a compare that
-its key is still the one granted, as no later grant of a lock can exist before that key is
-gone), so a released name's fence key goes ``gc_after``
-after its last release. Nothing a removal does can make fences go back: they are revisions,
-which never do; the key only lets ``inspect`` show the last fence of a released name.
+**Its clean-up** (``gc_after``, DESIGN rule 10). A lock's grant puts the fence key on the
+``gc_after`` lease itself (``AsyncEtcdBackend.fence_lease``: one shared by a tenth of
+``gc_after`` of grants and releases, lasting ``gc_after`` past the last of them), so its
+release only deletes the holder key; a release after that lease's margin (a hold longer than
+the reuse) puts the fence key again, onto the current one, in a transaction guarded by the
+holder key's creation revision (no later grant of a lock can exist before that key is gone).
+A holder that dies leaves it for ``gc_after`` after its grant. A semaphore's or a read-write
+lock's grant puts it on the holder's own lease, so a holder that dies or is broken takes it
+along at its lease's end; a release moves it, in the release's own transaction, onto the
+``gc_after`` lease (``fence_released``: only if the last fence recorded is this holder's, so
+a later grant's record stays on that holder's lease). Either way a released name's fence
+key goes ``gc_after`` after its last release. Nothing a removal does can make fences go
+back: they are revisions, which never do; the key only lets ``inspect`` show the last fence of
+a released name.
 """
 
 from __future__ import annotations
@@ -109,14 +114,14 @@ def blocking(prefix: str, mode: str) -> str:
 def fence_here(fence_key: str, lease: str) -> JSON:
     """The put that makes this transaction's revision the name's last fence (the fence
     key's mod revision, its value empty): for a grant whose key this transaction creates,
-    on the holder's ``lease``."""
+    on ``lease`` (a lock's: the ``gc_after`` lease, "0" for none; else the holder's)."""
     return {"request_put": {"key": b64(fence_key), "value": "", "lease": lease}}
 
 
 def fence_at(fence_key: str, fence: int, lease: str | None) -> JSON:
-    """A nested transaction that records ``fence`` as the name's last fence, on the
-    holder's ``lease`` (None: on none), unless a later one is recorded (module docstring):
-    a missing key's mod revision is 0."""
+    """A nested transaction that records ``fence`` as the name's last fence, on ``lease``
+    (a lock's: the ``gc_after`` lease; else the holder's; None: on none), unless a later one
+    is recorded (module docstring): a missing key's mod revision is 0."""
     key = b64(fence_key)
     value = b64(f"{fence:020d}")
     put: JSON = {"key": key, "value": value}

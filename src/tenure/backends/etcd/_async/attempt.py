@@ -34,10 +34,26 @@ weights ahead fit, they only shrink, as a key's weight never changes); the move 
 find our own key still there, created at the same revision. A reader cannot put the rule in
 its compare, as a writer does: a compare on an empty range compares a missing key, whose
 creation revision 0 is below every revision.
+
+Why the grant is the waiter's own write, after the release's (a handoff is two Raft writes in
+a row, where etcd's lock service, whose server answers the blocked ``lock`` call at the
+release, needs one): while it waits, a waiter's key must be on a lease that ends within its
+``queue_ttl`` of its last keep-alive (a dead waiter leaves the queue that soon), and once
+granted on one that lasts ``ttl`` from the grant without any (a paused holder keeps the name
+for its ttl). The server cannot tell a dead waiter from a paused one, and an etcd lease's
+TTL is fixed at its grant (a keep-alive restarts it, never changes it), so no key can be
+both before the waiter has said a word after its turn came, and the word that moves it is a
+write. A release that moved its successor's key onto the successor's own ttl lease would
+let a waiter that died less than ``queue_ttl`` before hold the name for a whole ttl; a
+keep-alive after the wake would do only if the key waited on a ttl-long lease in its last
+``queue_ttl`` seconds, which takes a lease grant and a move of the key (two writes) every
+``queue_ttl`` seconds per waiter, and leaves no write in the grant's step to record its fence
+for ``inspect``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from tenure._async.ordered_attempt import AsyncOrderedAttempt
@@ -45,6 +61,7 @@ from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Kind, Mode
 from tenure.backends.etcd._async.first_try import Held, QueuePlace, first_try
 from tenure.backends.etcd._async.pool import Lease, lease_seconds
+from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
 from tenure.backends.etcd._records import fits
 from tenure.backends.etcd._statements import (
@@ -207,6 +224,7 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
             return False
         if ahead:
             place.predecessor, place.predecessor_known = ahead[0]["key"], True
+            place.predecessor_created = int(ahead[0]["create_revision"])
             return False
         return True
 
@@ -227,18 +245,33 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
             compare.append(none_before(ahead_in, place.revision))
             failure.append(newest_before(ahead_in, place.revision))
         fence_key = store.fence_key(place.kind, place.name)
+        # A lock's fence key goes on the gc_after lease (its release then only deletes the
+        # key: ``_release_lock``); any other kind's on the holder's lease (``_statements``).
+        slot = store.slots.get(Kind.LOCK, place.name, self.token) if (
+            place.kind == Kind.LOCK) else None
+        fence_lease: str | None = None
+        fence_kept_until = math.inf
+        if slot is not None:
+            fence_lease, fence_kept_until = await store.fence_lease()
 
         def move(lease: Lease) -> JSON:
             return {
                 "compare": compare,
                 "success": [
                     put(place.key, record.encode(), lease.id),
-                    fence_at(fence_key, place.revision, lease.id),
+                    fence_at(fence_key, place.revision, lease.id if slot is None else fence_lease),
                 ],
                 "failure": failure,
             }
 
-        answer, lease = await store.pool.on_lease(move, lease)
+        try:
+            answer, lease = await store.pool.on_lease(move, lease, track=slot)
+        except NotFound:
+            if slot is None:
+                raise
+            store.drop_fence_lease()  # the gc_after lease ended before use: a new one
+            fence_lease, fence_kept_until = await store.fence_lease()
+            answer, lease = await store.pool.on_lease(move, lease, track=slot)
         if not answer.get("succeeded"):
             place.holder_lease = lease
             mine = kvs(answer["responses"][0])
@@ -249,12 +282,13 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
             if ahead_in is not None:
                 ahead = kvs(answer["responses"][1])
                 place.predecessor = ahead[0]["key"] if ahead else None
+                place.predecessor_created = int(ahead[0]["create_revision"]) if ahead else None
                 place.predecessor_known = True
             return place
         await store.pool.keep_spare(place.lease)  # the key left it; nothing else is on it
         place.lease = None
         store.remember(place.kind, place.name, self.token,
-                       Held(place.key, lease, place.revision, record))
+                       Held(place.key, lease, place.revision, record, fence_kept_until))
         return Grant(place.revision)
 
     async def wait_in_place(self, place: QueuePlace, timeout: float) -> None:
@@ -285,12 +319,14 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
             )
             predecessor = kvs(ahead)
             place.predecessor = predecessor[0]["key"] if predecessor else None
+            place.predecessor_created = (
+                int(predecessor[0]["create_revision"]) if predecessor else None)
             place.watch_from = revision(ahead) + 1
         place.predecessor_known = False  # the next wait reads again, unless a step did
         place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
         if place.predecessor is not None:
             place.woken = await store.gateway.watch_deletes(
-                place.predecessor, None, place.watch_from, timeout
+                place.predecessor, None, place.watch_from, timeout, place.predecessor_created
             )
 
     async def leave_place(self, place: QueuePlace) -> None:
@@ -299,6 +335,8 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         if place.revision and place.lease is not None:
             place.revision = 0
             await self.store.pool.revoke(place.lease.id)
+        if place.kind == Kind.LOCK:
+            self.store.slots.free(place.kind, place.name, self.token)  # its key went
         if lease is not None:
             await self.store.pool.keep_spare(lease)
 
@@ -306,6 +344,12 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         """Write the waiter's key at the back of the queue, on a short queue lease, and read
         the key just ahead of it in the same step."""
         pool = self.store.pool
+        slot = None
+        if place.kind == Kind.LOCK:
+            # The key this client writes under the name for this acquisition (``_slots``):
+            # claimed again, as a refused first try let it go.
+            slot = self.store.lock_slot(place.name, self.token)
+            place.key = slot.key
         place.lease = await pool.lasting(place.queue_seconds, place.queue_seconds / 2)
         prefix = self._prefix(place)
         if place.mode is not None:
@@ -320,7 +364,7 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
                 newest,
             ]}
 
-        answer, place.lease = await pool.on_lease(join, place.lease)
+        answer, place.lease = await pool.on_lease(join, place.lease, track=slot)
         (mine,) = kvs(answer["responses"][1])
         place.revision = int(mine["create_revision"])
         place.watch_from = revision(answer) + 1
@@ -330,3 +374,5 @@ class AsyncEtcdAttempt(AsyncOrderedAttempt[QueuePlace]):
         others = [kv for kv in kvs(answer["responses"][2]) if kv["key"] != mine["key"]]
         place.predecessor_known = not others or int(others[0]["create_revision"]) < place.revision
         place.predecessor = others[0]["key"] if others and place.predecessor_known else None
+        place.predecessor_created = (
+            int(others[0]["create_revision"]) if others and place.predecessor_known else None)

@@ -2,16 +2,17 @@
 
 - A lock or a semaphore: ONE transaction, which writes the key on a spare (or new) lease. A
   lock writes only if the name has no key at all (a compare on the whole range), so it never
-  barges past waiters, and the same transaction puts the name's fence key; a semaphore
-  writes, and reads its key back with the ``limit`` oldest: granted if the weights of the
-  keys ahead of it and its own fit the limit (``_records.fits``; every weight 1: among the
-  ``limit`` oldest). A granted permit's fence is recorded as the name's last by its release
-  (``inspect`` reads a live permit's from its key): the first try cannot write it in its
-  own step, as it learns its rank only from that step's answer. Refused, a queued permit's
-  key (weighted FIFO: ``spec.queues``) stays as its place, at its arrival's creation
-  revision: a second request moves it onto a queue lease, marked queued (``_keep_place``);
-  an unqueued one's is deleted. Either way the lease it wrote on stays ready in the place,
-  for the grant (``attempt``).
+  barges past waiters, and the same transaction puts the name's fence key (a lock's key is
+  this client's slot under the name, its fence key on the ``gc_after`` lease:
+  ``_first_lock``); a semaphore writes, and reads its key back with the ``limit`` oldest:
+  granted if the weights of the keys ahead of it and its own fit the limit
+  (``_records.fits``; every weight 1: among the ``limit`` oldest). A granted permit's fence
+  is recorded as the name's last by its release (``inspect`` reads a live permit's from its
+  key): the first try cannot write it in its own step, as it learns its rank only from that
+  step's answer. Refused, a queued permit's key (weighted FIFO: ``spec.queues``) stays as
+  its place, at its arrival's creation revision: a second request moves it onto a queue
+  lease, marked queued (``_keep_place``); an unqueued one's is deleted. Either way the lease
+  it wrote on stays ready in the place, for the grant (``attempt``).
 - A read-write lock: two leases (spares or new: the holder's, and the place's ``queue_ttl``
   rounded up to whole seconds) and ONE transaction: if no key at all (a writer) or no write
   key (a reader) exists under the name, it writes the key on the holder lease and puts the
@@ -24,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from tenure._errors import limit_mismatch
@@ -63,6 +65,9 @@ class Held:
     revision: int
     record: Record
     """What the key holds, rewritten whole when an election's value changes."""
+    fence_kept_until: float = math.inf
+    """A lock's: until when (``time.monotonic``) the name's fence key, put by the grant,
+    still lasts ``gc_after`` (``AsyncEtcdBackend.fence_lease``)."""
 
 
 @dataclasses.dataclass
@@ -89,6 +94,9 @@ class QueuePlace:
     """The lease the key moves onto when granted, kept alive with the queue lease."""
     predecessor: str | None = None
     """The key just ahead that the next wait watches (base64), as the last step read it."""
+    predecessor_created: int | None = None
+    """That key's creation revision: a lock key's name is reused (``_slots``), and a key of
+    that name written again since is behind us, not the one ahead."""
     predecessor_known: bool = False
     """Whether ``predecessor`` is fresh (None then: nothing ahead); a wait uses it once."""
     woken: bool = True
@@ -113,35 +121,22 @@ async def first_try(
             store, kind, name, token=token, ttl=ttl, holder=holder, mode=spec.mode,
             queue_seconds=queue_seconds, kept=kept, fair=spec.fair,
         )
+    if limit == 1:
+        return await _first_lock(store, name, spec, token=token, ttl=ttl, holder=holder,
+                                 kept=kept)
     key = prefix + token
     weight = spec.weight
     record = Record.new(holder, limit, value=spec.value, ttl=ttl, weight=weight)
     lease = await store.pool.lasting(lease_seconds(ttl), ttl, kept)
 
     def first(lease: Lease) -> JSON:
-        written = put(key, record.encode(), lease.id)
-        if limit > 1:
-            # A queued permit reads its key back too: refused, it stays as its place, at
-            # the creation revision of this write (``_keep_place``).
-            read_back = [{"request_range": {"key": b64(key), "keys_only": True}}]
-            return {"success": [written, *(read_back if spec.queues else []),
-                                oldest(prefix, limit)]}
-        # A lock is written only into an empty range: never past a queued waiter; the
-        # same step records the fence. Written, the key is the one this transaction
-        # created (the range had none), at the answer's revision: nothing to read back.
-        # Refused, the oldest key tells the holder, or our own key (a retry whose lost
-        # reply wrote it).
-        return {
-            "compare": [empty(prefix)],
-            "success": [written, fence_here(store.fence_key(kind, name), lease.id)],
-            "failure": [oldest(prefix, 1)],
-        }
+        # A queued permit reads its key back too: refused, it stays as its place, at the
+        # creation revision of this write (``_keep_place``).
+        read_back = [{"request_range": {"key": b64(key), "keys_only": True}}]
+        return {"success": [put(key, record.encode(), lease.id),
+                            *(read_back if spec.queues else []), oldest(prefix, limit)]}
 
     answer, lease = await store.pool.on_lease(first, lease)
-    if limit == 1 and answer.get("succeeded"):
-        created = revision(answer)
-        store.remember(kind, name, token, Held(key, lease, created, record))
-        return Grant(created)
     ranked = kvs(answer["responses"][-1])
     at = next((i for i, kv in enumerate(ranked) if unb64(kv["key"]).decode() == key), None)
     mine = None if at is None else ranked[at]
@@ -170,14 +165,86 @@ async def first_try(
             None, revision(answer) + 1, None, _queue_seconds(spec), holder_lease=lease,
             weight=weight,
         ))
-    if limit > 1:
-        # Our key is written, not among the limit oldest: it goes, its lease stays ours.
-        await store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+    # Our key is written, not among the limit oldest: it goes, its lease stays ours.
+    await store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
     if conflict is not None and kind == Kind.SEMAPHORE:
         await store.pool.keep_spare(lease)
         raise limit_mismatch(name, conflict, limit)
     return QueuePlace(kind, name, key, limit, queued, spec.value, holder_lease=lease,
                       weight=weight, queue_seconds=_queue_seconds(spec))
+
+
+async def _first_lock(
+    store: AsyncEtcdBackend, name: str, spec: LeaseSpec, *, token: str, ttl: float,
+    holder: Holder, kept: Lease | None,
+) -> Grant | QueuePlace:
+    """The first try of a lock (or of a semaphore whose limit is 1): its key written on a
+    spare (or new) lease only into an empty range, so never past a queued waiter, and the
+    name's fence key put, in one transaction. Written, the key is the one this transaction
+    created (the range had none), at the answer's revision: nothing to read back. Refused,
+    the oldest key tells the holder, or is our own (a retry whose lost reply wrote it).
+
+    A lock's key is this client's slot under the name (``_slots``), and its fence key goes on
+    the ``gc_after`` lease, so that its release is one delete of the key (``_release_lock``);
+    refused, nothing was written, and the slot is free again until the waiter joins the
+    queue. A semaphore's key is named by the token, its fence key on the holder's lease
+    (``_statements``)."""
+    kind = str(spec.kind)
+    prefix = name_prefix(store.settings.namespace, kind, name)
+    slot = store.lock_slot(name, token) if kind == Kind.LOCK else None
+    key = prefix + token if slot is None else slot.key
+    record = Record.new(holder, 1, value=spec.value, ttl=ttl)
+    lease = await store.pool.lasting(lease_seconds(ttl), ttl, kept)
+    fence_lease: str | None = None
+    fence_kept_until = math.inf
+    if slot is not None:
+        fence_lease, fence_kept_until = await store.fence_lease()
+
+    def first(lease: Lease) -> JSON:
+        fence = fence_here(store.fence_key(kind, name),
+                           lease.id if slot is None else fence_lease or "0")
+        return {
+            "compare": [empty(prefix)],
+            "success": [put(key, record.encode(), lease.id), fence],
+            "failure": [oldest(prefix, 1)],
+        }
+
+    try:
+        answer, lease = await store.pool.on_lease(first, lease, track=slot)
+    except NotFound:
+        if slot is None:
+            raise
+        # The gc_after lease ended before use (a process stalled past it): a new one.
+        store.drop_fence_lease()
+        fence_lease, fence_kept_until = await store.fence_lease()
+        answer, lease = await store.pool.on_lease(first, lease, track=slot)
+    if answer.get("succeeded"):
+        created = revision(answer)
+        store.remember(kind, name, token, Held(key, lease, created, record, fence_kept_until))
+        return Grant(created)
+    oldest_key = kvs(answer["responses"][0])
+    mine = oldest_key[0] if oldest_key else None
+    if mine is not None and unb64(mine["key"]).decode() == key:
+        # A retry found the key its lost reply wrote (none other is under its name).
+        created = int(mine["create_revision"])
+        if mine.get("lease") != lease.id:
+            await store.pool.keep_spare(lease)
+            # That lease's clock restarts now: the holder gets its whole ttl from here.
+            lease = Lease(lease_of(mine), lease.seconds, 0.0)
+            await store.pool.refresh([lease])
+            record = Record.decode(mine.get("value", ""))  # and keeps what it stored
+        store.remember(kind, name, token, Held(key, lease, created, record, fence_kept_until))
+        return Grant(created)
+    if slot is not None:
+        store.slots.free(kind, name, token)
+    if kind == Kind.SEMAPHORE and mine is not None:
+        stored = Record.decode(mine.get("value", "")).limit
+        if stored != 1:
+            await store.pool.keep_spare(lease)
+            raise limit_mismatch(name, stored, 1)
+    queued = Record.new(holder, 1, queued=True).encode()
+    return QueuePlace(kind, name, key, 1, queued, spec.value, holder_lease=lease,
+                      queue_seconds=_queue_seconds(spec))
 
 
 def _queue_seconds(spec: LeaseSpec) -> int:

@@ -51,6 +51,7 @@ from tenure.backends.etcd._answers import (
 )
 from tenure.backends.etcd._config import EtcdSettings
 from tenure.backends.etcd._errors import EtcdError, NotFound
+from tenure.backends.etcd._slots import Slot
 
 __all__ = ["AsyncGateway", "NotFound"]
 
@@ -104,11 +105,26 @@ class AsyncGateway:
             limits=httpx.Limits(max_keepalive_connections=16),
         )
 
-    async def post(self, path: str, body: JSON | str, *, timeout: float | None = None) -> JSON:
+    async def post(
+        self, path: str, body: JSON | str, *, timeout: float | None = None,
+        track: Slot | None = None,
+    ) -> JSON:
         """POST ``body`` to ``path``; the JSON answer. Raises NotFound for gRPC code 5 and
         EtcdError when no member answers within the deadline or one answers an error (the
-        store's base makes it a BackendError naming the verb and the lock)."""
-        (answer,) = await self._exchange(path, body, timeout)
+        store's base makes it a BackendError naming the verb and the lock).
+
+        ``track``: the slot whose key the request writes (``_slots``): told when it is
+        sent, when a member answered it, and when it was sent again after a failed try."""
+        if track is None:
+            (answer,) = await self._exchange(path, body, timeout)
+            return answer
+        track.sending()
+        try:
+            (answer,) = await self._exchange(path, body, timeout, track)
+        except NotFound:
+            track.answered()  # a member's answer: not applied
+            raise
+        track.answered()
         return answer
 
     async def post_stream(self, path: str, body: str) -> list[JSON]:
@@ -116,17 +132,19 @@ class AsyncGateway:
         endpoint; its answers, one per message."""
         return await self._exchange(path, body, None)
 
-    async def _exchange(self, path: str, body: JSON | str, timeout: float | None) -> list[JSON]:
+    async def _exchange(
+        self, path: str, body: JSON | str, timeout: float | None, track: Slot | None = None
+    ) -> list[JSON]:
         clients, own = self._endpoints()  # first: opening them is not the reply time
         try:
-            return await self._exchange_with(clients, path, body, timeout)
+            return await self._exchange_with(clients, path, body, timeout, track)
         finally:
             if own:
                 await _close_all(clients)
 
     async def _exchange_with(
         self, clients: list[httpx.AsyncClient], path: str, body: JSON | str,
-        timeout: float | None,
+        timeout: float | None, track: Slot | None = None,
     ) -> list[JSON]:
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
@@ -141,6 +159,8 @@ class AsyncGateway:
             try:
                 answers = await self._attempt(clients[index], path, body, left)
             except (httpx.TransportError, OSError) as exc:
+                if track is not None:
+                    track.doubt()  # it may have reached the member, and may still land
                 last = exc
                 unreachable += 1
                 if index == self._preferred:
@@ -152,7 +172,10 @@ class AsyncGateway:
             except Unavailable as exc:
                 # "leader changed", "no leader": an election is under way, usually over in
                 # well under a second. Ask again (another member first) until the deadline;
-                # every request tenure sends is safe to repeat (see above).
+                # every request tenure sends is safe to repeat (see above). A write answered
+                # "leader changed" may still be committed.
+                if track is not None:
+                    track.doubt()
                 last = exc
                 unreachable = 0
                 await io.sleep(min(UNAVAILABLE_PAUSE, max(0.0, deadline - time.monotonic())))
@@ -249,7 +272,8 @@ class AsyncGateway:
         )
 
     async def watch_deletes(
-        self, key: str, range_end: str | None, start_revision: int, timeout: float
+        self, key: str, range_end: str | None, start_revision: int, timeout: float,
+        created: int | None = None,
     ) -> bool:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
@@ -261,18 +285,19 @@ class AsyncGateway:
         late. So a single key's watch starts now, and if the cluster moved on since
         ``start_revision`` (the revision in the watch's "created" answer), one read tells
         whether the key is still there (then any later deletion is in the watch) or gone
-        (return at once)."""
+        (return at once). ``created``: the key's creation revision, when known: a key of that
+        name written again since (a reused name: ``_slots``) is not the one watched."""
         clients, own = self._endpoints()
         try:
             return await self._watch(clients[self._preferred % len(clients)], key, range_end,
-                                     start_revision, timeout)
+                                     start_revision, timeout, created=created)
         finally:
             if own:
                 await _close_all(clients)
 
     async def _watch(
         self, client: httpx.AsyncClient, key: str, range_end: str | None,
-        start_revision: int, timeout: float,
+        start_revision: int, timeout: float, *, created: int | None,
     ) -> bool:
         request: JSON = {"key": key, "filters": ["NOPUT"]}
         from_now = range_end is None and start_revision > 0
@@ -302,7 +327,9 @@ class AsyncGateway:
                         # The watch sees what comes after this revision; anything between
                         # start_revision and it, only a read can tell.
                         watched_from = int(result.get("header", {}).get("revision", 0)) + 1
-                        if watched_from > start_revision and not await self._exists(key):
+                        if watched_from > start_revision and not await self._exists(
+                            key, created
+                        ):
                             return True
                     if time.monotonic() >= deadline:
                         return False
@@ -312,9 +339,11 @@ class AsyncGateway:
             return True
         return True  # the stream ended
 
-    async def _exists(self, key: str) -> bool:
+    async def _exists(self, key: str, created: int | None) -> bool:
+        """Whether ``key`` is there (the one created at ``created``, when given)."""
         answer = await self.post("/v3/kv/range", {"key": key, "keys_only": True})
-        return bool(answer.get("kvs"))
+        found = answer.get("kvs") or []
+        return bool(found) and (created is None or int(found[0]["create_revision"]) == created)
 
     async def aclose(self) -> None:
         with self._mutex:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from tenure.backends.etcd._async.gateway import AsyncGateway
 from tenure.backends.etcd._errors import EtcdError, NotFound
+from tenure.backends.etcd._slots import Slot
 from tenure.backends.etcd._statements import JSON
 
 __all__ = ["SPARE_LEASES", "AsyncLeasePool", "Lease", "lease_seconds", "whole_seconds"]
@@ -93,15 +94,18 @@ class AsyncLeasePool:
             return lease
         return await self.new(seconds)  # ended meanwhile (a break, or expired)
 
-    async def on_lease(self, txn: Callable[[Lease], JSON], lease: Lease) -> tuple[JSON, Lease]:
+    async def on_lease(
+        self, txn: Callable[[Lease], JSON], lease: Lease, *, track: Slot | None = None
+    ) -> tuple[JSON, Lease]:
         """Send the transaction ``txn(lease)`` writes; if etcd answers that the lease is not
         found (a spare ended meanwhile: a break, or a stall past its length), once more on a
-        new lease. The answer, and the lease it used."""
+        new lease. The answer, and the lease it used. ``track``: the slot of the key it
+        writes (``AsyncGateway.post``)."""
         try:
-            return await self.gateway.post("/v3/kv/txn", txn(lease)), lease
+            return await self.gateway.post("/v3/kv/txn", txn(lease), track=track), lease
         except NotFound:
             lease = await self.new(lease.seconds)
-            return await self.gateway.post("/v3/kv/txn", txn(lease)), lease
+            return await self.gateway.post("/v3/kv/txn", txn(lease), track=track), lease
 
     def _spares_here(self) -> dict[int, list[Lease]]:
         if self._spare_pid != os.getpid():

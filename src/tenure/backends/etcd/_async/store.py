@@ -16,16 +16,20 @@ steps, with the requests each sends (``bench/consensus_bench.py`` counts them):
   waiter's place, moved onto a queue lease (its release records its fence:
   ``first_try``). Refused, the attempt keeps the lease it wrote on for its grant, and waits
   (``attempt``).
-- **Release**: one transaction deletes the holder key (watchers wake) and moves the name's
-  fence key, if it records this holder's fence, onto the ``gc_after`` lease (``_statements``:
-  a released name's record goes ``gc_after`` later); its lease, alive and now without a
-  key, becomes a spare. A lock's is one flat compare (its key still the one granted) and
-  a put of its fence (``_release_txn``: no later fence can be recorded while it holds).
-  A key already gone (its lease ended: expiry, a break) answers ``deleted: 0`` (a lock's:
-  the compare fails): not released, and the lease is dropped. Inside a lock's
-  ``hold_at_least`` window the key is not deleted: it moves to a lease of the window's
-  length (``_move``, as a renewal with a new ttl does), keeping its creation revision (the
-  fence), and is deleted with that lease when it runs out.
+- **Release**: a lock's is one delete of its key by name (watchers wake): the name is this
+  client's slot, under which nothing else can be (``_slots``), and the grant put the name's
+  fence key on the ``gc_after`` lease already (``_release_lock``). A slot in doubt, or a
+  hold longer than that lease's margin, sends one transaction instead: the delete under a
+  compare that the key is still the one granted, and a put of its fence (no later fence can
+  be recorded while it holds). Any other kind's is one transaction that deletes the holder
+  key (named by its token) and moves the name's fence key, if it records this holder's
+  fence, onto the ``gc_after`` lease (``_statements``: a released name's record goes
+  ``gc_after`` later). The lease, alive and now without a key, becomes a spare. A key
+  already gone (its lease ended: expiry, a break) answers ``deleted: 0`` (or the compare
+  fails): not released, and the lease is dropped. Inside a lock's ``hold_at_least`` window
+  the key is not deleted: it moves to a lease of the window's length (``_move``, as a
+  renewal with a new ttl does), keeping its creation revision (the fence), and is deleted
+  with that lease when it runs out (its slot is never used again).
 - **Renewal**: a batch of leases kept alive in one request; a lease that expired or was
   revoked (by a break) answers TTL 0: lost.
 - **Election values** (``set_value``): the leader's value is a field of the holder key's
@@ -96,6 +100,7 @@ from tenure.backends.etcd._keys import (
     unb64,
 )
 from tenure.backends.etcd._records import fence_of, holding, lease_of, lock_info
+from tenure.backends.etcd._slots import Slot, Slots
 from tenure.backends.etcd._statements import (
     JSON,
     created_at,
@@ -146,6 +151,8 @@ class AsyncEtcdBackend(AsyncStore):
         self.gateway = AsyncGateway(settings)
         self.pool = AsyncLeasePool(self.gateway)
         self._held: dict[tuple[str, str, str], Held] = {}
+        self.slots = Slots()
+        """The names of this client's lock keys (``_slots``), shared with the renewal twin."""
         self._gc_lease: tuple[str, float] | None = None
         """The lease released names' fence keys go onto now, and when it was granted
         (``time.monotonic``): shared by the releases of ``GC_LEASE_REUSE`` seconds."""
@@ -208,6 +215,26 @@ class AsyncEtcdBackend(AsyncStore):
             self._gc_lease = (lease.id, lease.refreshed)
         return self._gc_lease[0]
 
+    async def fence_lease(self) -> tuple[str | None, float]:
+        """The lease a lock's grant puts the name's fence key on: the ``gc_after`` lease
+        (None: none, kept for ever), and until when (``time.monotonic``) a release may leave
+        the key there, as it then still lasts ``gc_after`` past the release; after that the
+        release writes it again (``_release_lock``)."""
+        lease = await self._gc_lease_id()
+        gc_after, granted = self.settings.gc_after, self._gc_lease
+        if lease is None or gc_after is None or granted is None:
+            return None, math.inf
+        return lease, granted[1] + math.ceil(gc_after + gc_reuse(gc_after)) - gc_after
+
+    def drop_fence_lease(self) -> None:
+        """The ``gc_after`` lease was not found (it ended: a process stalled past it)."""
+        self._gc_lease = None
+
+    def lock_slot(self, name: str, token: str) -> Slot:
+        """The slot (``_slots``) of ``token``'s acquisition of the lock ``name``."""
+        return self.slots.claim(Kind.LOCK, name, token,
+                                name_prefix(self.settings.namespace, Kind.LOCK, name))
+
     def _release_txn(self, kind: str, name: str, held: Held, gc_lease: str | None) -> JSON:
         """The transaction that deletes the holder key and leaves the name's fence key on
         the ``gc_after`` lease, if it records this holder's fence.
@@ -232,14 +259,16 @@ class AsyncEtcdBackend(AsyncStore):
             fence_key, held.revision, gc_lease, record=kind == Kind.SEMAPHORE,
         )]}
 
-    async def _delete_held(self, kind: str, name: str, held: Held) -> int:
+    async def _delete_held(
+        self, kind: str, name: str, held: Held, track: Slot | None = None
+    ) -> int:
         """Delete the holder key and leave the name's fence key on the ``gc_after`` lease
         (``_release_txn``), in one transaction: how many keys it deleted."""
         for _ in range(2):
             gc_lease = await self._gc_lease_id()
             try:
                 answer = await self.gateway.post(
-                    "/v3/kv/txn", self._release_txn(kind, name, held, gc_lease)
+                    "/v3/kv/txn", self._release_txn(kind, name, held, gc_lease), track=track
                 )
             except NotFound:
                 self._gc_lease = None  # ended before use (a process stalled past it)
@@ -248,8 +277,27 @@ class AsyncEtcdBackend(AsyncStore):
                 return 0  # a lock's key gone with its lease (expiry, a break)
             return int(answer["responses"][0]["response_delete_range"].get("deleted", 0))
         return int((await self.gateway.post(
-            "/v3/kv/deleterange", {"key": b64(held.key)}
-        )).get("deleted", 0))
+            "/v3/kv/txn", {"compare": [created_at(held.key, held.revision)],
+                           "success": [{"request_delete_range": {"key": b64(held.key)}}]},
+            track=track,
+        )).get("succeeded", False))
+
+    async def _release_lock(self, name: str, token: str, held: Held) -> int:
+        """A lock's release: one delete of its key by name, when nothing else can be under
+        that name (a clean slot: ``_slots``) and the name's fence key, put on the
+        ``gc_after`` lease by the grant, still lasts ``gc_after`` from now; else the guarded
+        transaction that also writes the fence key again (``_delete_held``). The slot is
+        free for the next acquisition once the answer came."""
+        slot = self.slots.get(Kind.LOCK, name, token)
+        if slot is not None and slot.clean and time.monotonic() < held.fence_kept_until:
+            answer = await self.gateway.post(
+                "/v3/kv/deleterange", {"key": b64(held.key)}, track=slot
+            )
+            deleted = int(answer.get("deleted", 0))
+        else:
+            deleted = await self._delete_held(Kind.LOCK, name, held, slot)
+        self.slots.free(Kind.LOCK, name, token)
+        return deleted
 
     async def watch_name(self, kind: str, name: str, timeout: float) -> None:
         """Return at the next deletion under ``name`` (a release, expiry or break), or after
@@ -262,17 +310,19 @@ class AsyncEtcdBackend(AsyncStore):
     async def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
         if held is not None:
-            if await self._delete_held(kind, name, held) == 0:
+            deleted = await (self._release_lock(name, token, held) if kind == Kind.LOCK
+                             else self._delete_held(kind, name, held))
+            if deleted == 0:
                 return False  # gone with its lease (expiry, a break): the lease is dropped
             await self.pool.keep_spare(held.lease)  # alive until this delete, and now keyless
             return True
         # An undo, or a waiter leaving its place: whatever key this token wrote goes with its
         # lease; only a key that held the name counts as released.
         kv = await self._entry_of(kind, name, token)
-        if kv is None:
-            return False
-        revoked = await self.pool.revoke(lease_of(kv))
-        return revoked and not Record.decode(kv.get("value", "")).queued
+        revoked = kv is not None and await self.pool.revoke(lease_of(kv))
+        if kind == Kind.LOCK:
+            self.slots.free(kind, name, token)  # its key gone, or never written
+        return revoked and kv is not None and not Record.decode(kv.get("value", "")).queued
 
     async def extend_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         return await extend_by_kind(renewals, self._extend_kind)
@@ -282,6 +332,8 @@ class AsyncEtcdBackend(AsyncStore):
         # short), which nothing keeps alive; this process forgets it (it is no spare).
         kept = await super().release_after(kind, name, token, seconds)
         self._held.pop((kind, name, token), None)
+        if kind == Kind.LOCK:
+            self.slots.retire(kind, name, token)  # its key lives on, on the window's lease
         return kept
 
     async def _extend_kind(self, kind: Kind, renewals: Sequence[Renewal]) -> list[bool]:
@@ -307,12 +359,13 @@ class AsyncEtcdBackend(AsyncStore):
         # value wrote it), with the new ttl for ``inspect``.
         record = dataclasses.replace(held.record, ttl=renewal.ttl)
         # The name's fence key, on the old lease if it records this holder's fence, moves
-        # along (revoking the old lease would delete it).
+        # along (revoking the old lease would delete it); a lock's is on the gc_after lease.
         fence_key = self.fence_key(renewal.kind, renewal.name)
+        moves = [put(held.key, record.encode(), lease.id)]
+        if renewal.kind != Kind.LOCK:
+            moves.append(fence_released(fence_key, held.revision, lease.id))
         moved = await self.gateway.post("/v3/kv/txn", {
-            "compare": [created_at(held.key, held.revision)],
-            "success": [put(held.key, record.encode(), lease.id),
-                        fence_released(fence_key, held.revision, lease.id)],
+            "compare": [created_at(held.key, held.revision)], "success": moves,
         })
         if not moved.get("succeeded") or not await self.pool.keep_alive(held.lease):
             await self.pool.revoke(lease.id)
@@ -406,6 +459,12 @@ class AsyncEtcdBackend(AsyncStore):
     async def _entry_of(self, kind: str, name: str, token: str) -> JSON | None:
         """The key ``token`` wrote under ``name`` (either mode's, for a read-write lock)."""
         prefix = name_prefix(self.settings.namespace, kind, name)
+        if kind == Kind.LOCK:
+            slot = self.slots.get(kind, name, token)
+            if slot is None:
+                return None  # never written, or its slot freed: nothing left of it
+            found = kvs(await self.gateway.post("/v3/kv/range", {"key": b64(slot.key)}))
+            return found[0] if found else None
         if kind != Kind.RWLOCK:
             found = kvs(await self.gateway.post("/v3/kv/range", {"key": b64(prefix + token)}))
             return found[0] if found else None

@@ -53,6 +53,7 @@ from tenure.backends.etcd._answers import (
 )
 from tenure.backends.etcd._config import EtcdSettings
 from tenure.backends.etcd._errors import EtcdError, NotFound
+from tenure.backends.etcd._slots import Slot
 
 __all__ = ["Gateway", "NotFound"]
 
@@ -106,11 +107,26 @@ class Gateway:
             limits=httpx.Limits(max_keepalive_connections=16),
         )
 
-    def post(self, path: str, body: JSON | str, *, timeout: float | None = None) -> JSON:
+    def post(
+        self, path: str, body: JSON | str, *, timeout: float | None = None,
+        track: Slot | None = None,
+    ) -> JSON:
         """POST ``body`` to ``path``; the JSON answer. Raises NotFound for gRPC code 5 and
         EtcdError when no member answers within the deadline or one answers an error (the
-        store's base makes it a BackendError naming the verb and the lock)."""
-        (answer,) = self._exchange(path, body, timeout)
+        store's base makes it a BackendError naming the verb and the lock).
+
+        ``track``: the slot whose key the request writes (``_slots``): told when it is
+        sent, when a member answered it, and when it was sent again after a failed try."""
+        if track is None:
+            (answer,) = self._exchange(path, body, timeout)
+            return answer
+        track.sending()
+        try:
+            (answer,) = self._exchange(path, body, timeout, track)
+        except NotFound:
+            track.answered()  # a member's answer: not applied
+            raise
+        track.answered()
         return answer
 
     def post_stream(self, path: str, body: str) -> list[JSON]:
@@ -118,17 +134,19 @@ class Gateway:
         endpoint; its answers, one per message."""
         return self._exchange(path, body, None)
 
-    def _exchange(self, path: str, body: JSON | str, timeout: float | None) -> list[JSON]:
+    def _exchange(
+        self, path: str, body: JSON | str, timeout: float | None, track: Slot | None = None
+    ) -> list[JSON]:
         clients, own = self._endpoints()  # first: opening them is not the reply time
         try:
-            return self._exchange_with(clients, path, body, timeout)
+            return self._exchange_with(clients, path, body, timeout, track)
         finally:
             if own:
                 _close_all(clients)
 
     def _exchange_with(
         self, clients: list[httpx.Client], path: str, body: JSON | str,
-        timeout: float | None,
+        timeout: float | None, track: Slot | None = None,
     ) -> list[JSON]:
         deadline = time.monotonic() + (timeout or self.settings.timeout)
         last: Exception | None = None
@@ -143,6 +161,8 @@ class Gateway:
             try:
                 answers = self._attempt(clients[index], path, body, left)
             except (httpx.TransportError, OSError) as exc:
+                if track is not None:
+                    track.doubt()  # it may have reached the member, and may still land
                 last = exc
                 unreachable += 1
                 if index == self._preferred:
@@ -154,7 +174,10 @@ class Gateway:
             except Unavailable as exc:
                 # "leader changed", "no leader": an election is under way, usually over in
                 # well under a second. Ask again (another member first) until the deadline;
-                # every request tenure sends is safe to repeat (see above).
+                # every request tenure sends is safe to repeat (see above). A write answered
+                # "leader changed" may still be committed.
+                if track is not None:
+                    track.doubt()
                 last = exc
                 unreachable = 0
                 io.sleep(min(UNAVAILABLE_PAUSE, max(0.0, deadline - time.monotonic())))
@@ -251,7 +274,8 @@ class Gateway:
         )
 
     def watch_deletes(
-        self, key: str, range_end: str | None, start_revision: int, timeout: float
+        self, key: str, range_end: str | None, start_revision: int, timeout: float,
+        created: int | None = None,
     ) -> bool:
         """Return at the first deletion of ``key`` (or of any key in [key, range_end)) at or
         after ``start_revision``, or after ``timeout`` seconds, or at any error: the caller
@@ -263,18 +287,19 @@ class Gateway:
         late. So a single key's watch starts now, and if the cluster moved on since
         ``start_revision`` (the revision in the watch's "created" answer), one read tells
         whether the key is still there (then any later deletion is in the watch) or gone
-        (return at once)."""
+        (return at once). ``created``: the key's creation revision, when known: a key of that
+        name written again since (a reused name: ``_slots``) is not the one watched."""
         clients, own = self._endpoints()
         try:
             return self._watch(clients[self._preferred % len(clients)], key, range_end,
-                                     start_revision, timeout)
+                                     start_revision, timeout, created=created)
         finally:
             if own:
                 _close_all(clients)
 
     def _watch(
         self, client: httpx.Client, key: str, range_end: str | None,
-        start_revision: int, timeout: float,
+        start_revision: int, timeout: float, *, created: int | None,
     ) -> bool:
         request: JSON = {"key": key, "filters": ["NOPUT"]}
         from_now = range_end is None and start_revision > 0
@@ -304,7 +329,9 @@ class Gateway:
                         # The watch sees what comes after this revision; anything between
                         # start_revision and it, only a read can tell.
                         watched_from = int(result.get("header", {}).get("revision", 0)) + 1
-                        if watched_from > start_revision and not self._exists(key):
+                        if watched_from > start_revision and not self._exists(
+                            key, created
+                        ):
                             return True
                     if time.monotonic() >= deadline:
                         return False
@@ -314,9 +341,11 @@ class Gateway:
             return True
         return True  # the stream ended
 
-    def _exists(self, key: str) -> bool:
+    def _exists(self, key: str, created: int | None) -> bool:
+        """Whether ``key`` is there (the one created at ``created``, when given)."""
         answer = self.post("/v3/kv/range", {"key": key, "keys_only": True})
-        return bool(answer.get("kvs"))
+        found = answer.get("kvs") or []
+        return bool(found) and (created is None or int(found[0]["create_revision"]) == created)
 
     def close(self) -> None:
         with self._mutex:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from tenure.backends.etcd._sync.gateway import Gateway
 from tenure.backends.etcd._errors import EtcdError, NotFound
+from tenure.backends.etcd._slots import Slot
 from tenure.backends.etcd._statements import JSON
 
 __all__ = ["SPARE_LEASES", "LeasePool", "Lease", "lease_seconds", "whole_seconds"]
@@ -95,15 +96,18 @@ class LeasePool:
             return lease
         return self.new(seconds)  # ended meanwhile (a break, or expired)
 
-    def on_lease(self, txn: Callable[[Lease], JSON], lease: Lease) -> tuple[JSON, Lease]:
+    def on_lease(
+        self, txn: Callable[[Lease], JSON], lease: Lease, *, track: Slot | None = None
+    ) -> tuple[JSON, Lease]:
         """Send the transaction ``txn(lease)`` writes; if etcd answers that the lease is not
         found (a spare ended meanwhile: a break, or a stall past its length), once more on a
-        new lease. The answer, and the lease it used."""
+        new lease. The answer, and the lease it used. ``track``: the slot of the key it
+        writes (``Gateway.post``)."""
         try:
-            return self.gateway.post("/v3/kv/txn", txn(lease)), lease
+            return self.gateway.post("/v3/kv/txn", txn(lease), track=track), lease
         except NotFound:
             lease = self.new(lease.seconds)
-            return self.gateway.post("/v3/kv/txn", txn(lease)), lease
+            return self.gateway.post("/v3/kv/txn", txn(lease), track=track), lease
 
     def _spares_here(self) -> dict[int, list[Lease]]:
         if self._spare_pid != os.getpid():
