@@ -68,6 +68,7 @@ Answers = list[bool]
 
 ACTIONS: Mapping[str, str] = {
     "acquire": "acquire",
+    "quick_try": "acquire",
     "release": "release",
     "release_after": "release",
     "extend_many": "extend",
@@ -171,6 +172,12 @@ class AsyncAttempt:
     combines_try_and_wait: ClassVar[bool] = False
     """``try_or_wait`` may answer: a blocking acquire's first try goes through it."""
 
+    quick_tried = False
+    """Set by the lease logic when this attempt was made after the store's ``quick_try``
+    answered None for the same acquire call, a moment before: its first ``try_once`` may
+    skip whatever that quick try found out already (SQLite's one-statement grant, which
+    was refused)."""
+
     def __init__(
         self, store: AsyncStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
         holder: Holder,
@@ -264,9 +271,9 @@ class AsyncStore(abc.ABC):
         super().__init_subclass__(**kwargs)
         cls.translated_errors = (StoreFault, *cls.driver_errors)
         if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
-            _wrap_verbs(cls, ("acquire", "release", "release_after", "extend_many", "owned",
-                              "inspect", "list_records", "break_leases", "set_value",
-                              "aclose"),
+            _wrap_verbs(cls, ("acquire", "quick_try", "release", "release_after",
+                              "extend_many", "owned", "inspect", "list_records",
+                              "break_leases", "set_value", "aclose"),
                         _translating)
 
     @classmethod
@@ -280,6 +287,22 @@ class AsyncStore(abc.ABC):
     ) -> AsyncAttempt:
         """The state of one acquire call's tries: an ``attempt_class``."""
         return self.attempt_class(self, name, spec, token=token, ttl=ttl, holder=holder)
+
+    async def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        """An acquire call's first chance, taken before its attempt is made: most acquires
+        are granted at once, and then no attempt (nor the rest of the acquire's machinery)
+        is made at all. ``Grant``: the lease, as ``acquire`` grants it (its fence, its
+        expiry, the spec's rule). None: not granted, and nothing a later try would see was
+        changed (no place taken, no wake-up consumed): the lease logic then makes the
+        attempt, whose first ``try_once`` is a full try (told ``quick_tried``).
+
+        The lease logic calls it only where that first try would be unbounded (a ``local``
+        store, or an acquire without a deadline), and a store whose attempts combine a try
+        with a wait (``combines_try_and_wait``) or keep state from their first try on
+        leaves it alone. This default answers None without sending anything."""
+        return None
 
     @abc.abstractmethod
     async def acquire(

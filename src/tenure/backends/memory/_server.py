@@ -73,8 +73,10 @@ class MemoryServer:
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder, *,
-        gc_after: float | None,
+        gc_after: float | None, queue: bool = True,
     ) -> Grant | Busy:
+        """``queue=False``: a refused queued attempt takes no place either (the store's quick
+        try, whose refusal changes nothing)."""
         with self._mutex:
             now = self.clock()
             if self._due and self._due[0][0] <= now:  # (inline: most acquires have none due)
@@ -102,7 +104,7 @@ class MemoryServer:
                 )
                 outcome: Grant | Busy = Grant(record.fence)
             else:
-                if spec.queues:
+                if queue and spec.queues:
                     self._keep_place(record, token, spec, now, holder)
                 ends = [lease.expires_at - now for lease in record.leases.values()]
                 outcome = Busy(min(ends) if ends else None)
