@@ -120,12 +120,15 @@ def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     async def translated(self: AsyncStore | AsyncAttempt, *args: Any, **kwargs: Any) -> Any:
-        store = self.store if isinstance(self, AsyncAttempt) else self
         try:
             return await function(self, *args, **kwargs)
         except TenureError:
             raise
-        except store.translated_errors as exc:
+        except BaseException as exc:
+            # (Which store, found only on the way out: every acquire and release pass here.)
+            store = self.store if isinstance(self, AsyncAttempt) else self
+            if not isinstance(exc, store.translated_errors):
+                raise
             subject = (repr(self.name) if isinstance(self, AsyncAttempt)
                        else _subject(verb, args))
             raise failure(

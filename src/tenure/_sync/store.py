@@ -122,12 +122,15 @@ def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def translated(self: Store | Attempt, *args: Any, **kwargs: Any) -> Any:
-        store = self.store if isinstance(self, Attempt) else self
         try:
             return function(self, *args, **kwargs)
         except TenureError:
             raise
-        except store.translated_errors as exc:
+        except BaseException as exc:
+            # (Which store, found only on the way out: every acquire and release pass here.)
+            store = self.store if isinstance(self, Attempt) else self
+            if not isinstance(exc, store.translated_errors):
+                raise
             subject = (repr(self.name) if isinstance(self, Attempt)
                        else _subject(verb, args))
             raise failure(
