@@ -269,9 +269,13 @@ class AsyncStore(abc.ABC):
     notifies: ClassVar[bool] = False
     """The attempts' ``wait`` returns as soon as a release is announced: a waiter then
     waits ``max_backoff`` at once instead of polling up from 1 ms."""
+    quick_tries: ClassVar[bool] = False
+    """The store has a ``quick_try`` of its own (set for each subclass): the lease logic
+    calls none that would answer None at once (under asyncio, a task per acquire)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.quick_tries = cls.quick_try is not AsyncStore.quick_try
         cls.translated_errors = (StoreFault, *cls.driver_errors)
         if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
             _wrap_verbs(cls, ("acquire", "quick_try", "release", "release_after",
@@ -304,7 +308,8 @@ class AsyncStore(abc.ABC):
         The lease logic calls it only where that first try would be unbounded (a ``local``
         store, or an acquire without a deadline), and a store whose attempts combine a try
         with a wait (``combines_try_and_wait``) or keep state from their first try on
-        leaves it alone. This default answers None without sending anything."""
+        leaves it alone. This default answers None without sending anything, and is never
+        called (``quick_tries``)."""
         return None
 
     @abc.abstractmethod

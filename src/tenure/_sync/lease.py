@@ -143,7 +143,8 @@ class Lease:
         holder = process.holder(io.current_owner_name())
         with _observe.acquire_span(self) as span:
             began = self.clock()
-            quick_tried = wait is None or store.local  # (else the try goes under a deadline)
+            # (Not under a deadline: a remote store's try then goes through a bound.)
+            quick_tried = store.quick_tries and (wait is None or store.local)
             if quick_tried:
                 # Most acquires are granted at their first try: it goes out before the
                 # attempt and the rest of the acquisition exist, and they are made only
