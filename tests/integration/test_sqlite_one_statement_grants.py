@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import pathlib
 import sqlite3
+from typing import Any
 
 import pytest
 
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure.backends.sqlite import _lock_sql as lock_sql
+from tenure.backends.sqlite import _semaphore_sql as semaphore_sql
 from tenure.backends.sqlite._clock import NOW, clock_us
 from tenure.backends.sqlite._config import Settings
 from tenure.backends.sqlite._doorbell import Ticket
@@ -128,6 +131,60 @@ def test_a_refused_lock_try_without_a_ticket_takes_no_place(store: SQLiteFile) -
         assert raw.execute("SELECT count(*) FROM tenure_waiters").fetchone() == (0,)
     assert store.release(Kind.LOCK, "job", "holder")
     assert granted(store.acquire("job", LOCK, "other", 30.0, HOLDER)) > first
+
+def lone_statements(store: SQLiteFile, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements ``store`` runs as transactions of their own from now on (its grants'
+    lone statements among them; every other step is a BEGIN IMMEDIATE transaction)."""
+    sent: list[str] = []
+    one_statement = store.db.one_statement
+
+    def recorded(sql: str, params: dict[str, Any]) -> list[Any]:
+        sent.append(sql)
+        return one_statement(sql, params)
+
+    monkeypatch.setattr(store.db, "one_statement", recorded)
+    return sent
+
+
+def test_a_quick_lock_try_is_the_lone_statement_and_a_refused_one_is_not_sent_again(
+    store: SQLiteFile, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lease logic's quick try is the lone ACQUIRE (a grant ends its transaction); one
+    refused writes nothing, and the attempt's first try after it (``tried``) goes straight
+    to the queueing transaction instead of sending that statement a second time."""
+    path = store.path
+    sent = lone_statements(store, monkeypatch)
+    first = store.quick_try("job", LOCK, "holder", 30.0, HOLDER)
+    assert first is not None and write_lock_is_free(path)
+    assert store.quick_try("job", LOCK, "waiter", 30.0, HOLDER) is None
+    assert sent == [lock_sql.ACQUIRE, lock_sql.ACQUIRE]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT count(*) FROM tenure_waiters").fetchone() == (0,)
+    ticket = Ticket("lock", "job", "waiter")
+    refused = store.acquire("job", LOCK, "waiter", 30.0, HOLDER, ticket=ticket, tried=True)
+    assert isinstance(refused, Busy) and ticket.placed
+    assert sent == [lock_sql.ACQUIRE, lock_sql.ACQUIRE]  # decided in the transaction alone
+    assert store.release(Kind.LOCK, "job", "holder")
+    regranted = granted(store.acquire("job", LOCK, "waiter", 30.0, HOLDER, ticket=ticket))
+    assert regranted > first.fence
+
+
+def test_a_quick_permit_try_is_the_lone_grant_and_a_refused_one_is_not_sent_again(
+    store: SQLiteFile, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = store.path
+    granted(store.acquire("pool", pool(1), "a", 30.0, HOLDER))  # the record, made
+    assert store.release(Kind.SEMAPHORE, "pool", "a")
+    sent = lone_statements(store, monkeypatch)
+    held = store.quick_try("pool", pool(1), "b", 30.0, HOLDER)
+    assert held is not None and write_lock_is_free(path)
+    assert record(path, "pool")[0] == held.fence
+    assert store.quick_try("pool", pool(1), "c", 30.0, HOLDER) is None
+    assert sent == [semaphore_sql.GRANT, semaphore_sql.GRANT]
+    assert record(path, "pool")[0] == held.fence  # refused: nothing written
+    assert isinstance(store.acquire("pool", pool(1), "c", 30.0, HOLDER, tried=True), Busy)
+    assert sent == [semaphore_sql.GRANT, semaphore_sql.GRANT]
+
 
 def test_permit_grants_by_either_path_and_by_an_older_tenure_keep_fences_increasing(
     store: SQLiteFile,

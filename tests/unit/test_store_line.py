@@ -103,6 +103,16 @@ class Subclassed(Failing):
         return await super().release(kind, name, token)
 
 
+class QuickFailing(Failing):
+    """A store with a quick try of its own (``AsyncStore.quick_try``), failing as its verbs
+    do."""
+
+    async def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        raise self.failure
+
+
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
@@ -134,6 +144,17 @@ def test_an_attempts_steps_are_translated_too() -> None:
         run(attempt.wait(0.1, Busy(None)))
     with pytest.raises(tenure.BackendError, match=": acquire of 'job' failed"):
         run(attempt.try_once())
+
+
+def test_a_quick_try_is_translated_and_known_only_where_a_store_has_its_own() -> None:
+    # The lease logic asks only a store that has one: the default would answer None at once.
+    assert QuickFailing.quick_tries and not Failing.quick_tries
+    with pytest.raises(tenure.BackendError) as raised:
+        run(QuickFailing().quick_try("job", LeaseSpec(), "t", 1.0, HOLDER))
+    assert str(raised.value) == (
+        "failing://127.0.0.1:1: acquire of 'job' failed: connection refused"
+    )
+    assert isinstance(raised.value.__cause__, DriverDown)
 
 
 def test_tenure_errors_and_bugs_pass_through_untouched() -> None:

@@ -1,7 +1,8 @@
-"""The lease logic's side of the attempt contract: one acquire call makes one attempt and
-drives only it (tries, and between two refused tries a wait handed the refusal just
-received) until the grant; a new acquire call makes a new attempt. Checked in both flavours,
-and under asyncio across the task the lease logic runs each try in."""
+"""The lease logic's side of the attempt contract: an acquire granted by the store's quick
+try makes no attempt; one that is not makes one attempt and drives only it (tries, and
+between two refused tries a wait handed the refusal just received) until the grant; a new
+acquire call makes a new attempt. Checked in both flavours, and under asyncio across the
+task the lease logic runs each try in."""
 
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def _check(recorder: _Recorder) -> None:
     calls = recorder.calls
     waiter = next(attempt for step, attempt, outcome in calls
                   if step == "answer" and isinstance(outcome, Busy))
+    # The holder's acquire, granted by the quick try, made no attempt: the waiter's is first.
+    assert calls[0][1] is waiter
     steps = [(step, handed) for step, attempt, handed in calls if attempt is waiter]
     # try -> Busy b1 -> wait(b1) -> try -> Busy b2 -> wait(b2) -> ... -> try -> Grant
     assert steps[0][0] == "answer"
@@ -83,9 +86,12 @@ def _check(recorder: _Recorder) -> None:
             last_busy = None
     assert len(recorder.answers) >= 2  # it waited more than once
     assert isinstance(steps[-1][1], Grant)
-    # The next acquire of the same handle makes an attempt of its own.
+    # The next acquire of the same handle, refused at its quick try, makes an attempt of its
+    # own (and the holder's second acquire, granted there, none).
     last = max(index for index, (_, attempt, _) in enumerate(calls) if attempt is waiter)
-    assert any(step == "answer" for step, _, _ in calls[last + 1:])
+    after = calls[last + 1:]
+    assert [(step, type(outcome)) for step, _, outcome in after] == [("answer", Busy)]
+    assert after[0][1] is not waiter
 
 
 def test_sync_acquire_drives_one_attempt_handing_each_refusal_to_its_wait() -> None:
@@ -103,8 +109,9 @@ def test_sync_acquire_drives_one_attempt_handing_each_refusal_to_its_wait() -> N
         thread.join(5)
         assert got == [True]
         waiter.release()
-        assert waiter.acquire(blocking=False)
-        waiter.release()
+        assert holder.acquire(blocking=False)
+        assert not waiter.acquire(blocking=False)
+        holder.release()
     _check(recorder)
 
 
@@ -122,8 +129,9 @@ def test_asyncio_acquire_drives_one_attempt_handing_each_refusal_to_its_wait() -
             await holder.release()
             assert await task
             await waiter.release()
-            assert await waiter.acquire(blocking=False)
-            await waiter.release()
+            assert await holder.acquire(blocking=False)
+            assert not await waiter.acquire(blocking=False)
+            await holder.release()
 
     asyncio.run(main())
     _check(recorder)

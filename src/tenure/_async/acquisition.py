@@ -1,6 +1,8 @@
-"""One acquire call's choreography: its tries, the waits between them, and the undo of a
-failed or cancelled try. ``AsyncLease.acquire`` makes one ``AsyncAcquisition`` per call and
-books what it wins. Written for asyncio; ``scripts/unasync.py`` generates the threads flavour.
+"""One acquire call's choreography past its first chance: its tries, the waits between them,
+and the undo of a failed or cancelled try. ``AsyncLease.acquire`` first asks the store's
+``quick_try``; only an acquire that was not granted there makes an ``AsyncAcquisition`` (and
+so an attempt), which tries until the grant, and the lease books what it wins. Written for
+asyncio; ``scripts/unasync.py`` generates the threads flavour.
 
 What happens on failure: a failed or cancelled acquire undoes itself. It releases whatever
 the server may have granted under its token (waiting first for a call it gave up on, which
@@ -14,11 +16,11 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tenure import _observe, _tokens
+from tenure import _observe
 from tenure._backoff import Backoff
 from tenure._concurrency import async_io as io
 from tenure._errors import BackendError
-from tenure._types import Busy, Grant
+from tenure._types import Busy, Grant, Holder
 
 if TYPE_CHECKING:
     from tenure._async.lease import AsyncLease
@@ -51,20 +53,26 @@ class Granted(NamedTuple):
 
 
 class AsyncAcquisition:
-    """The tries of one ``acquire`` of ``lease``, up to ``wait`` seconds (None: forever)."""
+    """The tries of one ``acquire`` of ``lease`` under ``token``, up to ``wait`` seconds (None:
+    forever) from ``began``, the moment before its first chance (the store's ``quick_try``,
+    answered None: ``quick_tried``)."""
 
-    def __init__(self, lease: AsyncLease, wait: float | None) -> None:
+    def __init__(
+        self, lease: AsyncLease, wait: float | None, token: str, holder: Holder,
+        began: float, *, quick_tried: bool,
+    ) -> None:
         self.lease = lease
         self.store = lease.store
         self.clock = lease.clock
         self.wait = wait
-        process = _tokens.current
-        self.token = process.token()
-        holder = process.holder(io.current_owner_name())
+        self.token = token
         self.attempt: AsyncAttempt = self.store.attempt(
-            lease.name, lease.spec, self.token, lease.ttl, holder
+            lease.name, lease.spec, token, lease.ttl, holder
         )
-        self.deadline = None if wait is None else self.clock() + wait
+        if quick_tried:
+            self.attempt.quick_tried = True
+        self.began = began
+        self.deadline = None if wait is None else began + wait
 
     async def run(self, blocking: bool) -> Granted | None:
         """Try (and, if ``blocking``, wait and try again) until granted, None once the wait is
@@ -74,7 +82,7 @@ class AsyncAcquisition:
         backoff: Backoff | None = None  # made at the first refusal: most acquires get none
         # The first try may wait too: _try_or_wait.
         eager = blocking and attempt.combines_try_and_wait
-        first_try = self.clock()
+        first_try = self.began
         tries = 0
         while True:
             started = self.clock()
@@ -105,15 +113,7 @@ class AsyncAcquisition:
                     f"the caller's timeout ({self.wait} s) + {DEADLINE_SLACK} s"
                 ) from store.unanswered(late.seconds)
             except BaseException:
-                # The grant may have landed before the failure (an error, a cancellation,
-                # Ctrl-C) reached us: undo it, and leave the queue we joined. A queued
-                # kind may hold a place from this very call, so it leaves before raising.
-                if attempt.holds_place:
-                    await self._give_up()
-                # A local store's release cannot hang: undone before the exception
-                # leaves, the caller's next step (a listing) never sees the grant.
-                cleanup = io.cleanup_now if store.local else io.run_cleanup
-                await cleanup(self._undo, started + lease.ttl, None)
+                await self.undo_failed_try(started)
                 raise
             now = self.clock()
             if isinstance(outcome, Grant):
@@ -146,6 +146,18 @@ class AsyncAcquisition:
             except BaseException:
                 await self._give_up()
                 raise
+
+    async def undo_failed_try(self, started: float) -> None:
+        """A try begun at ``started`` failed (an error, a cancellation, Ctrl-C): the grant
+        may have landed before the failure reached us, so undo it, and leave the queue we
+        joined. A queued kind may hold a place from this very call, so it leaves before the
+        failure is raised on."""
+        if self.attempt.holds_place:
+            await self._give_up()
+        # A local store's release cannot hang: undone before the exception leaves, the
+        # caller's next step (a listing) never sees the grant.
+        cleanup = io.cleanup_now if self.store.local else io.run_cleanup
+        await cleanup(self._undo, started + self.lease.ttl, None)
 
     async def _try_or_wait(self, started: float, limit: float | None) -> Grant | Busy | None:
         """The first try of a blocking acquire, made together with the wait after a refusal

@@ -68,6 +68,7 @@ Answers = list[bool]
 
 ACTIONS: Mapping[str, str] = {
     "acquire": "acquire",
+    "quick_try": "acquire",
     "release": "release",
     "release_after": "release",
     "extend_many": "extend",
@@ -119,12 +120,15 @@ def _translating(verb: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     async def translated(self: AsyncStore | AsyncAttempt, *args: Any, **kwargs: Any) -> Any:
-        store = self.store if isinstance(self, AsyncAttempt) else self
         try:
             return await function(self, *args, **kwargs)
         except TenureError:
             raise
-        except store.translated_errors as exc:
+        except BaseException as exc:
+            # (Which store, found only on the way out: every acquire and release pass here.)
+            store = self.store if isinstance(self, AsyncAttempt) else self
+            if not isinstance(exc, store.translated_errors):
+                raise
             subject = (repr(self.name) if isinstance(self, AsyncAttempt)
                        else _subject(verb, args))
             raise failure(
@@ -170,6 +174,12 @@ class AsyncAttempt:
 
     combines_try_and_wait: ClassVar[bool] = False
     """``try_or_wait`` may answer: a blocking acquire's first try goes through it."""
+
+    quick_tried = False
+    """Set by the lease logic when this attempt was made after the store's ``quick_try``
+    answered None for the same acquire call, a moment before: its first ``try_once`` may
+    skip whatever that quick try found out already (SQLite's one-statement grant, which
+    was refused)."""
 
     def __init__(
         self, store: AsyncStore, name: str, spec: LeaseSpec, *, token: str, ttl: float,
@@ -259,14 +269,18 @@ class AsyncStore(abc.ABC):
     notifies: ClassVar[bool] = False
     """The attempts' ``wait`` returns as soon as a release is announced: a waiter then
     waits ``max_backoff`` at once instead of polling up from 1 ms."""
+    quick_tries: ClassVar[bool] = False
+    """The store has a ``quick_try`` of its own (set for each subclass): the lease logic
+    calls none that would answer None at once (under asyncio, a task per acquire)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.quick_tries = cls.quick_try is not AsyncStore.quick_try
         cls.translated_errors = (StoreFault, *cls.driver_errors)
         if cls.driver_errors:  # (none to translate, as memory's: no wrapper on its hot path)
-            _wrap_verbs(cls, ("acquire", "release", "release_after", "extend_many", "owned",
-                              "inspect", "list_records", "break_leases", "set_value",
-                              "aclose"),
+            _wrap_verbs(cls, ("acquire", "quick_try", "release", "release_after",
+                              "extend_many", "owned", "inspect", "list_records",
+                              "break_leases", "set_value", "aclose"),
                         _translating)
 
     @classmethod
@@ -280,6 +294,23 @@ class AsyncStore(abc.ABC):
     ) -> AsyncAttempt:
         """The state of one acquire call's tries: an ``attempt_class``."""
         return self.attempt_class(self, name, spec, token=token, ttl=ttl, holder=holder)
+
+    async def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        """An acquire call's first chance, taken before its attempt is made: most acquires
+        are granted at once, and then no attempt (nor the rest of the acquire's machinery)
+        is made at all. ``Grant``: the lease, as ``acquire`` grants it (its fence, its
+        expiry, the spec's rule). None: not granted, and nothing a later try would see was
+        changed (no place taken, no wake-up consumed): the lease logic then makes the
+        attempt, whose first ``try_once`` is a full try (told ``quick_tried``).
+
+        The lease logic calls it only where that first try would be unbounded (a ``local``
+        store, or an acquire without a deadline), and a store whose attempts combine a try
+        with a wait (``combines_try_and_wait``) or keep state from their first try on
+        leaves it alone. This default answers None without sending anything, and is never
+        called (``quick_tries``)."""
+        return None
 
     @abc.abstractmethod
     async def acquire(

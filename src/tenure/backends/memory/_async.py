@@ -75,6 +75,13 @@ class AsyncMemoryBackend(AsyncStore):
     ) -> Grant | Busy:
         return self.server.acquire(name, spec, token, ttl, holder, gc_after=self.gc_after)
 
+    async def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        outcome = self.server.acquire(name, spec, token, ttl, holder, gc_after=self.gc_after,
+                                      queue=False)
+        return outcome if isinstance(outcome, Grant) else None
+
     async def release(self, kind: Kind, name: str, token: str) -> bool:
         return self.server.release(kind, name, token, gc_after=self.gc_after)
 

@@ -73,8 +73,10 @@ class MemoryServer:
 
     def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder, *,
-        gc_after: float | None,
+        gc_after: float | None, queue: bool = True,
     ) -> Grant | Busy:
+        """``queue=False``: a refused queued attempt takes no place either (the store's quick
+        try, whose refusal changes nothing)."""
         with self._mutex:
             now = self.clock()
             if self._due and self._due[0][0] <= now:  # (inline: most acquires have none due)
@@ -84,27 +86,36 @@ class MemoryServer:
             if record is None:
                 record = table[name] = Record()
             self._used(spec.kind, name, record, now, gc_after)
-            dropped = record.drop_expired(now)
-            mine = record.leases.get(token)
-            if mine is not None:  # a retry after a lost reply: same lease, same fence
-                mine.expires_at = now + ttl
-                return Grant(mine.fence)
-            if record.leases and record.limit != spec.limit:
-                raise limit_mismatch(name, record.limit, spec.limit)
-            if record.grantable(token, spec):
-                record.places.pop(token, None)
+            leases = record.leases
+            if leases or record.places:
+                dropped = record.drop_expired(now)
+                mine = leases.get(token)
+                if mine is not None:  # a retry after a lost reply: same lease, same fence
+                    mine.expires_at = now + ttl
+                    return Grant(mine.fence)
+                if leases and record.limit != spec.limit:
+                    raise limit_mismatch(name, record.limit, spec.limit)
+                grantable = record.grantable(token, spec)
+            else:
+                # An idle record, the uncontended acquire: nothing to drop, no lease of this
+                # token, no stored limit, nobody ahead; the kind's rule over nothing.
+                dropped = False
+                grantable = spec.mode is not None or spec.weight <= spec.limit
+            if grantable:
+                if record.places:
+                    record.places.pop(token, None)
                 record.limit = spec.limit
                 record.value = spec.value
                 record.fence = max(record.fence + 1, self.fence_floor())
-                record.leases[token] = Lease(
+                leases[token] = Lease(
                     now + ttl, holder, datetime.datetime.now(datetime.UTC), record.fence,
                     spec.mode, spec.fair, spec.weight,
                 )
                 outcome: Grant | Busy = Grant(record.fence)
             else:
-                if spec.queues:
+                if queue and spec.queues:
                     self._keep_place(record, token, spec, now, holder)
-                ends = [lease.expires_at - now for lease in record.leases.values()]
+                ends = [lease.expires_at - now for lease in leases.values()]
                 outcome = Busy(min(ends) if ends else None)
         if dropped:
             # A lapsed lease or place may have been all that held a waiter back.

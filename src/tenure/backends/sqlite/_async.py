@@ -15,7 +15,7 @@ from typing import Any
 from tenure._async.blocking_store import AsyncBlockingAttempt, AsyncBlockingShell
 from tenure._async.store import WITH_WEIGHTS
 from tenure._concurrency import async_io as io
-from tenure._types import Busy, Capabilities, Grant, Kind
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._config import display, settings
 from tenure.backends.sqlite._doorbell import Ticket
@@ -39,9 +39,10 @@ class AsyncSQLiteAttempt(AsyncBlockingAttempt):
         return None if kind is Kind.SEMAPHORE else Ticket(kind.value, self.name, self.token)
 
     async def try_once(self) -> Grant | Busy:
+        tried, self.quick_tried = self.quick_tried, False  # (the first try's news only)
         return await io.run_blocking(
             self.store.store.acquire, self.name, self.spec, self.token, self.ttl, self.holder,
-            ticket=self.ticket,
+            ticket=self.ticket, tried=tried,
         )
 
     async def wait(self, timeout: float, busy: Busy) -> None:
@@ -105,6 +106,11 @@ class AsyncSQLiteStore(AsyncBlockingShell[SQLiteFile]):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncSQLiteStore:
         return cls(SQLiteFile(settings(url, options)))
+
+    async def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        return await io.run_blocking(self.store.quick_try, name, spec, token, ttl, holder)
 
     def describe(self) -> str:
         return display(self.store.path)

@@ -30,20 +30,29 @@ class Locks:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def quick_try(
+        self, name: str, token: str, ttl: float, holder: Holder, *, value: str | None
+    ) -> Grant | None:
+        """The ACQUIRE statement alone (``first_try``), unless this file was found contended
+        lately (``CONTENDED_FOR``); None: not granted, nothing written (the attempt's first
+        try, told ``tried``, decides in the queueing transaction)."""
+        db = self.db
+        if time.monotonic() < db.contended_until:
+            return None
+        return first_try(db, sql.ACQUIRE, _params(name, token, ttl, holder, value))
+
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, *, value: str | None,
-        ticket: Ticket | None,
+        ticket: Ticket | None, tried: bool = False,
     ) -> Grant | Busy:
         """``ticket``: the attempt's place in the queue (None: a try that queues nothing).
-        A refused attempt takes (or keeps) its place in the same transaction."""
+        A refused attempt takes (or keeps) its place in the same transaction. ``tried``: the
+        lone ACQUIRE statement was just refused (``quick_try``): not sent again."""
         queued = ticket is not None and ticket.placed
-        params: dict[str, Any] = {
-            "name": name, "token": token, "ttl": ttl, "seq": sql.NOT_QUEUED,
-            "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
-        }
+        params = _params(name, token, ttl, holder, value)
         db = self.db
         # The hot path, written out: no context managers (each costs a generator).
-        if not queued and time.monotonic() >= db.contended_until:
+        if not queued and not tried and time.monotonic() >= db.contended_until:
             # Likely uncontended: the try is the ACQUIRE statement alone (see first_try). A
             # refusal is tried again below, in the transaction that also queues the attempt.
             granted = first_try(db, sql.ACQUIRE, params)
@@ -185,6 +194,16 @@ class Locks:
         if head is not None:
             self._ring("lock", name, head, wake)
         return True
+
+
+def _params(
+    name: str, token: str, ttl: float, holder: Holder, value: str | None
+) -> dict[str, Any]:
+    """ACQUIRE's inputs (``_lock_sql``), :seq that of an acquire without a place."""
+    return {
+        "name": name, "token": token, "ttl": ttl, "seq": sql.NOT_QUEUED,
+        "host": holder.host, "pid": holder.pid, "thread": holder.thread, "value": value,
+    }
 
 
 def first_try(db: Database, grant: str, params: dict[str, Any]) -> Grant | None:

@@ -35,20 +35,34 @@ class Permits:
         self._places_read: bool | None = None
         """Whether the file's waiters' table has the place columns (None: not asked yet)."""
 
+    def quick_try(
+        self, name: str, token: str, ttl: float, holder: Holder, limit: int, *, weight: int
+    ) -> Grant | None:
+        """The common grant, GRANT alone (``first_try``), unless this file was found
+        contended lately (``CONTENDED_FOR``); None: not granted, nothing written (the
+        attempt's first try, told ``tried``, decides in a transaction)."""
+        db = self.db
+        if time.monotonic() < db.contended_until:
+            return None
+        params = _params(name, token, ttl, holder, limit=limit, weight=weight)
+        first = first_try(db, sql.GRANT, params)
+        if first is not None:
+            db.writes += 1  # (the release counts its own, and checkpoints when due)
+        return first
+
     def acquire(
         self, name: str, token: str, ttl: float, holder: Holder, limit: int, *,
-        weight: int = 1, queue_ttl: float | None = None,
+        weight: int = 1, queue_ttl: float | None = None, tried: bool = False,
     ) -> Grant | Busy:
         """Grant a permit of ``weight`` when the live permits' units, plus the weights of
         the live places ahead of this token's (every live place, when it has none), plus
         ``weight`` stay within ``limit``. ``queue_ttl``: a refused attempt takes (or
-        refreshes) its place in the same transaction, so later arrivals stand behind it."""
+        refreshes) its place in the same transaction, so later arrivals stand behind it.
+        ``tried``: the lone GRANT statement was just refused (``quick_try``): not sent
+        again."""
         db = self.db
-        params: dict[str, Any] = {
-            "name": name, "token": token, "limit": limit, "weight": weight, "ttl": ttl,
-            "host": holder.host, "pid": holder.pid, "thread": holder.thread,
-        }
-        if time.monotonic() >= db.contended_until:
+        params = _params(name, token, ttl, holder, limit=limit, weight=weight)
+        if not tried and time.monotonic() >= db.contended_until:
             first = first_try(db, sql.GRANT, params)
             if first is not None:
                 db.writes += 1  # (the release counts its own, and checkpoints when due)
@@ -163,6 +177,16 @@ class Permits:
         if not self._places_read:
             self._places_read = "weight" in _columns(connection, "tenure_waiters")
         return self._places_read
+
+
+def _params(
+    name: str, token: str, ttl: float, holder: Holder, *, limit: int, weight: int
+) -> dict[str, Any]:
+    """GRANT's inputs (``_semaphore_sql``)."""
+    return {
+        "name": name, "token": token, "limit": limit, "weight": weight, "ttl": ttl,
+        "host": holder.host, "pid": holder.pid, "thread": holder.thread,
+    }
 
 
 def extend_stamped(

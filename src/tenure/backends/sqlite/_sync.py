@@ -17,7 +17,7 @@ from typing import Any
 from tenure._sync.blocking_store import BlockingAttempt, BlockingShell
 from tenure._sync.store import WITH_WEIGHTS
 from tenure._concurrency import sync_io as io
-from tenure._types import Busy, Capabilities, Grant, Kind
+from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec
 from tenure.backends.sqlite import SCHEMES
 from tenure.backends.sqlite._config import display, settings
 from tenure.backends.sqlite._doorbell import Ticket
@@ -41,9 +41,10 @@ class SQLiteAttempt(BlockingAttempt):
         return None if kind is Kind.SEMAPHORE else Ticket(kind.value, self.name, self.token)
 
     def try_once(self) -> Grant | Busy:
+        tried, self.quick_tried = self.quick_tried, False  # (the first try's news only)
         return io.run_blocking(
             self.store.store.acquire, self.name, self.spec, self.token, self.ttl, self.holder,
-            ticket=self.ticket,
+            ticket=self.ticket, tried=tried,
         )
 
     def wait(self, timeout: float, busy: Busy) -> None:
@@ -107,6 +108,11 @@ class SQLiteStore(BlockingShell[SQLiteFile]):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
         return cls(SQLiteFile(settings(url, options)))
+
+    def quick_try(
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+    ) -> Grant | None:
+        return io.run_blocking(self.store.quick_try, name, spec, token, ttl, holder)
 
     def describe(self) -> str:
         return display(self.store.path)
