@@ -354,9 +354,10 @@ def report(
         "once for the whole run. No fence is returned to the caller (the key's revision "
         "is, if one reads it) and no record of who holds it.",
         "- ZooKeeper raw floor: create (ephemeral sequential) + delete: 2 requests.",
-        "- ZooKeeper tenure: create (with its stat), list the children, read the name's node "
-        "and set its last fence; on release a versioned set (to read the server's time, for "
-        "the ttl rule) and a delete: 6 requests.",
+        "- ZooKeeper tenure: create (with its stat) and list the children, sent together (one "
+        "wait); on release one multi: a write whose stat gives the server's time for the ttl "
+        "rule (the name's last fence, else a clock node) and the delete: 3 requests, 2 waits "
+        "in a row.",
         "- kazoo Lock: create, list the children (its own node is alone: no watch), and on "
         "release a delete (plus its checks for a node left by an earlier lost reply).",
         "",
@@ -398,10 +399,18 @@ def report(
         "(the etcd backend's attempt module says why the other ways fail). Between two waits "
         "an etcd waiter sends that txn "
         "and a keep-alive of its two leases (the requests column counts them). tenure's "
-        "ZooKeeper waiter rewrites its node and lists the queue (the ttl rule needs the "
-        "server's time and every live node ahead), then rewrites its node with its ttl; "
-        "kazoo's Lock only lists the children. Each wait is bounded (0.5 s) and re-checked, "
-        "so a missed watch event costs at most that.",
+        "ZooKeeper waiter sets its watch by reading the node ahead (again at each write of "
+        "it), so it sees that node granted; once a granted node goes, the waiter behind it is "
+        "first without listing the queue. Its place (a 2 s lease, rewritten at each wait) "
+        "holds the lock at the head, so it takes the lock at once: the one multi that makes "
+        "its node the holder's, with its ttl, and writes the fence goes out without waiting "
+        "for its answer (`check()` doubts the lease if that answer is late; release, renewal "
+        "and `owned()` wait for it). A handoff is thus the release's multi and nothing the "
+        "next holder waits for, where kazoo's woken waiter lists the children. A blocking "
+        "first try keeps its refused node as its place; between two waits a tenure waiter "
+        "rewrites its node and lists the queue in one round trip, reads the node ahead and "
+        "watches it (the requests column counts them); kazoo's waiters send nothing. Each "
+        "wait is bounded (0.5 s) and re-checked, so a missed watch event costs at most that.",
         "",
     ]
     return "\n".join(lines)

@@ -4,8 +4,9 @@ renewal of ours is still unanswered.
 
 The counts are the backend's design (``_async/store.py``, "Requests"): an uncontended
 acquire + release is three requests, as kazoo's Lock (create and list sent together, a
-release multi that also keeps the fence on the name's node); a waiter woken by the delete
-of the node just ahead takes the lock without listing the queue. Counts, not times: the
+release multi that also keeps the fence on the name's node); a blocking first try keeps its
+refused node as its place; a waiter woken by the delete of the node just ahead takes the
+lock with one multi it does not wait for, without listing the queue. Counts, not times: the
 machine may be slow.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 import pytest
 
 import tenure
-from tenure.backends.zookeeper._nodes import encode_name
+from tenure.backends.zookeeper._nodes import Record, encode_name, sequence_of
 from tenure.backends.zookeeper._sync.store import ZooKeeperBackend
 
 # Long enough that no renewal (a third of the ttl in) falls in a test: a renewal writes
@@ -119,9 +120,42 @@ def test_a_first_try_fence_is_kept_once_renewed_or_broken(zookeeper_url: str, na
         assert info is not None and not info.held and info.fence == broken.fence
 
 
-def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
+def test_a_blocking_first_try_keeps_its_node_as_the_waiters_place(
     zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Refused, a blocking lock's first try does not delete its node to make another at the
+    back: its wait rewrites it as queued and watches the node ahead in one round trip."""
+    with tenure.connect(zookeeper_url) as holding, tenure.connect(zookeeper_url) as waiting:
+        backend = waiting.backend
+        assert isinstance(backend, ZooKeeperBackend)
+        monkeypatch.setattr(backend, "max_backoff", 3600.0)
+        holder, waiter = holding.lock(name, ttl=TTL), waiting.lock(name, ttl=TTL)
+        assert holder.acquire()
+        requests = Requests(waiting)
+        thread = threading.Thread(target=waiter.acquire)
+        thread.start()
+        try:
+            _wait_until_queued(holding, name)
+            # The create and the list (with a read of the name's node, which this process
+            # never wrote: for the fence), the read of the node ahead that ranks it, then
+            # the rewrite and the watch (a read).
+            assert requests.sent == {"create": 1, "get_children": 1, "get": 3, "set": 1}, (
+                Sent(requests.sent, requests.origins)
+            )
+            info = holding.inspect(name)
+            assert info is not None and info.fence == holder.fence
+        finally:
+            holder.release()
+            thread.join(60)
+        waiter.release()
+
+
+def test_a_woken_waiter_takes_the_lock_without_waiting_for_a_request(
+    zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter's node is first once the holder's goes: granted by its watch alone, it
+    sends one multi (its node the holder's, the fence on the name's node) without waiting
+    for its answer; inspect names it the holder either way."""
     with tenure.connect(zookeeper_url) as holding, tenure.connect(zookeeper_url) as waiting:
         backend = waiting.backend
         assert isinstance(backend, ZooKeeperBackend)
@@ -141,10 +175,9 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
                 granted.set()
 
         thread = threading.Thread(target=wait_for_it)
-        watches = requests.sent["exists"]
         thread.start()
         try:
-            _wait_until_queued(holding, name, requests, watches)
+            _wait_until_queued(holding, name)
             fence = holder.fence
 
             def hand_over() -> None:
@@ -153,24 +186,28 @@ def test_a_woken_waiter_takes_the_lock_without_listing_the_queue(
 
             handoff = requests.during(hand_over)
             assert granted.is_set()
-            # The release (one multi), the grant's rewrite of the waiter's node with the
-            # read of the name's node beside it, and the fence write.
-            assert "get_children" not in handoff.counts, handoff
-            assert handoff.counts.total() <= 4, handoff
+            info = holding.inspect(name)
+            assert info is not None and info.held and info.fence == waiter.fence
+            # The release's multi, and the grant's.
+            assert handoff.counts == {"multi": 2}, handoff
             assert waiter.fence is not None and fence is not None and waiter.fence > fence
+            granted_fence = waiter.fence
         finally:
             thread.join(60)
             if granted.is_set():
                 waiter.release()
+        info = holding.inspect(name)
+        assert info is not None and not info.held and info.fence == granted_fence
 
 
-def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
+def test_a_waiter_that_saw_the_node_ahead_granted_takes_the_lock_without_listing(
     zookeeper_url: str, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The second waiter's list of nodes ahead, made while the first holder held, named two
-    nodes: woken by the delete of the nearer one, it lists the queue once, finds nothing
-    ahead, and is granted by the rewrite of its node alone (no rewrite first to judge
-    nodes ahead by: there are none)."""
+    """The second waiter's ranking, made while the first holder held, named two nodes ahead,
+    and it watches the nearer, the first waiter's. That node's grant rewrites it as the
+    holder's, and the second waiter sets its watch again by a read that shows it: nothing
+    is ahead of a granted node, so once it goes, the second waiter is first without listing
+    the queue."""
     with (
         tenure.connect(zookeeper_url) as holding,
         tenure.connect(zookeeper_url) as first,
@@ -179,6 +216,7 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
         for locks in (first, second):
             monkeypatch.setattr(locks.backend, "max_backoff", 3600.0)
         requests = Requests(holding, first, second)
+        seconds = Requests(second)
         holder = holding.lock(name, ttl=TTL)
         one, two = first.lock(name, ttl=TTL), second.lock(name, ttl=TTL)
         assert holder.acquire()
@@ -189,21 +227,20 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 granted[id(lock)].set()
 
         threads = [threading.Thread(target=wait_for, args=(lock,)) for lock in (one, two)]
-        watches = requests.sent["exists"]
         threads[0].start()
-        _wait_until_queued(holding, name, requests, watches)
-        watches = requests.sent["exists"]
+        _wait_until_queued(holding, name)
         threads[1].start()
-        _wait_until_queued(holding, name, requests, watches, nodes=3)
+        _wait_until_queued(holding, name, nodes=3)
         try:
+            reads = seconds.sent["get"]
             holder.release()
             assert granted[id(one)].wait(60)
             fence = one.fence
-            backend = first.backend
-            assert isinstance(backend, ZooKeeperBackend)
-            (held,) = [h for key, h in backend._held.items() if key[1] == name]
-            # Its fence, written in the background after its grant, is not counted.
-            assert held.fence_record is None or held.fence_record.wait(60)
+            deadline = time.monotonic() + 60
+            while seconds.sent["get"] == reads:  # the read that sets the watch again
+                assert time.monotonic() < deadline, "the second waiter never watched again"
+                time.sleep(0.02)
+            time.sleep(0.2)  # its answer read (the release below waits for the grant's)
 
             def hand_over() -> None:
                 one.release()
@@ -211,7 +248,7 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
 
             handoff = requests.during(hand_over)
             assert granted[id(two)].is_set()
-            assert handoff.counts["get_children"] <= 1 and handoff.counts["set"] <= 2, handoff
+            assert handoff.counts == {"multi": 2}, handoff
             assert two.fence is not None and fence is not None and two.fence > fence
         finally:
             for thread in threads:
@@ -220,20 +257,23 @@ def test_a_waiter_woken_with_nothing_ahead_lists_once_and_writes_once(
                 two.release()
 
 
-def _wait_until_queued(
-    locks: tenure.Locks, name: str, requests: Requests, watches: int, *, nodes: int = 2
-) -> None:
+def _wait_until_queued(locks: tenure.Locks, name: str, *, nodes: int = 2) -> None:
     """Until ``nodes`` nodes (the holder's, the waiters') are under the lock's and the
-    newest waiter has sent the watch on the node ahead of it (an ``exists``: the count of
-    them passes ``watches``, read before that waiter started), so that none of its queueing
-    falls in a count that follows."""
+    newest is written as a waiter's place: its waiter sends the watch on the node ahead
+    with that write (a kept first try's node) or before it ends its wait, so that none of
+    its queueing falls in a count that follows."""
     backend = locks.backend
     assert isinstance(backend, ZooKeeperBackend)
     client = backend.session.client()
     parent = f"/{backend.settings.namespace}/lock/{encode_name(name)}"
     deadline = time.monotonic() + 60
-    while len(client.get_children(parent)) < nodes or requests.sent["exists"] <= watches:
-        assert time.monotonic() < deadline, "the waiter never queued and watched"
+    while True:
+        children = sorted(client.get_children(parent), key=sequence_of)
+        if len(children) >= nodes:
+            data, _ = client.get(f"{parent}/{children[-1]}")
+            if Record.decode(data).queued:
+                return
+        assert time.monotonic() < deadline, "the waiter never queued"
         time.sleep(0.02)
 
 

@@ -8,14 +8,31 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
+import time
 from typing import Any
 
+from tenure._types import Kind
 from tenure.backends.zookeeper._nodes import Record
 
-__all__ = ["QUEUE_TTL", "Held", "Place"]
+__all__ = ["GRANT_UNWRITTEN", "QUEUE_TTL", "Held", "Place", "holds_at_head"]
 
 QUEUE_TTL = 2.0
 """Seconds a waiter's node outlives its last rewrite, as judged by the others."""
+
+GRANT_UNWRITTEN = 1 / 3
+"""The part of ``QUEUE_TTL`` after a write of a waiter's node within which the waiter, once
+at the head, takes the grant without writing first (``_async/attempt.py``, "Granted from the
+queue"): the write that makes its node the holder's then has as long again, and a third
+left over, before the place could lapse by the server's clock (the same margin as the
+session's, ``SESSION_TRUST``)."""
+
+
+def holds_at_head(kind: str, value: str | None, ttl: float) -> bool:
+    """Whether a waiter's node holds the lease as soon as it is first (``Record.holds_at_head``):
+    a lock's, with no election value for its grant to write, whose ttl is at least its
+    place's (the place's lease, which it holds on until its grant's write, never outlasts
+    the holder's)."""
+    return kind == Kind.LOCK and value is None and ttl >= QUEUE_TTL
 
 
 @dataclasses.dataclass
@@ -47,6 +64,23 @@ class Held:
     written_ttl_ms: int = dataclasses.field(init=False, default=0)
     """The ttl our last write (the one at ``version``) gave the node. ``record`` may carry a
     newer ttl already, written by a renewal still out."""
+    granting: Any = None
+    """The multi that makes a waiter's node, granted at the head of the queue, the holder's
+    and writes its fence to the name's node (``_async/attempt.py``, "Granted at the head,
+    written after"), sent without waiting: its kazoo result, until its answer is applied
+    (``AsyncZooKeeperGrants._conclude_grant``)."""
+    parent: str = ""
+    """The name's node that multi writes the fence to."""
+    grant_unanswered_after: float = 0.0
+    """Monotonic time past which that write, still unanswered, can no longer vouch for the
+    lease: the place it was granted on may have lapsed by the server's clock."""
+    grant_lost: str | None = None
+    """Why that write found the lease gone (its node deleted, or its place lapsed first)."""
+    grant_mutex: threading.Lock = dataclasses.field(
+        init=False, default_factory=threading.Lock, repr=False, compare=False
+    )
+    """Applies that write's answer once: kazoo's callback thread and a caller that waited
+    for it may both try."""
 
     mutex: threading.Lock = dataclasses.field(
         init=False, default_factory=threading.Lock, repr=False, compare=False
@@ -108,6 +142,21 @@ class Place:
     clear: str = ""
     """Our node's path once the one node ahead that could keep it waiting was deleted (its
     watch said so): nodes only join behind, so it is granted without listing the queue."""
+    woken: bool = False
+    """The last wait ended by its watch (or found nothing to watch), not by its timeout: the
+    next try lists the queue before it rewrites the node."""
+    unmarked: bool = False
+    """The node still holds the first try that made it (a lock's refused node, kept as its
+    place): the next wait rewrites it as ``record``, the queued one, whatever ``ahead`` is."""
+    sent: float = 0.0
+    """Monotonic time just before the node's latest write was sent: by the server's clock it
+    lives until at least that plus its ttl (``GRANT_UNWRITTEN``)."""
+    write_epoch: int = -1
+    """The session epoch that write was sent in (``session``'s docstring)."""
+
+    def sending(self, epoch: int) -> None:
+        """A write of the node is about to be sent, in session epoch ``epoch``."""
+        self.sent, self.write_epoch = time.monotonic(), epoch
 
     def wrote(self, stat: Any, ttl_ms: int) -> bool:
         """Record a write of the node; False if the write before it had already lapsed by the

@@ -14,11 +14,15 @@ the server time of their own latest write; an election leader's ``value``, writt
 create or versioned set that grants the node, so it goes with the node; a semaphore
 permit's ``weight``, the units of the limit it takes, on its waiter's node as on its grant
 (absent: 1, as every node an older tenure wrote reads); and ``queued`` on a waiter's node,
-which holds nothing even once it is first, until the versioned set that
-grants it; and ``fence`` on a node a release re-created to keep the name held a while
-(``_async/window.py``): the fence it stands for, its own ``czxid`` being newer; and
-``fair`` on a read-write lock's node made by a fair lock, for ``inspect`` only (no grant reads
-it; a node without it, written by a tenure from before it, is a read-write lock's).
+which holds nothing even once it is first, until the versioned set that grants it, unless it
+also says ``holds_at_head`` (a lock's waiter with no election value to write and a ttl at
+least its place's): such a node holds the lock as soon as it is first, on the place's ttl
+until its waiter, told by its watch, rewrites it as the holder's (``_async/attempt.py``,
+"Granted at the head, written after"); and ``fence`` on a node a release re-created to keep
+the name held a while (``_async/window.py``): the fence it stands for, its own ``czxid``
+being newer; and ``fair`` on a read-write lock's node made by a fair lock, for ``inspect``
+only (no grant reads it; a node without it, written by a tenure from before it, is a
+read-write lock's).
 
 A read-write lock's mode is in its nodes' names (kazoo's ReadLock and WriteLock name their
 nodes apart too): a reader waiting finds the newest write node ahead of it from the list of
@@ -37,7 +41,7 @@ from tenure._types import Holder
 
 __all__ = [
     "Record", "decode_name", "encode_name", "is_entry", "mode_of", "node_prefix", "sequence_of",
-    "token_of",
+    "token_of", "written_as_holder",
 ]
 
 _MODE_MARKS = {"read": "r", "write": "w"}
@@ -77,6 +81,21 @@ def token_of(node: str) -> str:
     return node[2:].rpartition("-")[0]
 
 
+def written_as_holder(data: bytes, stat: Any) -> bool:
+    """Whether a lock's node (its ``get`` answer) was written since it was made with a
+    record of ours not marked queued: only a grant (or a renewal or election value after
+    one) writes that, so its waiter found nothing ahead of it. A node at version 0 may be a
+    first try's, refused; one whose data is not ours proves nothing."""
+    try:
+        fields = json.loads(data)
+    except ValueError:
+        return False
+    return (
+        stat.version >= 1 and isinstance(fields, dict) and "ttl_ms" in fields
+        and fields.get("queued") is not True
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Record:
     holder: Holder
@@ -92,6 +111,9 @@ class Record:
     """Written by a fair lock (a read-write lock's node otherwise)."""
     weight: int = 1
     """The units of the limit a semaphore permit (or its waiter's place) takes."""
+    holds_at_head: bool = False
+    """A queued lock waiter's node that holds the lock once it is first: its waiter takes
+    the grant without a write first (``_async/attempt.py``, "Granted from the queue")."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {
@@ -108,15 +130,17 @@ class Record:
             fields["fair"] = True
         if self.weight != 1:
             fields["weight"] = self.weight
+        if self.holds_at_head:
+            fields["holds_at_head"] = True
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def new(
         cls, holder: Holder, limit: int, ttl: float, *, value: str | None = None,
-        queued: bool = False, fair: bool = False, weight: int = 1,
+        queued: bool = False, fair: bool = False, weight: int = 1, holds_at_head: bool = False,
     ) -> Record:
         return cls(holder, time.time(), limit, max(1, round(ttl * 1000)), value, queued,
-                   fair=fair, weight=weight)
+                   fair=fair, weight=weight, holds_at_head=holds_at_head)
 
     def with_ttl(self, ttl: float) -> Record:
         return dataclasses.replace(self, ttl_ms=max(1, round(ttl * 1000)))
@@ -138,6 +162,7 @@ class Record:
                 None if fields.get("fence") is None else int(fields["fence"]),
                 fields.get("fair") is True,
                 max(1, int(fields.get("weight", 1))),
+                fields.get("holds_at_head") is True,
             )
         except (ValueError, KeyError, TypeError):
             # Not ours: never judged expired by us, shown as unknown.

@@ -21,7 +21,7 @@ def lock_info(
         return _in_turn(name, fence, now, nodes, answers)
     if kind == Kind.SEMAPHORE:
         return _within_limit(name, fence, now, answers)
-    live = []
+    live: list[LeaseInfo] = []
     values = []
     for answer in answers:
         if isinstance(answer, Exception):
@@ -29,9 +29,10 @@ def lock_info(
         record = Record.decode(answer[0])
         stat = answer[1]
         left = (stat.mtime + record.ttl_ms - now) / 1000
-        if record.queued:
+        if record.queued and not (record.holds_at_head and not live):
             # A live waiter ahead of the rest: nothing behind it holds, and it holds
-            # nothing itself until the set that grants it.
+            # nothing itself until the set that grants it (unless it holds at the head,
+            # first of the live nodes: its waiter is granted without that set first).
             if left > 0:
                 break
             continue

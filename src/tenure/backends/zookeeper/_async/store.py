@@ -30,17 +30,27 @@ has been idle for ``gc_after`` (``sweep``).
   and set the name's node; a versioned rewrite for the server time, a delete). Now: 3
   requests, 2 waits (create and list sent together; one multi). kazoo's Lock: 3 requests,
   3 waits (create, list, delete).
-- Handoff, from the release to the next holder's grant. Before: the release's 2 (rewrite,
-  delete), then the woken waiter's rewrite, list, rewrite with its ttl, read and set of the
-  name's node: 7 requests, 7 waits in a row. Now: the release's multi, then the woken
-  waiter's rewrite with its ttl: 2 waits in a row (and the fence in the background: a read
-  and a set of the name's node; 4 requests). kazoo's Lock: a delete, then the woken
-  waiter's list: 2 requests, 2 waits.
+- Handoff, from the release to the next holder's grant (a lock, ttl at least ``QUEUE_TTL``).
+  Before: the release's 2 (rewrite, delete), then the woken waiter's rewrite, list, rewrite
+  with its ttl, read and set of the name's node: 7 requests, 7 waits in a row. Then: the
+  release's multi, then the woken waiter's rewrite with its ttl: 2 waits in a row (and the
+  fence in the background: a read and a set of the name's node; 4 requests), most waiters
+  listing the queue first (the one ahead they watched was not the only one). Now: the
+  release's multi, then nothing the woken waiter waits for: a waiter whose node ahead went
+  after it was seen granted is first (``attempt``, "Granted from the queue"), and its grant's
+  one multi (its node the holder's, the fence on the name's node) goes out unanswered
+  (``attempt``, "Granted at the head, written after"): 2 requests, 1 wait. kazoo's Lock: a
+  delete, then the woken waiter's list: 2 requests, 2 waits.
 
 The first use of a name adds a read of its node (sent with the create). Each wait of a
 queued waiter: before, a rewrite and a list on waking, a rewrite and a list again before
-the watch, and a read of every node ahead; now a rewrite, a list, a read of the nearest
-node ahead (a lock) and the watch, and nothing when the node ahead is merely rewritten.
+the watch, and a read of every node ahead; then a list, a rewrite, a read of the nearest
+node ahead (a lock) and the watch, 4 waits; now the rewrite and the list in one round trip,
+the read of the nearest node ahead (a lock) and the watch (a read of that node, which says
+whether it was granted), 3 waits. A write of the node ahead costs the read that sets the
+watch again, without waking. A blocking lock's refused first try keeps its node as its
+place: its first wait rewrites it as queued beside the watch, in one round trip, where a
+delete, then a create and a list, then the watch went before.
 
 **Read-write and fair locks** (kind ``rwlock``, ``tenure.backends._ordered_queue`` for the rule
 and the fence argument): the same nodes, with the mode in the node's name (``_nodes``).
@@ -74,7 +84,7 @@ from tenure.backends.zookeeper._async.ranking import rank
 from tenure.backends.zookeeper._async.sweep import gc_reuse, sweep
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
 from tenure.backends.zookeeper._errors import DRIVER_ERRORS
-from tenure.backends.zookeeper._leases import QUEUE_TTL, Held, Place
+from tenure.backends.zookeeper._leases import QUEUE_TTL, Held, Place, holds_at_head
 from tenure.backends.zookeeper._nodes import Record, decode_name, node_prefix
 from tenure.backends.zookeeper._records import lock_info
 
@@ -149,16 +159,20 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         return outcome if isinstance(outcome, Grant) else Busy(None)
 
     async def join(
-        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
+        self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder, *,
+        keep: bool = False,
     ) -> Grant | Place:
         """A first try: a new node, granted if nothing that counts is ahead of it; else the
-        waiter's place (a read-write lock's is that node, queued; a lock's or a permit's
-        node is deleted, and its place is made by its first wait)."""
+        waiter's place (a read-write lock's is that node, queued, as is a queued permit's;
+        so is a lock's when ``keep`` (a blocking acquire's first try) and it holds at the
+        head (``holds_at_head``); any other lock's or permit's node is deleted, and its place
+        is made by its first wait)."""
         kind, limit, mode = spec.kind, spec.limit, spec.mode
         parent = self._parent(kind, name)
         record = Record.new(holder, limit, ttl, value=spec.value, fair=spec.fair,
                             weight=spec.weight)
         epoch = self.session.epoch
+        sent = time.monotonic()
         # One wait for two or three requests: the create, then the list of the queue, which
         # the server answers after the create, showing our node, and the name's node (for
         # the fence write) unless our last fence write of it says its version.
@@ -205,10 +219,21 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version,
             )
+        at_head = holds_at_head(kind, spec.value, ttl)
+        queued = Record.new(holder, limit, QUEUE_TTL, queued=True, weight=spec.weight,
+                            holds_at_head=at_head)
+        if keep and at_head and ranked.conflict is None:
+            # A blocking lock's refused node stays too, as its place: the wait that follows
+            # rewrites it as queued, beside its watch of the node just ahead (this ranking's),
+            # where deleting it and making another would cost a delete, a create and a list.
+            return Place(
+                kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
+                mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version,
+                ahead=ranked.standing, unmarked=True, sent=sent, write_epoch=epoch,
+            )
         await self.session.delete(path)
         if ranked.conflict is not None:
             raise limit_mismatch(name, ranked.conflict, limit)
-        queued = Record.new(holder, limit, QUEUE_TTL, queued=True, weight=spec.weight)
         return Place(kind, name, token, limit, parent, queued, spec.value)
 
     async def inspect(self, kind: Kind, name: str) -> LockInfo | None:

@@ -20,13 +20,15 @@
   that keeps the name for the window (``window``'s docstring).
 - **The name's last fence** (its node's data, for ``inspect`` once no node holds it; it
   never goes back: every write of it is versioned after a read, or after our own write,
-  showing a lower number): a first try's fence is written by its release's multi, or, if
-  the lease is renewed first, in the background with the first renewal, or by a break of
-  it; a fence granted from the queue is written in the background right after the grant
-  (the release waits for it). A holder whose session ends before its release or renewal
-  leaves the previous fence there (the node shows its own while it lives, and the next
-  grant's is higher); the same was true before of a holder that ended between its grant
-  and the fence's own write.
+  showing a lower number, but a grant's at the head of the queue, ``attempt``'s docstring
+  says why that one needs no version): a first try's fence is written by its release's
+  multi, or, if the lease is renewed first, in the background with the first renewal, or by
+  a break of it; a fence granted at the head of the queue by the grant's own multi (sent
+  without waiting: the release waits for its answer); any other fence granted from the
+  queue in the background right after the grant (the release waits for it). A holder
+  whose session ends before its release or renewal leaves the previous fence there (the
+  node shows its own while it lives, and the next grant's is higher); the same was true
+  before of a holder that ended between its grant and the fence's own write.
 - **Sessions**: every grant remembers the session epoch it was made in (``session``'s
   docstring): once the connection was suspended or the session lost, the server may have
   ended the session and handed the name to a contender, so every earlier grant is doubted
@@ -52,6 +54,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,7 +107,19 @@ class ZooKeeperGrants(Store):
 
     def lease_doubt(self, kind: Kind, name: str, token: str) -> str | None:
         held = self._held.get((kind, name, token))
-        return None if held is None else self.session.interruption_since(held.epoch)
+        if held is None:
+            return None
+        if held.granting is not None:
+            self._conclude_grant(held)
+            if held.granting is not None and time.monotonic() >= held.grant_unanswered_after:
+                return (
+                    "the write making its node the holder's, granted at the head of the "
+                    "queue, is still unanswered: the place it was granted on may have lapsed "
+                    "by the server's clock"
+                )
+        if held.grant_lost is not None:
+            return held.grant_lost
+        return self.session.interruption_since(held.epoch)
 
     def add_doubt_listener(self, listener: Callable[[], object]) -> None:
         self.session.add_doubt_listener(listener)
@@ -125,6 +140,51 @@ class ZooKeeperGrants(Store):
             if self._doubted(held):
                 self._forsake(held)
 
+    # ---- a grant at the head of the queue, written after it was taken -------------------
+
+    def _granted(self, held: Held) -> bool:
+        """Whether ``held`` is still ours as far as its grant goes: a grant at the head of
+        the queue (``attempt``, "Granted from the queue") waits here for the write that
+        makes its node the holder's (within ``timeout``) and applies its answer; False if
+        that write found the lease gone, or is still unanswered."""
+        if held.granting is not None:
+            self.session.answered(held.granting)
+            self._conclude_grant(held)
+        return held.granting is None and held.grant_lost is None
+
+    def _conclude_grant(self, held: Held) -> None:
+        """Apply the answer of the multi granting ``held`` at the head of the queue, once
+        it has come (kazoo's callback thread, or a caller: the first applies it). Written,
+        the node is the holder's, unless its previous write, the place's, had lapsed by the
+        new write's ``mtime`` (a contender may have passed it: the node goes); the fence is
+        on the name's node either way. Refused (the node was deleted as expired or broken:
+        nothing written) or failed, the lease is lost. A loss is announced to the doubt
+        listeners (the renewal scheduler reports it)."""
+        with held.grant_mutex:
+            result = held.granting
+            if result is None or not result.ready():
+                return
+            answers = result.get(block=False) if result.successful() else [result.exception]
+            stat, fenced = answers[0], answers[-1]
+            if isinstance(stat, Exception):
+                held.grant_lost = (
+                    "the write making its node the holder's, granted at the head of the "
+                    f"queue, failed: {stat!r}"
+                )
+            else:
+                self.session.fences.remember(held.parent, held.fence, fenced.version)
+                if held.lapsed_before(stat.mtime):
+                    held.grant_lost = (
+                        "its place in the queue had lapsed by the server's clock before the "
+                        "write that made it the holder's: another holder may have passed it"
+                    )
+                    self.session.delete_soon(held.path, stat.version)
+                else:
+                    held.wrote(stat, held.record.ttl_ms)
+            held.granting = None
+        if held.grant_lost is not None:
+            self.session.doubt_now()
+
     def _granted_in(self, epoch: int, path: str) -> None:
         """Raise if the session was interrupted while a grant was being made: it may
         already be void. The caller's undo removes the node."""
@@ -142,7 +202,7 @@ class ZooKeeperGrants(Store):
         held = self._held.get((Kind.LOCK, name, token))
         if held is None:
             return False
-        if self._doubted(held):
+        if self._doubted(held) or not self._granted(held):
             self._forsake(held)
             return False
         # Recorded before the write: a renewal racing this set retries with the new record,
@@ -192,7 +252,7 @@ class ZooKeeperGrants(Store):
                     self.session.delete(f"{parent}/{node}")
             return False
         held.released = True
-        if self._doubted(held):
+        if self._doubted(held) or not self._granted(held):
             self._forsake(held)
             return False
         try:
@@ -209,7 +269,7 @@ class ZooKeeperGrants(Store):
         if held is None:
             return False
         held.released = True
-        if self._doubted(held):
+        if self._doubted(held) or not self._granted(held):
             self._forsake(held)
             return False
         self._record_unrecorded(held)
@@ -280,7 +340,7 @@ class ZooKeeperGrants(Store):
         # One batch whatever the kinds: each lease is its own node, keyed by its kind.
         helds = [self._held.get((r.kind, r.name, r.token)) for r in renewals]
         for index, held in enumerate(helds):
-            if held is not None and self._doubted(held):
+            if held is not None and (self._doubted(held) or not self._granted(held)):
                 self._forsake(held)
                 helds[index] = None  # refused without asking: see "Sessions" above
         writes = [
@@ -314,7 +374,7 @@ class ZooKeeperGrants(Store):
 
     def owned(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
-        if held is None or self._doubted(held):
+        if held is None or self._doubted(held) or not self._granted(held):
             return False
         known = held.known()  # before the read: a renewal's answer may move it on
         now = self.session.server_now()

@@ -135,6 +135,10 @@ class Session:
         self._ended[self.epoch] = f"{what} at monotonic {time.monotonic():.3f}"
         self._ended.pop(self.epoch - INTERRUPTIONS_KEPT, None)
         self.epoch += 1
+        self.doubt_now()
+
+    def doubt_now(self) -> None:
+        """Call the doubt listeners (safe in kazoo's threads): a lease may be doubted now."""
         with self._listeners_mutex:
             listeners = list(self._doubt_listeners)
         for entry in listeners:
@@ -159,15 +163,16 @@ class Session:
             f"ZooKeeper {self.settings.display}: no answer within {seconds:.3f} s: {what}"
         )
 
-    def delete_soon(self, path: str) -> None:
-        """Delete ``path`` without waiting for the answer (safe in kazoo's thread): a node of
-        ours that nobody believes in any more. A failure changes nothing that matters: the
-        node is gone already, or goes with the session, or is judged expired by its ttl."""
+    def delete_soon(self, path: str, version: int = -1) -> None:
+        """Delete ``path`` (guarded by ``version``) without waiting for the answer (safe in
+        kazoo's thread): a node of ours that nobody believes in any more. A failure changes
+        nothing that matters: the node is gone already, or goes with the session, or is
+        judged expired by its ttl."""
         with self._mutex:
             client = self._client if self._pid == os.getpid() else None
         if client is not None:
             with contextlib.suppress(Exception):
-                start(client, "delete", path)
+                start(client, "delete", path, version=version)
 
     # ---- calls ----------------------------------------------------------------------------
 
@@ -213,6 +218,20 @@ class Session:
             return io.result_of(result, self.settings.timeout)
         except TimeoutError as exc:
             raise self._timeout(operation) from exc
+
+    def commit_soon(self, operations: Sequence[tuple[Any, ...]]) -> Any:
+        """``operations`` as one ``multi`` (``commit``), sent without waiting: its kazoo
+        result, whose value is each operation's answer, or each one's error when one
+        failed."""
+        client = self.client()
+        return commit(client, operations)
+
+    def answered(self, result: Any) -> bool:
+        """Wait (within ``timeout``) for a request sent without waiting (``commit_soon``);
+        whether it was answered (its answer, or its error, is read off ``result``)."""
+        with contextlib.suppress(Exception):
+            io.result_of(result, self.settings.timeout)
+        return bool(result.ready())
 
     def call_many(
         self, operation: str, calls: Sequence[tuple[Any, ...]]
@@ -303,11 +322,12 @@ class Session:
         return self.fences.record_soon(client, path, fence, version, guess=guess)
 
     def watch_soon(
-        self, path: str, watch: Callable[[Any], object], gone: Callable[[], object],
-        failed: Callable[[], object],
+        self, path: str, watch: Callable[[Any], object], seen: Callable[[Any], object],
+        gone: Callable[[], object], failed: Callable[[], object],
     ) -> None:
-        """Set ``watch`` on ``path`` again without waiting (safe in kazoo's thread): ``gone``
-        is called if the node no longer exists, ``failed`` if the request failed."""
+        """Set ``watch`` on ``path`` again without waiting (safe in kazoo's thread), by a
+        read of the node: ``seen`` is called with its ``(data, stat)``, ``gone`` if the node
+        no longer exists, ``failed`` if the request failed."""
         with self._mutex:
             client = self._client if self._pid == os.getpid() else None
         if client is None:
@@ -315,13 +335,15 @@ class Session:
             return
 
         def answered(result: Any) -> None:
-            if not result.successful():
-                failed()
-            elif result.get(block=False) is None:
+            if isinstance(result.exception, NoNodeError):
                 gone()
+            elif not result.successful():
+                failed()
+            else:
+                seen(result.get(block=False))
 
         try:
-            start(client, "exists", path, watch=watch).rawlink(answered)
+            start(client, "get", path, watch=watch).rawlink(answered)
         except (KazooException, OSError):
             failed()
 
