@@ -57,7 +57,6 @@ def popen(module: str, args: Sequence[str], *, cwd: str | os.PathLike[str] | Non
     zygote where it can stand in (see the module's text). ``stdin``/``stdout``/``stderr``:
     ``subprocess.PIPE``, an open file, or None (this process's own)."""
     environment = dict(os.environ if env is None else env)
-    environment["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(ROOT))
     if os.environ.get(_SWITCH) == "0" or _needs_exec(environment):
         return subprocess.Popen(
             [sys.executable, "-m", module, *args], cwd=cwd, env=environment, stdin=stdin,
@@ -69,11 +68,10 @@ def popen(module: str, args: Sequence[str], *, cwd: str | os.PathLike[str] | Non
 
 
 def _needs_exec(environment: Mapping[str, str]) -> bool:
-    for key in set(environment) | set(os.environ):
-        if key.startswith(_EXEC_ONLY) and key != "PYTHONPATH" and (
-                environment.get(key) != os.environ.get(key)):
-            return True
-    return False
+    # The zygote's import path is this process's, with the project root (see _Zygote).
+    zygote = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    return any(key.startswith(_EXEC_ONLY) and environment.get(key) != zygote.get(key)
+               for key in set(environment) | set(zygote))
 
 
 class Forked:
