@@ -94,6 +94,11 @@ class ClockJump:
     setup: ClockSetup
     read: Callable[[], list[float]] | None = None
     """The moved servers' clocks, read directly, Unix seconds (None: the workers' clock)."""
+    held_everywhere: Callable[[str], bool] | None = None
+    """Redlock with fewer than a majority of nodes moved: whether the named lock's lease is
+    on every node. Only then must a jump end nothing: a lease a node's contender kept from
+    (granted by a bare majority) is ended by a jump on one of its nodes, Redlock's
+    documented limit, and the scenario takes such a section again instead of jumping."""
 
 
 class WorkerProcess:

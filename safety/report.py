@@ -180,7 +180,7 @@ NOTE_KEYS: dict[int, list[str]] = {
     9: ["names_accepted", "names_refused", "look_alikes", "prefix_queries",
         "arguments_refused", "arguments_accepted"],
     10: ["clock_moved", "jump_seconds", "victims_told_of_loss", "silent_overlaps",
-         "stale_writes_refused"],
+         "stale_writes_refused", "sections_retaken_held_on_a_bare_majority"],
     11: ["processes", "stopped", "sections_after_the_stop", "backend_errors_seen",
          "lost_updates", "fence_regressions"],
     12: ["processes", "most_at_once", "victims_told_of_loss", "silent_overlaps",

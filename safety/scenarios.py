@@ -9,8 +9,10 @@ reported, not judged.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import importlib
 import random
 import signal
@@ -368,13 +370,19 @@ as hung (an acquire waits 60 s at most): their length depends on the backend's s
 
 
 
+CONTENDED_TTL = 10.0
+"""The ttl of every lease of the contended runs (``_contended``, lost updates): long enough
+that none runs out while its holder works, so any overlap is the store's."""
+
+
 def baseline(run: Run, profile: Profile) -> list[Result]:
     processes = profile.baseline_processes
     figures, violations = _contended(run, processes, profile.baseline_sections,
                                      hold=[0, 0.002])
     return [Result(1, "Baseline", "", run.target.backend, 1, figures.sections, figures.overlaps,
                    None, None, None,
-                   details={"processes": processes, "ttl": 10.0, **_figures_details(figures)},
+                   details={"processes": processes, "ttl": CONTENDED_TTL,
+                            **_figures_details(figures)},
                    violations=violations)]
 
 
@@ -395,7 +403,7 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     # socket timeout once did, under a load of 30): the worker records the BackendError
     # and tries again, and the run fails only when errors are more than a rare hiccup.
     workers = [
-        run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
+        run.spawn("sections", name=name, count=share, ttl=CONTENDED_TTL, acquire_timeout=60.0,
                   modes=["blocking", "try", "with"], hold=hold, think=[0, 0.001], limit=limit,
                   rw=RW_SIDES if rw else None, election=election, weights=weights,
                   threads=threads, tolerate_errors=True)
@@ -409,7 +417,7 @@ def _contended(run: Run, processes: int, total: int, *, hold: list[float],
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
     primitive = "rwlock" if rw else "election" if election else None
     if weights is None:
-        figures, violations = _verdict(history, figures, violations, ttl=10.0,
+        figures, violations = _verdict(history, figures, violations, ttl=CONTENDED_TTL,
                                        limit=limit or 1, primitive=primitive, expected=True)
     if figures.sections != total:
         violations.append(f"{figures.sections} sections recorded, {total} expected")
@@ -450,7 +458,7 @@ def lost_updates(run: Run, profile: Profile) -> list[Result]:
     resource = Resource(run.workdir, fenced=False).start()
     try:
         workers = [
-            run.spawn("sections", name=name, count=share, ttl=10.0, acquire_timeout=60.0,
+            run.spawn("sections", name=name, count=share, ttl=CONTENDED_TTL, acquire_timeout=60.0,
                       resource=str(resource.path), hold=[0, 0.001])
             for share in _split(total, processes)
         ]
@@ -462,7 +470,7 @@ def lost_updates(run: Run, profile: Profile) -> list[Result]:
     history = run.history()
     figures = check(history)
     violations = _common_violations(figures, run.target.backend, overlaps_allowed=False)
-    figures, violations = _verdict(history, figures, violations, ttl=10.0, expected=True)
+    figures, violations = _verdict(history, figures, violations, ttl=CONTENDED_TTL, expected=True)
     if figures.lost_updates:
         violations.append(f"{figures.lost_updates} updates lost: the counter reads "
                           f"{figures.final_value} after {figures.writes_accepted} increments")
@@ -493,16 +501,23 @@ class _Disturbed:
     figures: Figures
     reports: list[dict[str, Any]]
     violations: list[str]
+    retaken: int = 0
+    """Sections taken again because they were not ``disturbable``."""
 
     @property
     def told(self) -> int:
         return sum(bool(done["lost"] or done["release"] != "ok") for done in self.reports)
 
 
+RETAKES = 20
+"""How many sections in a row a trial of ``_disturbed`` may find not ``disturbable``."""
+
+
 def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bool,
                disturb: Callable[[WorkerProcess], None], limit: int | None = None,
                rw: bool = False, election: bool = False,
-               successor_wait: float = 0.0) -> _Disturbed:
+               successor_wait: float = 0.0,
+               disturbable: Callable[[str], bool] | None = None) -> _Disturbed:
     """Contenders take the lock in short sections while, ``trials`` times, a victim acquires
     it, reads the resource, is disturbed by ``disturb`` inside its section, then writes and
     releases: scenario 3 pauses it, scenario 10 jumps a clock under it. With ``limit`` they
@@ -514,13 +529,16 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
     leader, and leaders write the resource as a mutex's holders do. ``successor_wait``: after
     the disturbance, wait up to this long for a successor's fence to reach the resource
     before the victim writes, so that its write is surely the stale one (on a loaded machine
-    the successor may not have entered yet when the disturbance ends)."""
+    the successor may not have entered yet when the disturbance ends). ``disturbable``: given
+    the lock's name, whether the victim's section may be disturbed now; if not, the victim
+    writes and releases undisturbed and acquires again (up to ``RETAKES`` times a trial)."""
     name = run.name("victim")
     shared = limit is not None or rw
     resource = Resource(run.workdir, fenced=fenced).start() if not shared else None
     path = str(resource.path) if resource is not None else None
     violations: list[str] = []
     reports = []
+    retaken = 0
     try:
         workers = [
             run.spawn("sections", name=name, ttl=ttl, renew=True, acquire_timeout=ttl * 10,
@@ -533,8 +551,22 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
         with run.stopping(*workers, victim):
             _ready(*workers, victim)
             for _ in range(trials):
-                victim.send("go")
-                entered = victim.expect(60)
+                for _ in range(RETAKES):
+                    victim.send("go")
+                    entered = victim.expect(60)
+                    if entered.get("lapsed"):
+                        # Its lease ran out before the disturbance (the victim was told and
+                        # released): a section for nothing, taken again.
+                        retaken += 1
+                        continue
+                    if not entered.get("entered") or disturbable is None or disturbable(name):
+                        break
+                    retaken += 1
+                    victim.send("write")
+                    victim.expect(60)
+                else:
+                    violations.append(f"{RETAKES} sections in a row were not for disturbing")
+                    continue
                 if not entered.get("entered"):
                     violations.append("the victim could not acquire the lock")
                     continue
@@ -558,7 +590,7 @@ def _disturbed(run: Run, *, ttl: float, trials: int, contenders: int, fenced: bo
                               "despite the fence check")
         if figures.lost_updates:
             violations.append(f"{figures.lost_updates} updates lost despite the fence check")
-    return _Disturbed(figures, reports, violations)
+    return _Disturbed(figures, reports, violations, retaken)
 
 
 def _paused(run: Run, profile: Profile, *, fenced: bool) -> Result:
@@ -809,6 +841,16 @@ def _kill_trials(run: Run, trials: int, ttl: float, lanes: int, *,
 # ---- 5. the server restarted -----------------------------------------------------------------
 
 
+def _until_acquired_after(run: Run, moment: int, timeout: float) -> None:
+    """Wait until some worker's section that began at ``moment`` or later is on record (or
+    ``timeout`` seconds pass: the verdict then says nobody acquired)."""
+    deadline = time.monotonic() + timeout
+    while not any(s.start >= moment for s in run.history().sections):
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
+
+
 def server_restart(run: Run, profile: Profile) -> list[Result]:
     server = run.target.server
     if server is None:
@@ -834,8 +876,11 @@ def server_restart(run: Run, profile: Profile) -> list[Result]:
             ready = now_ns()
             run.recorder.event("restart-ready", seconds=(ready - began) / 1e9)
             windows.append((began, ready))
-            # Long enough for the long holder to finish and someone to acquire after it.
+            # Long enough for the long holder to finish and someone to acquire after it;
+            # then, on a loaded machine where the clients reconnect late (a whole ZooKeeper
+            # ensemble restarted), until a section after the restart is on record.
             time.sleep(ttl * 3.5 + 1)
+            _until_acquired_after(run, ready, timeout=scaled(30))
     history = run.history()
     figures = check(history)
     promised = (capabilities.fences_survive_restart if run.target.durable is None
@@ -958,7 +1003,8 @@ cut from all but one member may cost the lease (told, never silently): it is cou
 def connection_cut(run: Run, profile: Profile) -> list[Result]:
     nodes = len(_endpoints(run.target.url))
     if nodes == 1:
-        return [_cut(run.child(mode), profile, mode, cut=1) for mode in ("blackhole", "reset")]
+        return _side_by_side([functools.partial(_cut, run.child(mode), profile, mode, cut=1)
+                              for mode in ("blackhole", "reset")])
     if run.target.backend in ENSEMBLES:
         # The proxies stand between the client and the nodes only; the nodes still reach each
         # other. A client cut from some nodes reconnects to one it can reach, whose quorum is
@@ -969,8 +1015,19 @@ def connection_cut(run: Run, profile: Profile) -> list[Result]:
         # A client-side quorum (Redlock): cutting a majority must cost the lease; cutting a
         # minority must not.
         counts = (nodes // 2 + 1, (nodes - 1) // 2)
-    return [_cut(run.child(f"{mode}-{count}"), profile, mode, cut=count)
-            for count in counts for mode in ("blackhole", "reset")]
+    return _side_by_side([
+        functools.partial(_cut, run.child(f"{mode}-{count}"), profile, mode, cut=count)
+        for count in counts for mode in ("blackhole", "reset")
+    ])
+
+
+def _side_by_side(variants: list[Callable[[], Result]]) -> list[Result]:
+    """Run a scenario's variants at once, each in a thread, and return their results in
+    order. Each has its own sub-run, names, proxies and workers, and spends most of its time
+    waiting out leases and timeouts: one after the other, an ensemble's four cuts took 73 s."""
+    with concurrent.futures.ThreadPoolExecutor(len(variants)) as pool:
+        futures = [pool.submit(variant) for variant in variants]
+        return [future.result() for future in futures]
 
 
 def _cut(run: Run, profile: Profile, mode: Mode, *, cut: int) -> Result:
@@ -1209,7 +1266,8 @@ def clock_jumped(run: Run, profile: Profile) -> list[Result]:
     # (or 10 ttl passed): its write is then the stale one, refused by the fence check.
     found = _disturbed(run, ttl=ttl, trials=profile.clock_trials,
                        contenders=profile.pause_contenders, fenced=True, disturb=jump_clock,
-                       successor_wait=10 * ttl if setup.ends_leases else 0.0)
+                       successor_wait=10 * ttl if setup.ends_leases else 0.0,
+                       disturbable=jumping.held_everywhere)
     figures, violations, jumps = found.figures, found.violations, len(found.reports)
     if setup.moves_workers:
         # The victim read its own clock just before each report, after the trial's jump: the
@@ -1237,6 +1295,8 @@ def clock_jumped(run: Run, profile: Profile) -> list[Result]:
     details = {"ttl": ttl, "jump_seconds": jump, "jumps": jumps, "clock_moved": setup.moves,
                "may_end_leases": setup.ends_leases, "contenders": profile.pause_contenders,
                "victims_told_of_loss": found.told,
+               **({"sections_retaken_held_on_a_bare_majority": found.retaken}
+                  if jumping.held_everywhere is not None else {}),
                "worst_clock_reading_error": max(astray, default=None),
                **_figures_details(figures)}
     return [Result(10, "Clock jumped forward", run.target.variant, run.target.backend,
@@ -1349,7 +1409,7 @@ def semaphores(run: Run, profile: Profile) -> list[Result]:
                           "limit was not reached, nothing was tested")
     contended = Result(12, title, "baseline", backend, 1, figures.sections, figures.overlaps,
                        None, None, None,
-                       details={"processes": processes, "limit": limit, "ttl": 10.0,
+                       details={"processes": processes, "limit": limit, "ttl": CONTENDED_TTL,
                                 **_figures_details(figures)},
                        violations=violations)
     ttl, contenders = profile.pause_ttl, max(limit, profile.pause_contenders)
@@ -1602,8 +1662,23 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
         held = [s for s in history.sections if s.mode == side]
         waits[side] = max(((s.start - s.asked) / 1e9 for s in held), default=0.0)
     bound = _write_wait_bound(processes)
-    if waits["write"] > bound:
-        violations.append(f"a writer waited {waits['write']:.3f} s, over the {bound:.2f} s "
+    # A section whose call failed (a BackendError the workers tolerate from a healthy but
+    # loaded server, at most one in 50) may leave its lease to run out its ttl: a
+    # writer waiting behind it is not starved by readers (ci14, MySQL: 10.155 s). Such a
+    # wait is excused only if a failure came within one ttl before it ended.
+    failures = [e.at for e in history.events_named("backend-error")]
+    behind_failures = 0
+    starved = 0.0
+    for section in history.sections:
+        wait = (section.start - section.asked) / 1e9
+        if section.mode != "write" or wait <= bound:
+            continue
+        if any(section.start - CONTENDED_TTL * 1e9 <= at <= section.start for at in failures):
+            behind_failures += 1
+        else:
+            starved = max(starved, wait)
+    if starved:
+        violations.append(f"a writer waited {starved:.3f} s, over the {bound:.2f} s "
                           "bound: writers starve")
     gave_up = [e for e in history.events_named("acquire-timeout") if e.data["side"] == "write"]
     if gave_up:
@@ -1611,9 +1686,10 @@ def rwlocks(run: Run, profile: Profile) -> list[Result]:
     sides = {side: sum(1 for s in history.sections if s.mode == side) for side in RW_SIDES}
     contended = Result(15, title, "baseline", backend, 1, figures.sections, figures.overlaps,
                        None, waits["write"], bound, WRITE_WAIT,
-                       details={"processes": processes, "ttl": 10.0, "reads": sides["read"],
-                                "writes": sides["write"],
+                       details={"processes": processes, "ttl": CONTENDED_TTL,
+                                "reads": sides["read"], "writes": sides["write"],
                                 "longest_write_wait": round(waits["write"], 4),
+                                "write_waits_behind_a_failed_call": behind_failures,
                                 "longest_read_wait": round(waits["read"], 4),
                                 "write_acquires_timed_out": len(gave_up),
                                 **_figures_details(figures)},
@@ -1662,7 +1738,7 @@ def elections(run: Run, profile: Profile) -> list[Result]:
     violations += found
     contended = Result(16, title, "baseline", backend, 1, figures.sections, figures.overlaps,
                        None, None, None,
-                       details={"processes": processes, "ttl": 10.0,
+                       details={"processes": processes, "ttl": CONTENDED_TTL,
                                 "term_regressions": regressed, **_figures_details(figures)},
                        violations=violations)
     ttl, contenders = profile.pause_ttl, profile.pause_contenders
@@ -1723,6 +1799,26 @@ WEIGHTED_KILL = (3, [3, 2], 3)
 along, the waiter asks 3: only the killed holder's units, back after its ttl, let it in."""
 
 
+CYCLES = 5
+"""Uncontended acquire-and-release cycles timed by ``_cycle_seconds``."""
+
+
+def _cycle_seconds(url: str, name: str) -> float:
+    """The median time of an uncontended weighted permit's acquire and release on the store
+    at ``url`` (a fresh name; the client's set-up excluded), measured now, under whatever
+    load the machine has: the unit the weighted baseline's holds are scaled by."""
+    with tenure.connect(url) as locks:
+        permit = locks.semaphore(name, limit=WEIGHTED_LIMIT, weight=max(WEIGHTS), ttl=10.0)
+        locks.inspect(name, kind="semaphore")  # the client's first contact, not timed
+        took = []
+        for _ in range(CYCLES):
+            began = time.monotonic()
+            with permit:
+                pass
+            took.append(time.monotonic() - began)
+    return sorted(took)[len(took) // 2]
+
+
 def weighted_permits(run: Run, profile: Profile) -> list[Result]:
     """Scenarios 12's baseline and killed holder again with weighted permits
     (``locks.semaphore(name, limit=8, weight=W)``) on every backend that offers them: the
@@ -1739,12 +1835,16 @@ def weighted_permits(run: Run, profile: Profile) -> list[Result]:
     in_process = traits(backend).shared is not None
     processes = 1 if in_process else profile.weighted_processes
     threads = profile.weighted_processes if in_process else None
-    # Scenario 12's holds: long enough for permits to meet, so that the units in use often
-    # stand at the limit and heavy permits wait for the light ones ahead of them.
+    # Holds long enough for permits to meet, so that the units in use often stand at the
+    # limit and heavy permits wait for the light ones ahead of them: scenario 12's, or 2-10
+    # times this store's own acquire and release where that is longer. On a slow store
+    # (mongoeco under a loaded CI run) 2-20 ms holds left each worker mostly acquiring, and
+    # the units never passed 5 of 8.
+    cycle = _cycle_seconds(run.target.url, run.name("cycle"))
     child = run.child("baseline")
     figures, violations = _contended(child, processes, profile.weighted_sections,
-                                     hold=[0.002, 0.02], limit=limit, weights=WEIGHTS,
-                                     threads=threads)
+                                     hold=[max(0.002, 2 * cycle), max(0.02, 10 * cycle)],
+                                     limit=limit, weights=WEIGHTS, threads=threads)
     history = child.history()
     units = figures.most_units_at_once or 0
     # The limit binds once a permit of the heaviest weight cannot fit beside those held.
@@ -1764,7 +1864,8 @@ def weighted_permits(run: Run, profile: Profile) -> list[Result]:
                        None, None, None,
                        details={"processes": processes, "threads_each": threads,
                                 "limit": limit, "permits_by_weight": by_weight,
-                                "ttl": 10.0, "longest_wait": max(waits, default=None),
+                                "uncontended_cycle": round(cycle, 4),
+                                "ttl": CONTENDED_TTL, "longest_wait": max(waits, default=None),
                                 "acquire_timeouts": len(timeouts),
                                 **_figures_details(figures)},
                        violations=violations)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -118,9 +119,12 @@ class Servers:
                                           clock=ClockJump(clock, setup))
                 return
             with self._start(backend, False, env=clock.env(), moved=setup.nodes) as target:
+                held_everywhere = (functools.partial(lease_on_every_node, target)
+                                   if backend == "redlock" and not setup.ends_leases else None)
                 yield dataclasses.replace(
                     target, variant=variant,
-                    clock=ClockJump(clock, setup, lambda: server_clocks(target, setup.nodes)))
+                    clock=ClockJump(clock, setup, lambda: server_clocks(target, setup.nodes),
+                                    held_everywhere))
         finally:
             clock.close()
 
@@ -433,8 +437,7 @@ def server_clocks(target: Target, moved: int = 0) -> list[float]:
     """What the moved servers' wall clocks read now, Unix seconds (Redlock: its first
     ``moved`` nodes; a Cluster: every node)."""
     if target.backend in ("redis", "redis_cluster", "redlock"):
-        ports = [int(address.rpartition(":")[2]) for address in
-                 urllib.parse.urlsplit(target.url).netloc.split(",")]
+        ports = _redis_ports(target)
         return [_redis_time(port) for port in (ports[:moved] if moved else ports)]
     if target.backend == "postgresql":
         import psycopg
@@ -460,6 +463,29 @@ def server_clocks(target: Target, moved: int = 0) -> list[float]:
         finally:
             client.close()
     raise ValueError(f"no way to read {target.backend}'s server clock")
+
+
+def lease_on_every_node(target: Target, name: str) -> bool:
+    """Whether every Redlock node of ``target`` holds one and the same lease on ``name`` (the
+    nodes' own servers, read directly)."""
+    import redis
+
+    from tenure.backends.redis._scripts import lock_keys
+
+    lease = lock_keys("tenure", name).lease
+    tokens = set()
+    for port in _redis_ports(target):
+        connection = redis.Redis(port=port, socket_timeout=5)
+        try:
+            tokens.add(connection.hget(lease, "token"))
+        finally:
+            connection.close()
+    return len(tokens) == 1 and None not in tokens
+
+
+def _redis_ports(target: Target) -> list[int]:
+    return [int(address.rpartition(":")[2])
+            for address in urllib.parse.urlsplit(target.url).netloc.split(",")]
 
 
 def _redis_time(port: int) -> float:

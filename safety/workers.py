@@ -318,17 +318,29 @@ def victim(config: Config, recorder: Recorder) -> None:
         ok = False
         if resource is not None:
             ok, value = resource.read(key, fence)
-        lock.check()  # all is well: the lease is live right now
-        report(entered=True, fence=fence)
-        command()  # "write": the controller paused us just before this point
-        if resource is not None and value is not None:
-            wrote = value + 1
-            accepted = resource.write(key, fence, wrote) if ok else False
-        lost = lock.lost.is_set()
+        try:
+            lock.check()  # all is well: the lease is live right now
+            lapsed = False
+        except tenure.LockLost:
+            # Its renewal came too late on a loaded machine (ci13: 1 s without one): told,
+            # as promised, but before any disturbance, so the section shows nothing. It is
+            # recorded as told, and the controller has the victim take the lock again.
+            lapsed = True
+        if lapsed:
+            report(entered=False, lapsed=True)
+        else:
+            report(entered=True, fence=fence)
+            command()  # "write": the controller paused us just before this point
+            if resource is not None and value is not None:
+                wrote = value + 1
+                accepted = resource.write(key, fence, wrote) if ok else False
+        lost = lapsed or lock.lost.is_set()
         end = now_ns()
         outcome = _release(lock)
         recorder.write(Section(worker, seq, lock.name, asked, start, end, fence, value,
                                wrote if ok else None, accepted, lost, outcome, side))
+        if lapsed:
+            continue
         # Its wall clock too: scenario 10 checks that a jump of it reached this process.
         report(done=True, accepted=accepted, lost=lost, release=outcome, wall=time.time())
     locks.close()
@@ -435,6 +447,21 @@ def _timed(call: Callable[[], object]) -> dict[str, Any]:
     return {"seconds": round(time.monotonic() - began, 4), "outcome": outcome}
 
 
+def _acquire_before_the_cut(lock: tenure.Lock, timeout: float) -> bool:
+    """``lock.acquire`` through a proxy that still passes everything. A BackendError here is
+    a loaded machine's call outlasting the scenario's shortened operation timeout (ci17 on
+    MySQL: "Lost connection to MySQL server during query (timed out)"), not what the
+    scenario tests: the acquire is made again, within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        except tenure.BackendError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
 def cut(config: Config, recorder: Recorder) -> None:
     """Two renewed locks through the proxy: ``watched`` is only watched (its ``lost`` is set
     by the renewal scheduler alone), ``checked`` is polled with ``check()`` (which marks it
@@ -446,7 +473,7 @@ def cut(config: Config, recorder: Recorder) -> None:
     watched = locks.lock(config["name"] + ":watched", ttl=ttl, renew=True)
     checked = locks.lock(config["name"], ttl=ttl, renew=True)
     asked = now_ns()
-    if not (checked.acquire(timeout=30) and watched.acquire(timeout=30)):
+    if not (_acquire_before_the_cut(checked, 30) and _acquire_before_the_cut(watched, 30)):
         report(acquired=False)
         return
     start = now_ns()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["RENEWED_FOR", "load_factor", "renewed_ttl", "scaled"]
+__all__ = ["RENEWED_FOR", "load_factor", "renewed_ttl", "scaled", "short_lease"]
 
 # Beyond this the test's own time grows without telling more; a machine that loaded is
 # not one the suite promises to pass on.
@@ -47,3 +47,12 @@ def renewed_ttl() -> float:
     the suite's own load (56 runnable processes on 2 cores, seen in a run) could use up at
     a moment when ``scaled`` saw a quiet machine."""
     return scaled(1.0)
+
+
+def short_lease() -> float:
+    """The ttl of a lease a test lets run out, which must still refuse the call made right
+    after its grant: that call's time on an idle machine, scaled, plus room for a store that
+    waits out a lease in its last quarter second instead of racing its lapse (ZooKeeper's
+    refusals: then the call is granted, not refused). A fixed 0.3 s lease was within that
+    quarter second by the next call on a loaded run (CI, stop 31), and the call was granted."""
+    return scaled(0.3) + 0.3

@@ -177,6 +177,22 @@ def test_demo_oversells_without_the_lock_and_is_exact_with_it(
     assert info is not None and info.fence == last and not info.held
 
 
+def test_demo_against_an_unreachable_server_names_it_before_any_worker(
+    env: dict[str, str],
+) -> None:
+    # A port nothing listens on: connecting sends nothing, so the demo's own first call
+    # must be what fails. Before, every worker failed alone and the demo said "NOT exact
+    # (0 sold of 100)" with exit 1.
+    from tests.servers._process import free_port
+
+    port = free_port()
+    result = tenure_command("demo", "--url", f"redis://127.0.0.1:{port}/0", env=env)
+    assert result.returncode == 69, result.stdout + result.stderr  # EX_UNAVAILABLE
+    assert f"redis://127.0.0.1:{port}/0" in result.stderr
+    assert "Connection refused" in result.stderr
+    assert "tenure demo:" not in result.stdout  # no phase began
+
+
 def _host() -> str:
     import socket
 

@@ -5,7 +5,8 @@ rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._as
 - an uncontended acquire + release on a warm backend is two requests (the grant's
   transaction, which also records the fence, and the release's delete), as etcd's own lock
   service's lock + unlock;
-- a queued waiter woken by the deletion ahead takes the lock in one request; after a quiet
+- a queued waiter whose wait saw the last key ahead of it deleted takes the lock at once,
+  the move of its key onto its holder lease sent without waiting for it; after a quiet
   wait it reads first (a read, where a refused transaction with writes is a Raft write);
 - a spare lease is written on only while it still lasts the whole ttl: one released longer
   ago than its margin is kept alive first;
@@ -23,37 +24,20 @@ rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._as
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import tenure
-from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec
+from tenure._types import Busy, Grant, Kind, LeaseSpec
 from tenure.backends.etcd._keys import b64, prefix_end, unb64
 from tenure.backends.etcd._statements import fence_at
 from tenure.backends.etcd._sync.pool import lease_seconds
 from tenure.backends.etcd._sync.store import EtcdBackend
+from tests.integration.etcd_support import HOLDER, LOCK, released_during_wait, token
 
 pytestmark = pytest.mark.etcd
-
-HOLDER = Holder("host", 1, "thread")
-LOCK = LeaseSpec()
-
-
-@pytest.fixture
-def backend(etcd_url: str) -> Iterator[EtcdBackend]:
-    backend = EtcdBackend.from_url(etcd_url)
-    try:
-        yield backend
-    finally:
-        backend.close()
-
-
-def token() -> str:
-    return secrets.token_hex(16)
 
 
 def test_a_warm_uncontended_cycle_is_two_requests(etcd_url: str, name: str) -> None:
@@ -69,107 +53,109 @@ def test_a_warm_uncontended_cycle_is_two_requests(etcd_url: str, name: str) -> N
         assert gateway.requests - before == 3 * 2
 
 
-def test_a_waiter_whose_turn_came_takes_the_lock_in_one_request(
-    backend: EtcdBackend, name: str
+def test_a_waiter_whose_turn_came_takes_the_lock_with_one_unawaited_write(
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     holder, waiter = token(), token()
-    assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
-    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    assert isinstance(etcd_store.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    attempt = etcd_store.attempt(name, LOCK, waiter, 10, HOLDER)
     busy = attempt.try_once()
     assert isinstance(busy, Busy)
-    attempt.wait(0.01, busy)  # joins the queue, watches the holder's key
-    assert backend.release(Kind.LOCK, name, holder)
-    attempt.wait(30, busy)  # wakes at the deletion
-    before = backend.gateway.requests
+    attempt.wait(0.01, busy)  # joins the queue
+    released_during_wait(etcd_store, attempt, busy, holder, name)  # wakes at the deletion
+    before = etcd_store.gateway.requests
     assert isinstance(attempt.try_once(), Grant)
-    assert backend.gateway.requests - before == 1
-    info = backend.inspect(Kind.LOCK, name)
+    held = etcd_store.granted(Kind.LOCK, name, waiter)
+    assert held is not None and held.granting is not None and held.granting.wait(10)
+    # Its wait saw the last key ahead go: nothing but the move (granted at the head).
+    assert etcd_store.gateway.requests - before == 1
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.holder == HOLDER
 
 
 def test_a_quiet_wait_is_followed_by_a_read_not_by_a_refused_write(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     holder, waiter = token(), token()
-    assert isinstance(backend.acquire(name, LOCK, holder, 10, HOLDER), Grant)
-    attempt = backend.attempt(name, LOCK, waiter, 10, HOLDER)
+    assert isinstance(etcd_store.acquire(name, LOCK, holder, 10, HOLDER), Grant)
+    attempt = etcd_store.attempt(name, LOCK, waiter, 10, HOLDER)
     busy = attempt.try_once()
     assert isinstance(busy, Busy)
     attempt.wait(0.05, busy)  # nothing happens ahead: a quiet timeout
     sent: list[Any] = []
-    post = backend.gateway.post
+    post = etcd_store.gateway.post
 
     def recording(path: str, body: Any, **options: Any) -> Any:
         sent.append(body)
         return post(path, body, **options)
 
-    backend.gateway.post = recording  # type: ignore[method-assign]
+    etcd_store.gateway.post = recording  # type: ignore[method-assign]
     assert isinstance(attempt.try_once(), Busy)
-    backend.gateway.post = post  # type: ignore[method-assign]
+    etcd_store.gateway.post = post  # type: ignore[method-assign]
     # A transaction with writes is a Raft entry even when its compare fails; reads are not.
     (body,) = sent
     assert all(set(op) == {"request_range"} for op in body["success"]), body
-    assert backend.release(Kind.LOCK, name, holder)
+    assert etcd_store.release(Kind.LOCK, name, holder)
     attempt.wait(30, busy)
     assert isinstance(attempt.try_once(), Grant)
 
 
 def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_on(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     ttl = 2.0
     margin = lease_seconds(ttl) - ttl  # how long a spare still lasts the whole ttl
-    assert isinstance(backend.acquire(name, LOCK, token(), ttl, HOLDER), Grant)
-    first = next(iter(backend._held.values())).lease.id
-    backend.release(Kind.LOCK, name, next(iter(backend._held))[2])
+    assert isinstance(etcd_store.acquire(name, LOCK, token(), ttl, HOLDER), Grant)
+    first = next(iter(etcd_store._held.values())).lease.id
+    etcd_store.release(Kind.LOCK, name, next(iter(etcd_store._held))[2])
     time.sleep(margin + 0.1)  # the spare now lasts less than ttl
     second = token()
     started = time.monotonic()
-    assert isinstance(backend.acquire(name, LOCK, second, ttl, HOLDER), Grant)
-    held = backend._held["lock", name, second]
+    assert isinstance(etcd_store.acquire(name, LOCK, second, ttl, HOLDER), Grant)
+    held = etcd_store._held["lock", name, second]
     assert held.lease.id == first  # the spare, reused
-    left = backend.pool.time_to_live(held.lease.id)  # whole seconds, rounded down
+    left = etcd_store.pool.time_to_live(held.lease.id)  # whole seconds, rounded down
     # The server must give the holder at least ttl from the start of its acquire; an
     # unrefreshed spare would have a second less than that.
     assert left >= ttl - (time.monotonic() - started)
 
 
-def record_fence(backend: EtcdBackend, name: str, fence: int) -> None:
+def record_fence(etcd_store: EtcdBackend, name: str, fence: int) -> None:
     """``fence`` recorded as the lock name's last (on no lease), unless a later one is."""
-    backend.gateway.post("/v3/kv/txn", {"success": [
-        fence_at(backend.fence_key("lock", name), fence, None),
+    etcd_store.gateway.post("/v3/kv/txn", {"success": [
+        fence_at(etcd_store.fence_key("lock", name), fence, None),
     ]})
 
 
 def test_the_last_fence_never_goes_back_whichever_form_records_it(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     first, second, third = token(), token(), token()
     # Into an empty range: the fence key's mod revision.
-    granted = backend.acquire(name, LOCK, first, 10, HOLDER)
+    granted = etcd_store.acquire(name, LOCK, first, 10, HOLDER)
     assert isinstance(granted, Grant)
-    attempt = backend.attempt(name, LOCK, second, 10, HOLDER)
+    attempt = etcd_store.attempt(name, LOCK, second, 10, HOLDER)
     busy = attempt.try_once()
     assert isinstance(busy, Busy)
     attempt.wait(0.01, busy)
-    backend.release(Kind.LOCK, name, first)
-    info = backend.inspect(Kind.LOCK, name)
+    etcd_store.release(Kind.LOCK, name, first)
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
-    record_fence(backend, name, granted.fence - 1)  # a late, lower one: refused
-    info = backend.inspect(Kind.LOCK, name)
+    record_fence(etcd_store, name, granted.fence - 1)  # a late, lower one: refused
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == granted.fence
     taken = attempt.try_once()  # from the queue: a value
     assert isinstance(taken, Grant) and taken.fence > granted.fence
-    backend.release(Kind.LOCK, name, second)
-    info = backend.inspect(Kind.LOCK, name)
+    etcd_store.release(Kind.LOCK, name, second)
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    record_fence(backend, name, taken.fence - 1)  # below the value: refused
-    info = backend.inspect(Kind.LOCK, name)
+    record_fence(etcd_store, name, taken.fence - 1)  # below the value: refused
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == taken.fence
-    again = backend.acquire(name, LOCK, third, 10, HOLDER)  # into an empty range again
+    again = etcd_store.acquire(name, LOCK, third, 10, HOLDER)  # into an empty range again
     assert isinstance(again, Grant) and again.fence > taken.fence
-    backend.release(Kind.LOCK, name, third)
-    info = backend.inspect(Kind.LOCK, name)
+    etcd_store.release(Kind.LOCK, name, third)
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.fence == again.fence
 
 
@@ -191,130 +177,130 @@ def test_a_warm_uncontended_semaphore_cycle_is_two_requests(etcd_url: str, name:
 
 
 def test_a_permits_fence_is_recorded_at_its_release_and_never_goes_back(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     spec = LeaseSpec(kind=Kind.SEMAPHORE, limit=2)
     older, newer = token(), token()
-    first = backend.acquire(name, spec, older, 10, HOLDER)
-    second = backend.acquire(name, spec, newer, 10, HOLDER)
+    first = etcd_store.acquire(name, spec, older, 10, HOLDER)
+    second = etcd_store.acquire(name, spec, newer, 10, HOLDER)
     assert isinstance(first, Grant) and isinstance(second, Grant)
     assert second.fence > first.fence
     # Held, nothing released yet: the live permits' keys show the last fence, in inspect
     # and in the listing alike.
-    info = backend.inspect(Kind.SEMAPHORE, name)
+    info = etcd_store.inspect(Kind.SEMAPHORE, name)
     assert info is not None and info.fence == second.fence
-    (listed,) = [i for i in backend.list_records(Kind.SEMAPHORE, name) if i.name == name]
+    (listed,) = [i for i in etcd_store.list_records(Kind.SEMAPHORE, name) if i.name == name]
     assert listed.fence == second.fence and len(listed.leases) == 2
-    assert backend.release(Kind.SEMAPHORE, name, newer)
-    assert backend.release(Kind.SEMAPHORE, name, older)  # lower: the newer one's stays
-    info = backend.inspect(Kind.SEMAPHORE, name)
+    assert etcd_store.release(Kind.SEMAPHORE, name, newer)
+    assert etcd_store.release(Kind.SEMAPHORE, name, older)  # lower: the newer one's stays
+    info = etcd_store.inspect(Kind.SEMAPHORE, name)
     assert info is not None and info.fence == second.fence and not info.leases
-    (listed,) = [i for i in backend.list_records(Kind.SEMAPHORE, name) if i.name == name]
+    (listed,) = [i for i in etcd_store.list_records(Kind.SEMAPHORE, name) if i.name == name]
     assert listed.fence == second.fence
 
 
-def _holder_key(backend: EtcdBackend, name: str, token: str) -> str:
-    return backend._held["lock", name, token].key
+def _holder_key(etcd_store: EtcdBackend, name: str, token: str) -> str:
+    return etcd_store._held["lock", name, token].key
 
 
 def test_one_handle_after_another_writes_the_same_key_and_two_at_once_two(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     # etcd's key index keeps every deleted key until a compaction, and the first try's range
     # compare walks them: a name's keys are reused, not one more per acquisition.
     first, second, other = token(), token(), token()
-    assert isinstance(backend.acquire(name, LOCK, first, 10, HOLDER), Grant)
-    key = _holder_key(backend, name, first)
-    assert backend.release(Kind.LOCK, name, first)
-    assert isinstance(backend.acquire(name, LOCK, second, 10, HOLDER), Grant)
-    assert _holder_key(backend, name, second) == key
-    attempt = backend.attempt(name, LOCK, other, 10, HOLDER)
+    assert isinstance(etcd_store.acquire(name, LOCK, first, 10, HOLDER), Grant)
+    key = _holder_key(etcd_store, name, first)
+    assert etcd_store.release(Kind.LOCK, name, first)
+    assert isinstance(etcd_store.acquire(name, LOCK, second, 10, HOLDER), Grant)
+    assert _holder_key(etcd_store, name, second) == key
+    attempt = etcd_store.attempt(name, LOCK, other, 10, HOLDER)
     busy = attempt.try_once()
     assert isinstance(busy, Busy)
     attempt.wait(0.01, busy)  # queued behind the holder: a key of its own
     prefix = key.rpartition("/")[0] + "/"
-    answer = backend.gateway.post("/v3/kv/range", {
+    answer = etcd_store.gateway.post("/v3/kv/range", {
         "key": b64(prefix), "range_end": b64(prefix_end(prefix)), "keys_only": True,
     })
     assert sorted(unb64(kv["key"]).decode() for kv in answer["kvs"]) == sorted(
-        [key, backend.slots.get("lock", name, other).key])  # type: ignore[union-attr]
-    assert backend.release(Kind.LOCK, name, second)
+        [key, etcd_store.slots.get("lock", name, other).key])  # type: ignore[union-attr]
+    assert etcd_store.release(Kind.LOCK, name, second)
     attempt.wait(30, busy)
     assert isinstance(attempt.try_once(), Grant)
-    assert backend.release(Kind.LOCK, name, other)
+    assert etcd_store.release(Kind.LOCK, name, other)
 
 
-def recorded(backend: EtcdBackend) -> tuple[list[tuple[str, Any]], Any]:
-    """The requests ``backend`` posts from now on (path, body), and how to stop recording."""
+def recorded(etcd_store: EtcdBackend) -> tuple[list[tuple[str, Any]], Any]:
+    """The requests ``etcd_store`` posts from now on (path, body), and how to stop recording."""
     sent: list[tuple[str, Any]] = []
-    post = backend.gateway.post
+    post = etcd_store.gateway.post
 
     def recording(path: str, body: Any, **options: Any) -> Any:
         sent.append((path, body))
         return post(path, body, **options)
 
-    backend.gateway.post = recording  # type: ignore[method-assign]
+    etcd_store.gateway.post = recording  # type: ignore[method-assign]
 
     def stop() -> None:
-        backend.gateway.post = post  # type: ignore[method-assign]
+        etcd_store.gateway.post = post  # type: ignore[method-assign]
 
     return sent, stop
 
 
 def test_a_release_deletes_the_key_by_name_unless_the_fence_key_must_be_written_again(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
     quick, long_held = token(), token()
-    granted = backend.acquire(name, LOCK, quick, 10, HOLDER)
+    granted = etcd_store.acquire(name, LOCK, quick, 10, HOLDER)
     assert isinstance(granted, Grant)
-    sent, stop = recorded(backend)
-    assert backend.release(Kind.LOCK, name, quick)
+    sent, stop = recorded(etcd_store)
+    assert etcd_store.release(Kind.LOCK, name, quick)
     stop()
     assert [path for path, _ in sent] == ["/v3/kv/deleterange"]
     # The grant put the fence key on the gc_after lease: it lasts gc_after past the release.
-    fence_key = b64(backend.fence_key("lock", name))
-    (kv,) = backend.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
-    gc_after = backend.settings.gc_after
+    fence_key = b64(etcd_store.fence_key("lock", name))
+    (kv,) = etcd_store.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
+    gc_after = etcd_store.settings.gc_after
     assert gc_after is not None
-    assert backend.pool.time_to_live(kv["lease"]) >= gc_after - 1
-    assert backend.inspect(Kind.LOCK, name).fence == granted.fence  # type: ignore[union-attr]
+    assert etcd_store.pool.time_to_live(kv["lease"]) >= gc_after - 1
+    assert etcd_store.inspect(Kind.LOCK, name).fence == granted.fence  # type: ignore[union-attr]
     # A hold past the lease's margin (white-box: the margin moved to the past): the release
     # writes the fence key again, onto a lease lasting gc_after from now.
-    again = backend.acquire(name, LOCK, long_held, 10, HOLDER)
+    again = etcd_store.acquire(name, LOCK, long_held, 10, HOLDER)
     assert isinstance(again, Grant)
-    backend._held["lock", name, long_held].fence_kept_until = 0.0
-    backend._gc_lease = None  # the lease to write it on is a new one
-    sent, stop = recorded(backend)
-    assert backend.release(Kind.LOCK, name, long_held)
+    etcd_store._held["lock", name, long_held].fence_kept_until = 0.0
+    etcd_store._gc_lease = None  # the lease to write it on is a new one
+    sent, stop = recorded(etcd_store)
+    assert etcd_store.release(Kind.LOCK, name, long_held)
     stop()
     (body,) = [body for path, body in sent if path == "/v3/kv/txn"]
     assert body["compare"][0]["target"] == "CREATE"  # only the key granted goes
-    (kv,) = backend.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
-    assert backend.pool.time_to_live(kv["lease"]) >= gc_after - 1
-    assert backend.inspect(Kind.LOCK, name).fence == again.fence  # type: ignore[union-attr]
+    (kv,) = etcd_store.gateway.post("/v3/kv/range", {"key": fence_key})["kvs"]
+    assert etcd_store.pool.time_to_live(kv["lease"]) >= gc_after - 1
+    assert etcd_store.inspect(Kind.LOCK, name).fence == again.fence  # type: ignore[union-attr]
 
 
 def test_a_holder_that_never_released_leaves_its_fence_for_inspect(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
-    granted = backend.acquire(name, LOCK, token(), 1, HOLDER)
+    granted = etcd_store.acquire(name, LOCK, token(), 1, HOLDER)
     assert isinstance(granted, Grant)
-    held = next(iter(backend._held.values()))
-    backend.pool.revoke(held.lease.id)  # as its lease's end would: the key goes
-    info = backend.inspect(Kind.LOCK, name)
+    held = next(iter(etcd_store._held.values()))
+    etcd_store.pool.revoke(held.lease.id)  # as its lease's end would: the key goes
+    info = etcd_store.inspect(Kind.LOCK, name)
     assert info is not None and info.holder is None and info.fence == granted.fence
 
 
 def test_a_watch_on_a_reused_key_name_ends_when_the_key_watched_is_gone(
-    backend: EtcdBackend, name: str
+    etcd_store: EtcdBackend, name: str
 ) -> None:
-    key = f"{backend.settings.namespace}/test/{name}"
-    first = backend.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("a")})
+    key = f"{etcd_store.settings.namespace}/test/{name}"
+    first = etcd_store.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("a")})
     created = int(first["header"]["revision"])
-    backend.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
-    backend.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("b")})  # written again
+    etcd_store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+    etcd_store.gateway.post("/v3/kv/put", {"key": b64(key), "value": b64("b")})  # written again
     started = time.monotonic()
     # Watched from before the deletion: the key of that name now is another one.
-    assert backend.gateway.watch_deletes(b64(key), None, created + 1, 5.0, created)
+    assert etcd_store.gateway.watch_deletes(b64(key), None, created + 1, 5.0, created)
     assert time.monotonic() - started < 2.5
-    backend.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+    etcd_store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})

@@ -94,9 +94,19 @@ def test_one_run_per_window_across_nodes_firing_apart(
     with tenure.connect(url) as locks:
         info = locks.inspect(name)
         assert info is not None
-        if info.held:  # still inside the window: the first run's lease, kept after it exited
+        if info.held:  # still inside a window: the last run's lease, kept after it exited
             (lease,) = info.leases
-            assert ran[0] == f"ran {lease.fence}" and info.fence == lease.fence
+            # The last run's: where the machine was too slow for one window to cover every
+            # firing, a later one ran again and its window holds the name.
+            fence = int(ran[-1].removeprefix("ran "))
+            if server == "redlock":
+                # Redlock shows the largest counter of any node, the last fence issued or
+                # above it (docs/backends/redlock.md): a node that answered after the grant
+                # was decided keeps its own, later counter (seen in a loaded run: 0.11 s of
+                # microseconds above the holder's).
+                assert fence <= lease.fence and info.fence == lease.fence
+            else:
+                assert fence == lease.fence and info.fence == lease.fence
             assert lease.holder.pid in [firing.pid for firing in firings]
         else:
             assert time.monotonic() - fired >= window, "the name was freed inside the window"

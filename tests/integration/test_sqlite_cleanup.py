@@ -5,6 +5,7 @@ removed the record. Rows in the file, not timings: passes are driven by releases
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import sqlite3
 import time
@@ -155,12 +156,15 @@ def test_a_renewal_keeps_a_semaphore_record_in_use(path: pathlib.Path, name: str
 
 
 def test_gc_after_none_keeps_records_forever(path: pathlib.Path, name: str) -> None:
+    # Short leases, so that every record is idle well before the sweeps (a released permit
+    # or read-write lease is idle from its lease's end). A loaded machine may let one run
+    # out before its release (LockLost): the record it leaves is one to keep all the same.
     with tenure.connect(f"sqlite:///{path}?gc_after=none") as locks:
-        with locks.lock(name, ttl=0.05):
+        with contextlib.suppress(tenure.LockLost), locks.lock(name, ttl=0.05):
             pass
-        with locks.semaphore(name, limit=1, ttl=0.05):
+        with contextlib.suppress(tenure.LockLost), locks.semaphore(name, limit=1, ttl=0.05):
             pass
-        with locks.rwlock(name, ttl=0.05).write():
+        with contextlib.suppress(tenure.LockLost), locks.rwlock(name, ttl=0.05).write():
             pass
         time.sleep(0.1)
         sweep_for(locks, 0.5)

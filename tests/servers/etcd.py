@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tenure.backends.etcd._sync.store import EtcdBackend
 from tests.servers._process import ManagedServer, ServerFailed, free_port, require_binary
 from tests.servers._shared import shared_server
 
@@ -158,6 +159,17 @@ def etcd_cluster() -> Iterator[EtcdCluster]:
 def etcd_url(etcd_cluster: EtcdCluster) -> str:
     """The run's 3-node cluster (shared by every test and worker: tests use unique names)."""
     return etcd_cluster.url
+
+
+@pytest.fixture
+def etcd_store(etcd_url: str) -> Iterator[EtcdBackend]:
+    """A store (the sync store line, no client around it) on the run's cluster, closed
+    after the test."""
+    backend = EtcdBackend.from_url(etcd_url)
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 @pytest.fixture

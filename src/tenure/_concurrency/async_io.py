@@ -255,7 +255,10 @@ def check_function_kind(function: Callable[..., Any]) -> None:
 
 async def result_of(result: ThreadResult[T], timeout: float) -> T:
     """The value of ``result`` (or its error), awaited without blocking the loop; raises
-    TimeoutError after ``timeout`` seconds."""
+    TimeoutError after ``timeout`` seconds. A result already in is read at once, without a
+    trip through the loop."""
+    if result.ready():
+        return result.get(block=False)
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 

@@ -17,7 +17,7 @@ from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.places import queued, until_queued
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import RENEWED_FOR, renewed_ttl
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled, short_lease
 
 PRIMITIVE = "fair"
 
@@ -113,8 +113,9 @@ async def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
     async with tenure.connect_async(backend_url) as locks:
         holder = locks.lock(name, ttl=10, fair=True)
         assert await holder.acquire()
+        queue_ttl = short_lease()  # lasts past the calls below it must hold back, loaded
         dead = await locks.store.acquire(
-            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            name, queued_spec("write", queue_ttl=queue_ttl), "dead" * 8, 10.0,
             Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
@@ -122,8 +123,8 @@ async def test_a_dead_waiter_stops_blocking_within_its_queue_lease(
         late = locks.lock(name, ttl=10, fair=True)
         assert await late.acquire(blocking=False) is False  # the dead one is ahead
         started = time.monotonic()
-        assert await late.acquire(timeout=5)
-        assert time.monotonic() - started < 2
+        assert await late.acquire(timeout=queue_ttl + scaled(5))
+        assert time.monotonic() - started < queue_ttl + scaled(1.5)
         assert await queued(locks, name, "rwlock") == 0
         await late.release()
 
@@ -134,8 +135,8 @@ async def test_an_expired_holder_is_reclaimed(backend_url: str, name: str) -> No
         assert await crashed.acquire()
         waiter = locks.lock(name, ttl=10, fair=True)
         started = time.monotonic()
-        assert await waiter.acquire(timeout=5)
-        assert time.monotonic() - started < 3
+        assert await waiter.acquire(timeout=scaled(5))
+        assert time.monotonic() - started < scaled(3)
         assert waiter.fence is not None and crashed.fence is not None
         assert waiter.fence > crashed.fence
         with pytest.raises(tenure.LockLost):

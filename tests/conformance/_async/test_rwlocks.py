@@ -16,7 +16,7 @@ from tenure._types import Grant, Holder
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.places import queued, until_queued
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import RENEWED_FOR, renewed_ttl, scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled, short_lease
 
 PRIMITIVE = "rwlock"
 
@@ -171,8 +171,8 @@ async def test_an_expired_holder_is_reclaimed(backend_url: str, name: str) -> No
         assert await crashed.acquire(blocking=False)
         reader = rw.read(ttl=10)
         started = time.monotonic()
-        assert await reader.acquire(timeout=5)
-        assert time.monotonic() - started < 3
+        assert await reader.acquire(timeout=scaled(5))
+        assert time.monotonic() - started < scaled(3)
         assert reader.fence is not None and crashed.fence is not None
         assert reader.fence > crashed.fence
         with pytest.raises(tenure.LockLost):
@@ -186,8 +186,9 @@ async def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         holder = rw.read()
         assert await holder.acquire(blocking=False)
         # A writer that queues once and is never heard of again (SIGKILLed while waiting).
+        queue_ttl = short_lease()  # lasts past the calls below it must hold back, loaded
         dead = await locks.store.acquire(
-            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            name, queued_spec("write", queue_ttl=queue_ttl), "dead" * 8, 10.0,
             Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
@@ -199,8 +200,8 @@ async def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         assert await writer.acquire(blocking=False) is False  # ...and writers behind it
         # ...and no longer than its queue lease.
         started = time.monotonic()
-        assert await writer.acquire(timeout=5)
-        assert time.monotonic() - started < 2
+        assert await writer.acquire(timeout=queue_ttl + scaled(5))
+        assert time.monotonic() - started < queue_ttl + scaled(1.5)
         assert await queued(locks, name, "rwlock") == 0
         await writer.release()
 

@@ -11,7 +11,7 @@ import pytest
 import tenure
 from tests.conformance import async_helpers as helpers
 from tests.conformance._async.release_races import extend_racing_release
-from tests.timing import RENEWED_FOR, renewed_ttl
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled, short_lease
 
 PRIMITIVE = "semaphore"
 
@@ -131,13 +131,14 @@ async def test_a_weight_above_one_needs_weighted_permits(backend_url: str, name:
 
 async def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> None:
     async with tenure.connect_async(backend_url) as locks:
-        crashed = locks.semaphore(name, limit=1, ttl=0.3)
+        ttl = short_lease()
+        crashed = locks.semaphore(name, limit=1, ttl=ttl)
         assert await crashed.acquire(blocking=False)
         waiter = locks.semaphore(name, limit=1, ttl=10)
         assert await waiter.acquire(blocking=False) is False
         started = time.monotonic()
-        assert await waiter.acquire(timeout=5)
-        assert time.monotonic() - started < 3
+        assert await waiter.acquire(timeout=ttl + scaled(5))
+        assert time.monotonic() - started < ttl + scaled(2.7)
         assert waiter.fence is not None and crashed.fence is not None
         assert waiter.fence > crashed.fence
         with pytest.raises(tenure.LockLost):

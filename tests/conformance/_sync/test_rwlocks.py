@@ -18,7 +18,7 @@ from tenure._types import Grant, Holder
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.places import queued, until_queued
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import RENEWED_FOR, renewed_ttl, scaled
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled, short_lease
 
 PRIMITIVE = "rwlock"
 
@@ -173,8 +173,8 @@ def test_an_expired_holder_is_reclaimed(backend_url: str, name: str) -> None:
         assert crashed.acquire(blocking=False)
         reader = rw.read(ttl=10)
         started = time.monotonic()
-        assert reader.acquire(timeout=5)
-        assert time.monotonic() - started < 3
+        assert reader.acquire(timeout=scaled(5))
+        assert time.monotonic() - started < scaled(3)
         assert reader.fence is not None and crashed.fence is not None
         assert reader.fence > crashed.fence
         with pytest.raises(tenure.LockLost):
@@ -188,8 +188,9 @@ def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         holder = rw.read()
         assert holder.acquire(blocking=False)
         # A writer that queues once and is never heard of again (SIGKILLed while waiting).
+        queue_ttl = short_lease()  # lasts past the calls below it must hold back, loaded
         dead = locks.store.acquire(
-            name, queued_spec("write", queue_ttl=0.5), "dead" * 8, 10.0,
+            name, queued_spec("write", queue_ttl=queue_ttl), "dead" * 8, 10.0,
             Holder("gone", os.getpid(), "dead"),
         )
         assert not isinstance(dead, Grant)
@@ -201,8 +202,8 @@ def test_a_dead_waiters_place_lapses(backend_url: str, name: str) -> None:
         assert writer.acquire(blocking=False) is False  # ...and writers behind it
         # ...and no longer than its queue lease.
         started = time.monotonic()
-        assert writer.acquire(timeout=5)
-        assert time.monotonic() - started < 2
+        assert writer.acquire(timeout=queue_ttl + scaled(5))
+        assert time.monotonic() - started < queue_ttl + scaled(1.5)
         assert queued(locks, name, "rwlock") == 0
         writer.release()
 

@@ -13,7 +13,7 @@ import pytest
 import tenure
 from tests.conformance import sync_helpers as helpers
 from tests.conformance._sync.release_races import extend_racing_release
-from tests.timing import RENEWED_FOR, renewed_ttl
+from tests.timing import RENEWED_FOR, renewed_ttl, scaled, short_lease
 
 PRIMITIVE = "semaphore"
 
@@ -133,13 +133,14 @@ def test_a_weight_above_one_needs_weighted_permits(backend_url: str, name: str) 
 
 def test_an_expired_permit_is_reclaimed(backend_url: str, name: str) -> None:
     with tenure.connect(backend_url) as locks:
-        crashed = locks.semaphore(name, limit=1, ttl=0.3)
+        ttl = short_lease()
+        crashed = locks.semaphore(name, limit=1, ttl=ttl)
         assert crashed.acquire(blocking=False)
         waiter = locks.semaphore(name, limit=1, ttl=10)
         assert waiter.acquire(blocking=False) is False
         started = time.monotonic()
-        assert waiter.acquire(timeout=5)
-        assert time.monotonic() - started < 3
+        assert waiter.acquire(timeout=ttl + scaled(5))
+        assert time.monotonic() - started < ttl + scaled(2.7)
         assert waiter.fence is not None and crashed.fence is not None
         assert waiter.fence > crashed.fence
         with pytest.raises(tenure.LockLost):

@@ -7,6 +7,7 @@ many holders; a gate follows one session's lease)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from tenure.backends.mysql._records import Row, records
 from tenure.backends.mysql._semaphore_sql import GRANTED, MINE, SemaphoreStatements
 
 __all__ = ["Permits"]
+
+logger = logging.getLogger("tenure")
 
 
 class Permits(KindTable):
@@ -87,9 +90,18 @@ class Permits(KindTable):
                 return Grant(state // 8)
         # A heavier permit, a queue that may be live, all slots live, another limit: the
         # grant rule in one transaction.
-        retried, granted, soonest_us, dropped, stored = self.pool.run(
+        retried, granted, soonest_us, dropped, stored, collided = self.pool.run(
             lambda cursor: run_transaction(cursor, self.sql.acquire, params)
         )
+        if collided:
+            # The slot its reads chose held a live permit when written: nothing was
+            # overwritten, the attempt counts as refused. It cannot happen while every
+            # grant is made under the record's lock; said aloud, for it would mean a read
+            # of this transaction did not see a committed grant.
+            logger.warning(
+                "%s: semaphore %r: a grant found its slot taken; refused, to be tried again",
+                self.pool.display, name,
+            )
         if dropped is not None and int(dropped) > 0:
             # A lapsed place may have been all that held a waiter here back.
             self.waiters.notify(permit_key(name))

@@ -227,9 +227,22 @@ CREATE TABLE IF NOT EXISTS {self.quoted} (
     #    blocking: its place's expiry reset to now + queue_ttl keeping its position, or a
     #    place at the tail, and the record's queue horizon (its ``expires_at``) pushed to
     #    that expiry at least. Our limit is stored unless another one rules.
+    #    The grant is decided once a slot for it is found (granted implies a slot: never a
+    #    grant with nowhere to write it), and every ``SELECT ... INTO`` is an aggregate, so
+    #    it assigns even where it finds no row: one that finds none leaves the variable as
+    #    the connection's previous acquire left it. CI once failed an insert of a NULL slot
+    #    (1048) in a 32-thread race for fresh semaphores, which no rerun reproduced; with
+    #    this order a grant the reads cannot place is a refusal (tried again), never a
+    #    write. The slot itself is written only if it is still free or expired (or still
+    #    not made) as the write finds it, and the grant stands only if it wrote: a read that
+    #    missed a committed grant (which the record's lock rules out) makes a refusal
+    #    (@tenure_collided, logged by the client), never an overwrite of a live permit. CI
+    #    once counted 4 winners of 3 permits in the 32-thread race for fresh semaphores;
+    #    no rerun reproduced it and its cause is not known, so the one write of the
+    #    transaction that could over-grant no longer trusts the reads before it.
     # Output: its one result set, one row (retried fence, granted fence, soonest
-    # microseconds, places dropped, the ruling stored limit); at most one of the fences and
-    # the limit is not NULL.
+    # microseconds, places dropped, the ruling stored limit, 1 if the chosen slot was found
+    # taken); at most one of the fences and the limit is not NULL.
     @functools.cached_property
     def acquire(self) -> str:
         slots = self.quoted
@@ -250,25 +263,41 @@ INTO @tenure_live, @tenure_units, @tenure_soonest;
 SELECT {_UNITS}, LEAST(COALESCE(MIN(slot), 0), 0) - 1
 FROM {slots} WHERE {_PLACES} AND (@tenure_place IS NULL OR slot > @tenure_place)
 INTO @tenure_ahead, @tenure_arrival;
-SELECT IF(@tenure_mine IS NULL AND @tenure_live > 0 AND NOT permits <=> %(limit)s,
-          permits, NULL)
+SELECT MAX(IF(@tenure_mine IS NULL AND @tenure_live > 0 AND NOT permits <=> %(limit)s,
+              permits, NULL))
 FROM {slots} WHERE {_NAME} AND slot = 0
 INTO @tenure_mismatch;
 SELECT IF(@tenure_mine IS NULL AND @tenure_mismatch IS NULL
-          AND @tenure_units + @tenure_ahead + %(weight)s <= %(limit)s, {_FLOORED}, NULL)
-FROM {slots} WHERE {_NAME} AND slot = 0
-INTO @tenure_granted;
-SELECT IF(@tenure_granted IS NULL, NULL, COALESCE(
+          AND @tenure_units + @tenure_ahead + %(weight)s <= %(limit)s, COALESCE(
     (SELECT MIN(slot) FROM {slots}
      WHERE {_NAME} AND slot BETWEEN 1 AND %(limit)s
        AND (token IS NULL OR expires_at <= {_AT})),
     (SELECT MIN(a.slot) + 1 FROM {slots} AS a
      WHERE a.name = UNHEX(%(name)s) AND a.slot BETWEEN 0 AND %(limit)s - 1
        AND NOT EXISTS (SELECT 1 FROM {slots} AS b
-                       WHERE b.name = a.name AND b.slot = a.slot + 1))))
+                       WHERE b.name = a.name AND b.slot = a.slot + 1))), NULL)
 INTO @tenure_slot;
+SELECT MAX(IF(@tenure_slot IS NOT NULL, {_FLOORED}, NULL))
+FROM {slots} WHERE {_NAME} AND slot = 0
+INTO @tenure_granted;
 UPDATE {slots} SET expires_at = {_AT} + INTERVAL %(ttl_us)s MICROSECOND
 WHERE {_NAME} AND slot = @tenure_mine_slot AND {_OURS};
+UPDATE {slots}
+SET fence = @tenure_granted, token = %(token)s,
+    expires_at = {_AT} + INTERVAL %(ttl_us)s MICROSECOND, acquired_at = {_AT},
+    host = %(host)s, pid = %(pid)s, thread = %(thread)s, weight = %(weight)s
+WHERE {_NAME} AND slot = @tenure_slot AND @tenure_granted IS NOT NULL
+  AND (token IS NULL OR expires_at <= {_AT});
+SET @tenure_wrote = ROW_COUNT();
+INSERT INTO {slots}
+    (name, slot, fence, permits, token, expires_at, acquired_at, host, pid, thread, weight)
+SELECT UNHEX(%(name)s), @tenure_slot, @tenure_granted, NULL, %(token)s,
+       {_AT} + INTERVAL %(ttl_us)s MICROSECOND, {_AT}, %(host)s, %(pid)s, %(thread)s,
+       %(weight)s
+FROM DUAL WHERE @tenure_granted IS NOT NULL AND @tenure_wrote = 0
+  AND NOT EXISTS (SELECT 1 FROM {slots} WHERE {_NAME} AND slot = @tenure_slot);
+SET @tenure_collided = @tenure_granted IS NOT NULL AND @tenure_wrote + ROW_COUNT() = 0;
+SET @tenure_granted = IF(@tenure_collided, NULL, @tenure_granted);
 UPDATE {slots}
 SET fence = COALESCE(@tenure_granted, fence),
     permits = IF(@tenure_mine IS NULL AND @tenure_mismatch IS NULL, %(limit)s, permits),
@@ -277,15 +306,6 @@ SET fence = COALESCE(@tenure_granted, fence),
                              {_AT} + INTERVAL %(queue_us)s MICROSECOND),
                     expires_at)
 WHERE {_NAME} AND slot = 0;
-INSERT INTO {slots}
-    (name, slot, fence, permits, token, expires_at, acquired_at, host, pid, thread, weight)
-SELECT UNHEX(%(name)s), @tenure_slot, @tenure_granted, NULL, %(token)s,
-       {_AT} + INTERVAL %(ttl_us)s MICROSECOND, {_AT}, %(host)s, %(pid)s, %(thread)s,
-       %(weight)s
-FROM DUAL WHERE @tenure_granted IS NOT NULL
-ON DUPLICATE KEY UPDATE fence = @tenure_granted, token = %(token)s,
-    expires_at = {_AT} + INTERVAL %(ttl_us)s MICROSECOND, acquired_at = {_AT},
-    host = %(host)s, pid = %(pid)s, thread = %(thread)s, weight = %(weight)s;
 DELETE FROM {slots}
 WHERE {_NAME} AND slot = @tenure_place AND {_OURS} AND @tenure_granted IS NOT NULL;
 UPDATE {slots}
@@ -298,7 +318,8 @@ SELECT UNHEX(%(name)s), @tenure_arrival, 0, NULL, %(token)s,
        %(weight)s
 FROM DUAL WHERE {_REFUSED} AND @tenure_place IS NULL AND %(queue_us)s IS NOT NULL;
 COMMIT;
-SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped, @tenure_mismatch
+SELECT @tenure_mine, @tenure_granted, @tenure_soonest, @tenure_dropped, @tenure_mismatch,
+       @tenure_collided
 """
 
     # Inputs: name, token. After a release that ended no permit: gives up the token's place

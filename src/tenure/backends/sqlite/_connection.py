@@ -44,7 +44,18 @@ the PASSIVE copy, the RESTART has only the last few frames to copy."""
 
 RESTART_WAIT_MS = 20
 """How long a RESTART checkpoint may wait for the write lock and for readers to move on (each
-holds it for tens of microseconds); past that it is PASSIVE, and the next one tries again."""
+holds it for tens of microseconds); past that it is PASSIVE, and the next one tries again.
+The wait doubles with every further RESTART_FRAMES the WAL holds (20 ms at 1,000 frames,
+40 ms at 2,000, ... at most RESTART_WAIT_MOST_MS from 7,000 on): a WAL that large means the
+restarts before this one all gave up. On a loaded machine a reader or writer that lost its
+core keeps its snapshot or the write lock for longer than a short wait: a wait growing by
+20 ms per 1,000 frames still let the WAL reach 33 MB and 36 MB (past twice
+``WAL_SIZE_LIMIT``) in two loaded full runs. Doubling reaches a wait no descheduled reader
+outlasts before the WAL has doubled, and only the store that finds the WAL that far over pays
+it (its release returns that much later; the other processes' writes wait as long)."""
+
+RESTART_WAIT_MOST_MS = 1000
+"""The longest a RESTART checkpoint waits, however large the WAL (see RESTART_WAIT_MS)."""
 
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 """Bytes the WAL file is truncated to when it starts over (``journal_size_limit``): what one
@@ -61,15 +72,22 @@ def _checkpoint_interval(writes: float = CHECKPOINT_EVERY) -> int:
     return max(FEWEST_WRITES, round(writes * random.uniform(0.75, 1.25)))
 
 
+def restart_wait_ms(frames: int) -> int:
+    """How long a RESTART checkpoint of a WAL of ``frames`` waits (see RESTART_WAIT_MS)."""
+    doublings = min(10, max(0, frames // RESTART_FRAMES - 1))
+    return min(RESTART_WAIT_MOST_MS, RESTART_WAIT_MS << doublings)
+
+
 def _checkpoint(connection: sqlite3.Connection, writes: int) -> int:
     """Copy the WAL into the database without waiting for anyone; once it holds
-    RESTART_FRAMES, also start it over (see there), waiting at most RESTART_WAIT_MS.
+    RESTART_FRAMES, also start it over (see there), waiting as RESTART_WAIT_MS says.
     ``writes``: this store's writes since its last checkpoint. Returns how many of its
     writes to make before the next one: its share of CHECKPOINT_EVERY, judged by the
     frames the WAL gained meanwhile (with other processes writing, more than ours)."""
     ((_, frames, _),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
     if frames >= RESTART_FRAMES:
-        connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+        wait_ms = restart_wait_ms(frames)
+        connection.execute(f"PRAGMA busy_timeout = {wait_ms}")
         try:
             connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:

@@ -56,8 +56,8 @@ def _within_limit(name: str, fence: int, now: int, answers: list[Any]) -> LockIn
     weights of the live nodes ahead of it plus its own are within the limit (the grant rule,
     ``_async/ranking.py``); the other live nodes wait, listed in node (arrival) order with
     their weights, each since its node's creation by the server's clock (``ctime``). A first
-    try's node is written unmarked and rewritten as queued by its first wait: until then, if
-    its weight does not fit, it is counted as waiting. The limit is the oldest node's."""
+    try's node is written unmarked and rewritten as queued (or deleted) when refused: until
+    then, if its weight does not fit, it is counted as waiting. The limit is the oldest node's."""
     limit = None
     leases = []
     waiters = []

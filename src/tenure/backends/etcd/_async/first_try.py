@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from tenure._errors import limit_mismatch
 from tenure._types import Grant, Holder, Kind, LeaseSpec
+from tenure.backends.etcd._answer import Answer
 from tenure.backends.etcd._async.pool import Lease, lease_seconds, whole_seconds
 from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, entry_name, name_prefix, unb64
@@ -49,11 +50,22 @@ from tenure.backends.etcd._statements import (
 if TYPE_CHECKING:
     from tenure.backends.etcd._async.store import AsyncEtcdBackend
 
-__all__ = ["QUEUE_TTL", "Held", "QueuePlace", "first_try"]
+__all__ = ["GRANT_UNWRITTEN", "QUEUE_TTL", "SESSION_TRUST", "Held", "QueuePlace", "first_try"]
 
 QUEUE_TTL = 2
 """Seconds a waiter's place in the queue outlives its last wait (etcd's smallest useful
 lease: below the server's minimum TTL it is raised anyway)."""
+SESSION_TRUST = 2 / 3
+"""The part of a queue lease's length, from the send of the grant or keep-alive that last
+restarted its clock (``Lease.refreshed``), that a lock's grant at the head of the queue
+trusts its key to stay on it while the move onto the holder lease is unanswered
+(``attempt``, "Granted at the head"): the server ends the lease no sooner than that length
+after it heard the keep-alive, which was after we sent it; the third left over absorbs timer
+slack and a client clock running slower than the leader's (as ZooKeeper's ``SESSION_TRUST``)."""
+GRANT_UNWRITTEN = 1 / 3
+"""The part of a queue lease's length after its last restart within which a lock's waiter,
+found at the head of the queue, takes the grant without waiting for the move's answer: the
+move then has as long again before the grant is in doubt (``SESSION_TRUST``)."""
 
 
 @dataclasses.dataclass
@@ -68,6 +80,14 @@ class Held:
     fence_kept_until: float = math.inf
     """A lock's: until when (``time.monotonic``) the name's fence key, put by the grant,
     still lasts ``gc_after`` (``AsyncEtcdBackend.fence_lease``)."""
+    granting: Answer | None = None
+    """A grant at the head of the queue (``attempt``, "Granted at the head"): the answer of
+    the transaction moving the key onto ``lease``, sent without waiting; its value, once
+    set, is why the grant is lost (None: the key is on ``lease`` now). Release, renewal,
+    ``owned`` and ``set_value`` wait for it first."""
+    grant_unanswered_after: float = math.inf
+    """Monotonic time past which that transaction, still unanswered, no longer vouches for
+    the lease: the key is on its queue lease until it lands, which may lapse then."""
 
 
 @dataclasses.dataclass
@@ -104,6 +124,11 @@ class QueuePlace:
     but a quiet timeout). After a quiet one the next step reads before it tries to write."""
     weight: int = 1
     """A semaphore's permit's weight: the units of the limit it takes."""
+    predecessor_granted: bool = False
+    """A lock's waiter granted at the head (``attempt``): ``predecessor`` is known to have
+    held the lock (its record written as a holder's): once it goes, nothing is ahead."""
+    at_head: bool = False
+    """The last wait saw the last of ``ahead`` deleted: the next step grants, unread."""
 
 
 

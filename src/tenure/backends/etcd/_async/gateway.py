@@ -51,7 +51,9 @@ from tenure.backends.etcd._answers import (
 )
 from tenure.backends.etcd._config import EtcdSettings
 from tenure.backends.etcd._errors import EtcdError, NotFound
+from tenure.backends.etcd._keys import Record
 from tenure.backends.etcd._slots import Slot
+from tenure.backends.etcd._statements import kvs
 
 __all__ = ["AsyncGateway", "NotFound"]
 
@@ -338,6 +340,62 @@ class AsyncGateway:
         except (httpx.HTTPError, OSError, ValueError, EtcdError):
             return True
         return True  # the stream ended
+
+    async def watch_turn(
+        self, key: str, start_revision: int, timeout: float, *, created: int,
+        granted: bool,
+    ) -> str:
+        """A lock's waiter's wait on ``key``, the newest key older than its own (created at
+        ``created``; ``granted``: known to have held the lock): "head" at its deletion once
+        it is known to have held the lock (its record written as a holder's, not queued:
+        only a grant writes that, and a grant had no older key, none of which can appear
+        again, so with it gone nothing is ahead); "woken" at a deletion of a key not known
+        so, or at anything else (an error, the stream's end): the caller looks again;
+        "quiet" after ``timeout`` seconds without an event. Puts are watched too, to see the
+        key written as its holder's. The watch starts now (as ``watch_deletes``); if the
+        cluster moved on since ``start_revision``, one read tells what became of the key."""
+        clients, own = self._endpoints()
+        client = clients[self._preferred % len(clients)]
+        headers = auth_header(self._token or None)
+        limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
+        deadline = time.monotonic() + timeout
+        self.requests += 1
+        self.watches += 1
+        try:
+            async with client.stream(
+                "POST", "/v3/watch", content=json.dumps({"create_request": {"key": key}}),
+                headers=headers, timeout=limits,
+            ) as response:
+                if response.status_code != 200:
+                    return "woken"
+                async for line in response.aiter_lines():
+                    result = json.loads(line).get("result", {}) if line.strip() else {}
+                    if result.get("canceled") or result.get("error"):
+                        return "woken"
+                    if result.get("created"):
+                        watched_from = int(result.get("header", {}).get("revision", 0)) + 1
+                        if watched_from > start_revision:
+                            found = kvs(await self.post("/v3/kv/range", {"key": key}))
+                            if not found or int(found[0]["create_revision"]) != created:
+                                return "head" if granted else "woken"
+                            granted = granted or not Record.decode(
+                                found[0].get("value", "")).queued
+                    for event in result.get("events") or ():
+                        kv = event.get("kv", {})
+                        if (event.get("type") == "DELETE"
+                                or int(kv.get("create_revision", 0)) != created):
+                            return "head" if granted else "woken"  # the key we watched went
+                        granted = granted or not Record.decode(kv.get("value", "")).queued
+                    if time.monotonic() >= deadline:
+                        return "quiet"
+        except httpx.ReadTimeout:
+            return "quiet"
+        except (httpx.HTTPError, OSError, ValueError, EtcdError):
+            return "woken"
+        finally:
+            if own:
+                await _close_all(clients)
+        return "woken"  # the stream ended
 
     async def _exists(self, key: str, created: int | None) -> bool:
         """Whether ``key`` is there (the one created at ``created``, when given)."""

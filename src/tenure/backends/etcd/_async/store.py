@@ -57,14 +57,18 @@ queued as a lease with its mode, and counts the queued ones.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
+import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenure._async.store import WITH_WEIGHTS, AsyncStore, extend_by_kind
+from tenure._concurrency import async_io as io
 from tenure._types import (
     Busy,
     Capabilities,
@@ -104,6 +108,7 @@ from tenure.backends.etcd._slots import Slot, Slots
 from tenure.backends.etcd._statements import (
     JSON,
     created_at,
+    fence_at,
     fence_released,
     kvs,
     oldest,
@@ -153,6 +158,10 @@ class AsyncEtcdBackend(AsyncStore):
         self._held: dict[tuple[str, str, str], Held] = {}
         self.slots = Slots()
         """The names of this client's lock keys (``_slots``), shared with the renewal twin."""
+        self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        """Told when a grant at the head of the queue turns out lost (shared with the
+        renewal twin, as ``_held``)."""
+        self._listeners_mutex = threading.Lock()
         self._gc_lease: tuple[str, float] | None = None
         """The lease released names' fence keys go onto now, and when it was granted
         (``time.monotonic``): shared by the releases of ``GC_LEASE_REUSE`` seconds."""
@@ -191,6 +200,107 @@ class AsyncEtcdBackend(AsyncStore):
 
     def granted(self, kind: str, name: str, token: str) -> Held | None:
         return self._held.get((kind, name, token))
+
+    # ---- a lock's grant at the head of the queue, moved after (``attempt``) -------------
+
+    def move_soon(
+        self, name: str, held: Held, queue_lease: Lease, fence_lease: str | None,
+        slot: Slot | None,
+    ) -> None:
+        """Send, without waiting, the transaction that moves ``held``'s key (granted at the
+        head of the queue, still on ``queue_lease``) onto ``held.lease``, if it is still the
+        key we queued (its creation revision), and records its fence; its outcome goes to
+        ``held.granting``: None, or why the grant is lost (the doubt listeners hear of it)."""
+        answer = held.granting
+        assert answer is not None
+        fence_key = self.fence_key(Kind.LOCK, name)
+
+        def move(lease: Lease) -> JSON:
+            return {
+                "compare": [created_at(held.key, held.revision)],
+                "success": [
+                    put(held.key, held.record.encode(), lease.id),
+                    fence_at(fence_key, held.revision,
+                             lease.id if slot is None else fence_lease),
+                ],
+            }
+
+        async def send() -> None:
+            nonlocal fence_lease
+            lost: str | None = None
+            try:
+                try:
+                    moved, held.lease = await self.pool.on_lease(move, held.lease, track=slot)
+                except NotFound:
+                    if slot is None:
+                        raise
+                    self.drop_fence_lease()  # the gc_after lease ended before use
+                    fence_lease, held.fence_kept_until = await self.fence_lease()
+                    moved, held.lease = await self.pool.on_lease(move, held.lease, track=slot)
+                if not moved.get("succeeded"):
+                    lost = ("its key, granted at the head of the queue, was gone before the "
+                            "transaction moving it onto the holder's lease landed (its queue "
+                            "lease lapsed, or a break)")
+            except Exception as exc:  # any failure: the grant is in doubt
+                lost = ("the transaction moving its key, granted at the head of the queue, "
+                        f"onto the holder's lease failed: {exc!r}")
+            answer.set(lost)
+            if lost is not None:
+                self._doubt_now()
+                return
+            with contextlib.suppress(Exception):  # a spare: it lapses on its own anyway
+                await self.pool.keep_spare(queue_lease)  # the key left it
+
+        io.start_background(send, "tenure-etcd-grant-at-head")
+
+    async def _grant_stands(self, held: Held) -> bool:
+        """Wait for the move of a grant at the head of the queue (if any): whether the key
+        is on the holder's lease now (False: lost, or no answer within the deadline)."""
+        answer = held.granting
+        if answer is None:
+            return True
+        if not answer.ready():
+            try:
+                await io.result_of(answer, 2 * self.settings.timeout)
+            except TimeoutError:
+                return False
+        return answer.get(block=False) is None
+
+    def lease_doubt(self, kind: Kind, name: str, token: str) -> str | None:
+        held = self._held.get((kind, name, token))
+        answer = None if held is None else held.granting
+        if held is None or answer is None:
+            return None
+        if not answer.ready():
+            if time.monotonic() < held.grant_unanswered_after:
+                return None
+            return ("the transaction moving its key, granted at the head of the queue, onto "
+                    "the holder's lease is still unanswered: the queue lease it is on may "
+                    "have lapsed by the server's clock")
+        lost: str | None = answer.get(block=False)
+        return lost
+
+    def add_doubt_listener(self, listener: Callable[[], object]) -> None:
+        """``listener`` is called (from any thread) when a grant at the head turns out lost;
+        a bound method is held weakly."""
+        entry: Callable[[], object] | weakref.WeakMethod[Any] = (
+            weakref.WeakMethod(listener) if hasattr(listener, "__self__") else listener
+        )
+        with self._listeners_mutex:
+            self._doubt_listeners = [
+                known for known in self._doubt_listeners
+                if not isinstance(known, weakref.WeakMethod) or known() is not None
+            ]
+            self._doubt_listeners.append(entry)
+
+    def _doubt_now(self) -> None:
+        with self._listeners_mutex:
+            listeners = list(self._doubt_listeners)
+        for entry in listeners:
+            listener = entry() if isinstance(entry, weakref.WeakMethod) else entry
+            if listener is not None:
+                with contextlib.suppress(Exception):  # a listener's failure is its own
+                    listener()
 
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder
@@ -309,6 +419,12 @@ class AsyncEtcdBackend(AsyncStore):
 
     async def release(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.pop((kind, name, token), None)
+        if held is not None and not await self._grant_stands(held):
+            # A grant at the head whose move found the key gone (or failed: it may have
+            # landed, so the key goes, guarded by its creation revision).
+            await self._delete_held(kind, name, held, self.slots.get(kind, name, token))
+            self.slots.free(kind, name, token)
+            return False
         if held is not None:
             deleted = await (self._release_lock(name, token, held) if kind == Kind.LOCK
                              else self._delete_held(kind, name, held))
@@ -341,7 +457,7 @@ class AsyncEtcdBackend(AsyncStore):
         batch: list[tuple[int, Lease]] = []
         for index, renewal in enumerate(renewals):
             held = self._held.get((kind, renewal.name, renewal.token))
-            if held is None:
+            if held is None or not await self._grant_stands(held):
                 results[index] = False
             elif lease_seconds(renewal.ttl) == held.lease.seconds:
                 batch.append((index, held.lease))
@@ -376,14 +492,14 @@ class AsyncEtcdBackend(AsyncStore):
 
     async def owned(self, kind: Kind, name: str, token: str) -> bool:
         held = self._held.get((kind, name, token))
-        if held is None:
+        if held is None or not await self._grant_stands(held):
             return False
         found = kvs(await self.gateway.post("/v3/kv/range", {"key": b64(held.key)}))
         return bool(found) and int(found[0]["create_revision"]) == held.revision
 
     async def set_value(self, name: str, token: str, value: str) -> bool:
         held = self._held.get((Kind.LOCK, name, token))
-        if held is None:
+        if held is None or not await self._grant_stands(held):
             return False
         record = dataclasses.replace(held.record, value=value)
         # The creation revision is the term: the put lands only on the key this lease was
@@ -452,8 +568,14 @@ class AsyncEtcdBackend(AsyncStore):
         keys = kvs(await self.gateway.post("/v3/kv/range", oldest(prefix, None)["request_range"]))
         broken = False
         # Every holder (a waiter about to be granted holds nothing yet: not ours to break).
-        for kv, _ in holding(kind, keys):
+        holders = holding(kind, keys)
+        for kv, _ in holders:
             broken = await self.pool.revoke(lease_of(kv)) or broken
+        if kind == Kind.LOCK and not holders and keys:
+            # A lock's oldest key still marked queued may hold the name already (granted at
+            # the head, its move not landed: ``attempt``): its queue lease goes too, and its
+            # move then finds the key gone (a waiter not granted yet joins again behind).
+            broken = await self.pool.revoke(lease_of(keys[0])) or broken
         return broken
 
     async def _entry_of(self, kind: str, name: str, token: str) -> JSON | None:

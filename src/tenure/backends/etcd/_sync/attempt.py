@@ -15,7 +15,8 @@
   newest write key for a reader. A place whose lease lapsed (a waiter stalled past
   ``queue_ttl``) is gone for good: its waiter writes its key again, at the back, with a new
   creation revision.
-- **Granted from the queue**: a lock's waiter (and a writer of a read-write lock) sends ONE
+- **Granted from the queue** (a lock's waiter not granted at the head, below; a writer of a
+  read-write lock): it sends ONE
   transaction: if its key is still the one it queued (same creation revision) and no key
   in the name's range is older, it moves the key onto its holder lease (its value now the
   holder record) and records the fence; else it reads its key and the key just ahead, for
@@ -37,31 +38,78 @@ find our own key still there, created at the same revision. A reader cannot put 
 its compare, as a writer does: a compare on an empty range compares a missing key, whose
 creation revision 0 is below every revision.
 
-Why the grant is the waiter's own write, after the release's (a handoff is two Raft writes in
-a row, where etcd's lock service, whose server answers the blocked ``lock`` call at the
-release, needs one): while it waits, a waiter's key must be on a lease that ends within its
-``queue_ttl`` of its last keep-alive (a dead waiter leaves the queue that soon), and once
-granted on one that lasts ``ttl`` from the grant without any (a paused holder keeps the name
-for its ttl). The server cannot tell a dead waiter from a paused one, and an etcd lease's
-TTL is fixed at its grant (a keep-alive restarts it, never changes it), so no key can be
-both before the waiter has said a word after its turn came, and the word that moves it is a
-write. A release that moved its successor's key onto the successor's own ttl lease would
-let a waiter that died less than ``queue_ttl`` before hold the name for a whole ttl; a
-keep-alive after the wake would do only if the key waited on a ttl-long lease in its last
-``queue_ttl`` seconds, which takes a lease grant and a move of the key (two writes) every
-``queue_ttl`` seconds per waiter, and leaves no write in the grant's step to record its fence
-for ``inspect``.
+- **Granted at the head** (a plain lock's waiter: no election value, a ttl at least its queue
+  lease's ``QUEUE_TTL``): it learns that it is first without a write. Its wait watches puts
+  and deletes of the key just ahead (``Gateway.watch_turn``), whose record every read
+  of it carries: a record not marked queued is written only by a grant, which had no older
+  key, so once such a key is deleted nothing is ahead (no request at all). A deletion of a
+  key not known granted (a waiter that gave up, whose older keys may remain), an error or a
+  quiet timeout are followed by one linearizable range read of its own key and the newest
+  key older than it; a missed or repeated event only delays. No key ahead and its own
+  key still at its creation revision: no key
+  older than it can ever appear (a new key gets a higher revision; a reused slot, a place
+  that lapsed and joined again, come back newer), and every other contender, first try or
+  waiter, is refused while its key lives (a lock's first try needs an empty range, a waiter
+  no older key). So the name is ours from that read on, for as long as the key lives, which
+  is on its queue lease until the move lands: at least ``Lease.refreshed`` (stamped before
+  the send of the grant or keep-alive that last restarted that lease's clock) plus the
+  lease's length, by the server's clock, which starts later. If that came within
+  ``GRANT_UNWRITTEN`` of the lease's length after it (the wait returns before that budget
+  runs out), the waiter returns the grant at once
+  and sends, not waited for (``EtcdBackend.move_soon``), ONE transaction: if the key
+  is still the one it queued (its creation revision), it moves onto the holder lease (kept
+  alive with the queue lease while waiting) with the holder record, and the fence is
+  recorded (``fence_at``: never below a later one). Until its answer comes, ``check()``
+  doubts the lease (``lease_doubt``) once ``SESSION_TRUST`` of the queue lease's length has
+  passed since ``Lease.refreshed``; release, renewal, ``owned`` and ``set_value`` wait for
+  the answer first (``_grant_stands``; a release then deletes as usual). A move that finds
+  the key gone (its queue lease lapsed: the waiter stalled; or a break, which revokes a
+  lock's oldest key still marked queued) loses the lease: the doubt listeners hear of it
+  (``on_lost``), ``owned``/``check``/``release`` say so; a move that failed (no answer) may
+  have landed, so the release still deletes the key, guarded by its creation revision.
+  Meanwhile ``inspect`` shows no holder (the key is still marked queued) and the previous
+  holder's fence; once the move lands, this holder and its fence. Its fence is the key's
+  creation revision, known at the read: the holder before it had its key older than ours
+  (else it could not have been granted while ours lived: its grant needed no older key, or
+  an empty range) and any holder after it is granted only once our key is gone, which our
+  release does only after the move landed. A waiter with a shorter ttl, an election value,
+  a read-write lock's writer and a permit take the grant by the move itself, as below: a
+  ttl below the queue lease's would let a holder dead before its move hold the name for
+  the queue lease's 2 s, longer than its ttl (``lease_overrun``); an election value's
+  record must be the holder's before anyone reads it as the leader's; the writer and the
+  permit kept the path they had (their rule is in the move's compare or read beside it).
+
+Why a grant at the head, rather than a release that hands the key on (a handoff is now the
+release's delete, one read and nothing the next holder waits for, where etcd's lock service,
+whose server answers the blocked ``lock`` call at the release, needs the delete alone):
+while it waits, a waiter's key must be on a lease that ends within its ``queue_ttl`` of its
+last keep-alive (a dead waiter leaves the queue that soon), and once granted on one that
+lasts ``ttl`` from the grant without any (a paused holder keeps the name for its ttl). The
+server cannot tell a dead waiter from a paused one, and an etcd lease's TTL is fixed at its
+grant (a keep-alive restarts it, never changes it), so no key can be both before the waiter
+has said a word after its turn came; the word that moves it is a write, and the waiter need
+not wait for it, as its key on the queue lease already holds the name for a known while. A
+release that moved its successor's key onto the successor's own ttl lease would let a waiter
+that died less than ``queue_ttl`` before hold the name for a whole ttl.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING
 
 from tenure._sync.ordered_attempt import OrderedAttempt
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Grant, Kind, Mode
-from tenure.backends.etcd._sync.first_try import Held, QueuePlace, first_try
+from tenure.backends.etcd._answer import Answer
+from tenure.backends.etcd._sync.first_try import (
+    GRANT_UNWRITTEN,
+    SESSION_TRUST,
+    Held,
+    QueuePlace,
+    first_try,
+)
 from tenure.backends.etcd._sync.pool import Lease, lease_seconds
 from tenure.backends.etcd._errors import NotFound
 from tenure.backends.etcd._keys import Record, b64, name_prefix, prefix_end, unb64
@@ -204,20 +252,77 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         that may have seen the key ahead go; after a quiet timeout, a read first (every wait
         is followed by a fresh look, as watches can miss events, but a read is not a Raft
         write, as even a refused transaction with writes is)."""
+        if self._holds_at_head(place):
+            # The last wait saw the last key ahead go, or a read tells (never a write) that
+            # we are first (module docstring, "Granted at the head"): then the grant goes
+            # out without waiting for its answer.
+            at_head, place.at_head = place.at_head, False
+            if not at_head and not self._look_ahead(
+                place, ahead_in, {"key": b64(place.key), "keys_only": True}
+            ):
+                return place
+            assert place.lease is not None
+            if time.monotonic() < place.lease.refreshed + place.lease.seconds * GRANT_UNWRITTEN:
+                return self._grant_at_head(place)
+            return self._take(place, ahead_in)
         if not place.woken and not self._look_ahead(
             place, ahead_in, {"key": b64(place.key), "keys_only": True}
         ):
             return place
         return self._take(place, ahead_in)
 
+    def _holds_at_head(self, place: QueuePlace) -> bool:
+        """Whether this waiter takes its grant at the head of the queue without waiting for
+        the move's answer: a plain lock's (no election value), with a ttl of at least its
+        queue lease's (module docstring, "Granted at the head")."""
+        return (place.kind == Kind.LOCK and place.limit == 1 and place.mode is None
+                and place.value is None and self.ttl >= place.queue_seconds
+                and place.lease is not None)
+
+    def _holding(self, place: QueuePlace) -> tuple[Lease, Record]:
+        """What a grant from the queue holds the name on: the holder lease (the one granted
+        ahead by the first try, if it still lasts the ttl; it is ours now, no longer the
+        place's) and our record as holder."""
+        lease = self.store.pool.lasting(
+            lease_seconds(self.ttl), self.ttl, place.holder_lease
+        )
+        place.holder_lease = None
+        record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl,
+                            fair=self.spec.fair, weight=place.weight)
+        return lease, record
+
+    def _grant_at_head(self, place: QueuePlace) -> Grant:
+        """Our key heads the queue (its wait saw the granted key ahead go, or a read found
+        nothing older), on a queue lease that lasts at
+        least ``GRANT_UNWRITTEN`` of its length longer: the grant is ours now. The move onto
+        our holder lease (guarded by the key's creation revision) and the fence's record go
+        out in one transaction, not waited for (``EtcdBackend.move_soon``)."""
+        assert place.lease is not None
+        store = self.store
+        lease, record = self._holding(place)
+        slot = store.slots.get(Kind.LOCK, place.name, self.token)
+        fence_lease: str | None = None
+        fence_kept_until = math.inf
+        if slot is not None:
+            fence_lease, fence_kept_until = store.fence_lease()
+        queue_lease, place.lease = place.lease, None
+        held = Held(place.key, lease, place.revision, record, fence_kept_until,
+                    granting=Answer(),
+                    grant_unanswered_after=(
+                        queue_lease.refreshed + queue_lease.seconds * SESSION_TRUST))
+        store.remember(place.kind, place.name, self.token, held)
+        store.move_soon(place.name, held, queue_lease, fence_lease, slot)
+        return Grant(place.revision)
+
     def _look_ahead(self, place: QueuePlace, ahead_in: str, mine: JSON) -> bool:
         """Read our key (``mine``: its range request) and the newest key of ``ahead_in``
         older than it, in one read: True when nothing is ahead; else False, the place
         marked lapsed (join again at the back) or holding the key to watch."""
+        before = self._newest_before(place, ahead_in)
         answer = self.store.gateway.post("/v3/kv/txn", {"success": [
             {"request_range": mine},
             # Not count_only: etcd counts the whole range, before the revision filter.
-            newest_before(ahead_in, place.revision),
+            before,
         ]})
         ours, ahead = (kvs(response) for response in answer["responses"])
         place.watch_from = revision(answer) + 1
@@ -227,6 +332,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         if ahead:
             place.predecessor, place.predecessor_known = ahead[0]["key"], True
             place.predecessor_created = int(ahead[0]["create_revision"])
+            place.predecessor_granted = _granted(ahead[0])
             return False
         return True
 
@@ -237,10 +343,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         ahead, read in the same step, for the next wait."""
         assert place.lease is not None
         store = self.store
-        lease = store.pool.lasting(lease_seconds(self.ttl), self.ttl, place.holder_lease)
-        place.holder_lease = None
-        record = Record.new(self.holder, place.limit, value=place.value, ttl=self.ttl,
-                            fair=self.spec.fair, weight=place.weight)
+        lease, record = self._holding(place)
         compare = [created_at(place.key, place.revision)]
         failure: list[JSON] = [{"request_range": {"key": b64(place.key)}}]
         if ahead_in is not None:
@@ -285,6 +388,7 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
                 ahead = kvs(answer["responses"][1])
                 place.predecessor = ahead[0]["key"] if ahead else None
                 place.predecessor_created = int(ahead[0]["create_revision"]) if ahead else None
+                place.predecessor_granted = False  # keys only: not known
                 place.predecessor_known = True
             return place
         store.pool.keep_spare(place.lease)  # the key left it; nothing else is on it
@@ -317,19 +421,39 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
             prefix = blocking(prefix, place.mode)  # a reader watches the newest write ahead
         if not place.predecessor_known:
             ahead = store.gateway.post(
-                "/v3/kv/range", newest_before(prefix, place.revision)["request_range"]
+                "/v3/kv/range", self._newest_before(place, prefix)["request_range"]
             )
             predecessor = kvs(ahead)
             place.predecessor = predecessor[0]["key"] if predecessor else None
             place.predecessor_created = (
                 int(predecessor[0]["create_revision"]) if predecessor else None)
+            place.predecessor_granted = bool(predecessor) and _granted(predecessor[0])
             place.watch_from = revision(ahead) + 1
         place.predecessor_known = False  # the next wait reads again, unless a step did
         place.woken = True  # nothing ahead: our turn, unless the step finds otherwise
-        if place.predecessor is not None:
+        if place.predecessor is not None and self._holds_at_head(place):
+            assert place.predecessor_created is not None and place.lease is not None
+            # Back (and the queue lease kept alive) before a turn seen would come too late
+            # to be taken at the head (``GRANT_UNWRITTEN``).
+            budget = (place.lease.refreshed + place.lease.seconds * GRANT_UNWRITTEN
+                      - time.monotonic() - 0.05)
+            outcome = store.gateway.watch_turn(
+                place.predecessor, place.watch_from, max(0.01, min(timeout, budget)),
+                created=place.predecessor_created, granted=place.predecessor_granted,
+            )
+            place.at_head, place.woken = outcome == "head", outcome != "quiet"
+        elif place.predecessor is not None:
             place.woken = store.gateway.watch_deletes(
                 place.predecessor, None, place.watch_from, timeout, place.predecessor_created
             )
+
+    def _newest_before(self, place: QueuePlace, ahead_in: str) -> JSON:
+        """The read of the key just ahead: with its record for a lock's waiter granted at
+        the head, which then knows whether that key held the lock (``predecessor_granted``)."""
+        before = newest_before(ahead_in, place.revision)
+        if self._holds_at_head(place):
+            del before["request_range"]["keys_only"]
+        return before
 
     def leave_place(self, place: QueuePlace) -> None:
         """Give up a place: the queue key goes with its lease; the holder lease stays ours."""
@@ -357,7 +481,9 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         if place.mode is not None:
             prefix = blocking(prefix, place.mode)
         newest = oldest(prefix, 2)
-        newest["request_range"] |= {"sort_order": "DESCEND", "keys_only": True}
+        newest["request_range"] |= {"sort_order": "DESCEND"}
+        if not self._holds_at_head(place):  # else the records: was the key ahead granted?
+            newest["request_range"]["keys_only"] = True
 
         def join(lease: Lease) -> JSON:
             return {"success": [
@@ -378,3 +504,10 @@ class EtcdAttempt(OrderedAttempt[QueuePlace]):
         place.predecessor = others[0]["key"] if others and place.predecessor_known else None
         place.predecessor_created = (
             int(others[0]["create_revision"]) if others and place.predecessor_known else None)
+        place.predecessor_granted = place.predecessor is not None and _granted(others[0])
+
+
+def _granted(kv: JSON) -> bool:
+    """Whether a lock's key read with its record held the lock: only a grant writes a record
+    not marked queued, and a grant had no older key (none can appear again)."""
+    return "value" in kv and not Record.decode(kv["value"]).queued

@@ -94,7 +94,7 @@ from tenure.backends.zookeeper._nodes import (
 if TYPE_CHECKING:
     from tenure.backends.zookeeper._async.store import AsyncZooKeeperBackend
 
-__all__ = ["AsyncZooKeeperAttempt", "drop", "rewrite"]
+__all__ = ["AsyncZooKeeperAttempt", "drop", "rewrite", "rewrite_op", "rewritten"]
 
 
 class AsyncZooKeeperAttempt(AsyncOrderedAttempt[Place]):
@@ -149,10 +149,10 @@ class AsyncZooKeeperAttempt(AsyncOrderedAttempt[Place]):
 
     async def leave(self) -> None:
         place = self.place
-        if self.spec.queues and self.known and place is not None and place.path:
+        if self.spec.queues and self.known and place is not None:
             # Its place is the one node this attempt holds: deleted by its path, without
-            # listing the queue for the token's nodes (a permit's try that gives up at once
-            # costs the one delete a lock's refused first try does).
+            # listing the queue for the token's nodes; none left (a permit's try refused at
+            # once deletes its node in its refusal, as a lock's does): nothing to do.
             await self.leave_place(place)
             return
         await super().leave()
@@ -366,14 +366,20 @@ def counted(place: Place, ahead: list[str]) -> list[str]:
     return [n for n in ahead if place.mode != Mode.READ or mode_of(n) == Mode.WRITE]
 
 
+def rewrite_op(session: AsyncSession, place: Place) -> tuple[Any, ...]:
+    """The versioned set that rewrites the waiter's node, as an operation of a ``multi``
+    (``session.commit``); its answer goes to ``rewritten``."""
+    place.sending(session.epoch)
+    place.unmarked = False
+    return "set_data", place.path, place.record.encode(), place.version
+
+
 def rewrite_call(
     session: AsyncSession, place: Place
 ) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-    """The versioned set that rewrites the waiter's node, as ``call_together`` takes it; its
-    answer goes to ``rewritten``."""
-    place.sending(session.epoch)
-    place.unmarked = False
-    return "set", (place.path, place.record.encode()), {"version": place.version}
+    """``rewrite_op`` as ``call_together`` takes it."""
+    _, path, data, version = rewrite_op(session, place)
+    return "set", (path, data), {"version": version}
 
 
 async def rewritten(session: AsyncSession, place: Place, answer: Any) -> bool:

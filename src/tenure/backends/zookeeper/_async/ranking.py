@@ -22,7 +22,17 @@ from tenure._types import Mode
 from tenure.backends.zookeeper._async.session import AsyncSession, entries
 from tenure.backends.zookeeper._nodes import Record, mode_of, sequence_of
 
-__all__ = ["Ranked", "rank"]
+__all__ = ["Ahead", "Ranked", "rank"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ahead:
+    """A live node ahead of ours, as the ranking read it."""
+
+    node: str
+    version: int
+    expires_ms: int
+    """Its last write's ``mtime`` plus its ttl: live until then by the server's clock."""
 
 
 @dataclasses.dataclass
@@ -31,10 +41,30 @@ class Ranked:
 
     live_ahead: list[Record]
     conflict: int | None
-    writes_ahead: int = 0
-    """How many of the live nodes ahead are a read-write lock's writers."""
     standing: list[str] = dataclasses.field(default_factory=list)
     """The nodes ahead not deleted by the ranking, oldest first."""
+    read: list[Ahead] = dataclasses.field(default_factory=list)
+    """The live nodes ahead as read, oldest first (a lock's or writer's ranking that found
+    the nearest live reads only that one)."""
+
+    @property
+    def writes_ahead(self) -> int:
+        """How many of the live nodes ahead are a read-write lock's writers."""
+        return len(self._writers())
+
+    def _writers(self) -> list[Ahead]:
+        return [ahead for ahead in self.read if mode_of(ahead.node) == Mode.WRITE]
+
+    def refusing(self, limit: int, mode: str | None = None) -> list[Ahead]:
+        """The live nodes ahead that refuse ours while each stands, unchanged and live: the
+        nearest (a writer's, a lock's), the newest writer (a reader's), every one (a
+        permit's: their weights only grow back by leaving). Nodes join only behind, so
+        while these stand nothing can let ours hold."""
+        if mode == Mode.READ:
+            return self._writers()[-1:]
+        if mode == Mode.WRITE or limit == 1:
+            return self.read[-1:]
+        return list(self.read)
 
     def granted(self, limit: int, mode: str | None = None, weight: int = 1) -> bool:
         """Whether our node, of ``weight`` (a semaphore's permit), holds by the rule."""
@@ -65,11 +95,13 @@ async def rank(
                 conflict = None if mode is not None or record.limit == limit else (
                     record.limit
                 )
-                return Ranked([record], conflict, standing=ahead)
+                expires = nearest[1].mtime + record.ttl_ms
+                return Ranked([record], conflict, standing=ahead,
+                              read=[Ahead(ahead[-1], nearest[1].version, expires)])
     answers = await session.call_many("get", [(f"{parent}/{n}",) for n in ahead])
     live: list[Record] = []
     standing: list[str] = []
-    writes = 0
+    read: list[Ahead] = []
     for node, answer in zip(ahead, answers, strict=True):
         if isinstance(answer, Exception):
             continue  # gone meanwhile
@@ -83,9 +115,9 @@ async def rank(
             continue
         live.append(record)
         standing.append(node)
-        writes += mode_of(node) == Mode.WRITE
+        read.append(Ahead(node, stat.version, stat.mtime + record.ttl_ms))
     if mode is not None:
-        return Ranked(live, None, writes, standing)  # no limit to disagree on
+        return Ranked(live, None, standing, read)  # no limit to disagree on
     conflict = next((r.limit for r in live[:limit] if r.limit != limit), None)
-    return Ranked(live, conflict, standing=standing)
+    return Ranked(live, conflict, standing, read)
 

@@ -10,7 +10,8 @@ ahead count), ``sweep`` (the clean-up of idle names' nodes, after releases), ``_
 - **Acquire, first try**: create an ephemeral sequential node (``_nodes``) holding the
   record, and list the name's nodes, both sent at once (ZooKeeper answers a session's
   requests in order, so the list shows our node): granted if fewer than ``limit`` live
-  nodes are ahead of ours, else ours is deleted. A node ahead is live unless its last
+  nodes are ahead of ours, else ours is deleted (in one multi with a check of the nodes
+  that refused it: ``refusal``). A node ahead is live unless its last
   write (``mtime``) plus its ttl is older than the server time of our own write (our
   node's ``mtime``): then it has expired, and we delete it, guarded by the version we
   judged (a renewal in between makes the delete fail, and it stays). So ``ttl`` means what
@@ -78,9 +79,15 @@ from tenure._async.store import WITH_WEIGHTS
 from tenure._errors import limit_mismatch
 from tenure._types import Busy, Capabilities, Grant, Holder, Kind, LeaseSpec, LockInfo
 from tenure.backends.zookeeper import SCHEMES
-from tenure.backends.zookeeper._async.attempt import AsyncZooKeeperAttempt, rewrite
+from tenure.backends.zookeeper._async.attempt import (
+    AsyncZooKeeperAttempt,
+    rewrite_op,
+    rewritten,
+)
 from tenure.backends.zookeeper._async.grants import AsyncZooKeeperGrants
 from tenure.backends.zookeeper._async.ranking import rank
+from tenure.backends.zookeeper._async.refusal import Refused, refuse
+from tenure.backends.zookeeper._async.session import entries
 from tenure.backends.zookeeper._async.sweep import gc_reuse, sweep
 from tenure.backends.zookeeper._config import ZooKeeperSettings, parse
 from tenure.backends.zookeeper._errors import DRIVER_ERRORS
@@ -191,13 +198,41 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
         ranked = await rank(
             self.session, parent, path, stat.mtime, limit=limit, mode=mode, children=children
         )
-        if ranked.conflict is None and ranked.granted(limit, mode, spec.weight):
+
+        def hold() -> Grant:
             self._granted_in(epoch, path)
             self._held[(kind, name, token)] = Held(
                 path, stat.version, stat.mtime, record, epoch, stat.czxid,
                 unrecorded=self._unrecorded(parent, stat.czxid, *named),
             )
             return Grant(stat.czxid)
+
+        if ranked.conflict is None and ranked.granted(limit, mode, spec.weight):
+            return hold()
+
+        async def refused(final: tuple[Any, ...]) -> Refused | None:
+            """``final`` applied while what refused our node stands (``refusal``); None
+            when our node reached its turn meanwhile: it holds, untouched."""
+            outcome = await refuse(
+                self.session, parent, path, ranked, final, server_ms=stat.mtime, sent=sent,
+                limit=limit, mode=mode, weight=spec.weight,
+            )
+            return outcome if isinstance(outcome, Refused) else None
+
+        async def stays(place: Place, mark: bool) -> Grant | Place:
+            """A refused node that stays as the waiter's ``place``: rewritten as queued when
+            ``mark`` (a wait follows), else deleted (a later wait joins again)."""
+            ended = await refused(
+                rewrite_op(self.session, place) if mark else ("delete", path, stat.version)
+            )
+            if ended is None:
+                return hold()
+            if not mark or ended.answer is None:
+                place.path = ""  # deleted (or gone meanwhile): a later wait joins again
+            elif await rewritten(self.session, place, ended.answer):
+                place.ahead = ended.ranked.standing  # the wait that follows watches from this
+            return place
+
         if mode is not None:
             # A read-write lock's refused node stays, as this waiter's place in the queue.
             queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True,
@@ -206,19 +241,18 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version, mode=mode,
             )
-            if await rewrite(self.session, place) is not None:
-                place.ahead = ranked.standing  # the wait that follows watches from this
-            return place
+            return await stays(place, mark=True)
         if spec.queues and ranked.conflict is None:
-            # A queued (weighted FIFO) permit's refused node stays too, as its place: its
-            # first wait rewrites it as queued, with the place's queue ttl (a try that gives
-            # up at once deletes it without that write).
+            # A queued (weighted FIFO) permit's refused node stays too, as its place, when
+            # a wait follows (``keep``: a blocking acquire's first try), rewritten as queued
+            # with the place's queue ttl; a try that gives up at once deletes it.
             queued = Record.new(holder, limit, spec.queue_ttl or QUEUE_TTL, queued=True,
                                 weight=spec.weight)
-            return Place(
+            place = Place(
                 kind, name, token, limit, parent, queued, path=path, czxid=stat.czxid,
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version,
             )
+            return await stays(place, mark=keep)
         at_head = holds_at_head(kind, spec.value, ttl)
         queued = Record.new(holder, limit, QUEUE_TTL, queued=True, weight=spec.weight,
                             holds_at_head=at_head)
@@ -231,24 +265,33 @@ class AsyncZooKeeperBackend(AsyncZooKeeperGrants):
                 mtime=stat.mtime, written_ttl_ms=record.ttl_ms, version=stat.version,
                 ahead=ranked.standing, unmarked=True, sent=sent, write_epoch=epoch,
             )
-        await self.session.delete(path)
-        if ranked.conflict is not None:
-            raise limit_mismatch(name, ranked.conflict, limit)
+        deleted = await refused(("delete", path, stat.version))
+        if deleted is None:
+            return hold()
+        if deleted.ranked.conflict is not None:
+            raise limit_mismatch(name, deleted.ranked.conflict, limit)
         return Place(kind, name, token, limit, parent, queued, spec.value)
 
     async def inspect(self, kind: Kind, name: str) -> LockInfo | None:
         parent = self._parent(kind, name)
-        try:
-            data, _ = await self.session.call("get", parent)
-        except NoNodeError:
-            return None
-        fence = int(data or b"0")
+        # The server time first: a write of this session, so every read after it sees
+        # every write committed before it began (ZooKeeper answers reads from the server
+        # the session is on, which may lag the leader; a session always sees its own
+        # writes, and a server applies writes in order). Read first, a lagging server
+        # showed a holder another client's release had already deleted.
         now = await self.session.server_now()
-        nodes = await self.session.children(parent)
+        named, children = await self.session.call_together([
+            ("get", (parent,), {}), ("get_children", (parent,), {}),
+        ])
+        if isinstance(named, NoNodeError):
+            return None
+        fence = int(named[0] or b"0")
+        nodes = [] if isinstance(children, NoNodeError) else entries(children)
         answers = await self.session.call_many("get", [(f"{parent}/{n}",) for n in nodes])
         return lock_info(kind, name, fence=fence, now=now, nodes=nodes, answers=answers)
 
     async def list_records(self, kind: Kind, prefix: str) -> list[LockInfo]:
+        await self.session.server_now()  # a write first, as in ``inspect``: no stale list
         try:
             nodes: list[str] = await self.session.call(
                 "get_children", f"/{self.settings.namespace}/{kind}"

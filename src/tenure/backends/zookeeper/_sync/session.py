@@ -84,6 +84,11 @@ class Session:
         self._mutex = io.Mutex()
         self._started = threading.Event()
         self._starting = threading.Lock()
+        self._lifecycle = threading.Lock()
+        """Held while kazoo starts a client's threads and sockets (``start_async``) and while
+        it stops one: a stop in the middle of that start found the connection's socket not
+        made yet and raised (``'NoneType' object has no attribute 'send'``, from a client
+        closed while its first connect, given up by a 0.5 s deadline, was still starting)."""
         self.epoch = 0
         """How many times the connection was suspended or the session lost: a grant made
         in an earlier epoch may be gone (module docstring). Only kazoo's thread raises it."""
@@ -200,14 +205,22 @@ class Session:
         with self._starting:
             if started.is_set():
                 return
-            try:
-                client.start(self.settings.timeout)
-            except Exception as exc:
+            with self._lifecycle:
+                with self._mutex:
+                    closed = self._client is not client
+                if closed:  # closed before its start began: never started, nothing to stop
+                    raise ConnectionError("the client was closed before it connected")
+                live = client.start_async()
+            # kazoo's ``start``, with its two steps apart: the wait below holds no lock, so a
+            # close meanwhile stops the client (kazoo stops one that is still connecting).
+            live.wait(timeout=self.settings.timeout)
+            if not client.connected:
                 with contextlib.suppress(Exception):
-                    client.stop()
+                    _stop(client, self._lifecycle)
                 raise ConnectionError(
-                    f"cannot connect within {self.settings.timeout} s: {exc}"
-                ) from exc
+                    f"cannot connect within {self.settings.timeout} s: no session was "
+                    "established"
+                )
             started.set()
 
     def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
@@ -251,6 +264,17 @@ class Session:
         client = self.client()
         pending = [(operation, start(client, operation, *args, **kwargs))
                    for operation, args, kwargs in calls]
+        if len(pending) > 1:
+            # The last answer first: kazoo's thread completes them in the order sent, so
+            # once it is in, so is every earlier one, and this caller wakes once for all
+            # of them, not once per answer.
+            try:
+                io.result_of(pending[-1][1], self.settings.timeout)
+            except TimeoutError as exc:
+                unanswered = next(op for op, result in pending if not result.ready())
+                raise self._timeout(unanswered) from exc
+            except Exception:  # its own answer, read in its turn below
+                pass
         answers: list[Any] = []
         for operation, result in pending:
             try:
@@ -365,7 +389,10 @@ class Session:
             # to a dead server for up to the session timeout: not worth waiting for, the
             # thread ends on its own and the session with it.
             with contextlib.suppress(io.DeadlineExceeded):
-                io.bounded(functools.partial(io.run_blocking, _stop, client), STOP_LIMIT)
+                io.bounded(
+                    functools.partial(io.run_blocking, _stop, client, self._lifecycle),
+                    STOP_LIMIT,
+                )
 
 
 STOP_LIMIT = 1.0
@@ -377,6 +404,8 @@ def entries(nodes: list[str]) -> list[str]:
     return sorted((n for n in nodes if is_entry(n)), key=sequence_of)
 
 
-def _stop(client: KazooClient) -> None:
-    client.stop()
+def _stop(client: KazooClient, lifecycle: threading.Lock) -> None:
+    """Stop and close ``client``, never in the middle of its start (``_lifecycle``)."""
+    with lifecycle:
+        client.stop()
     client.close()
