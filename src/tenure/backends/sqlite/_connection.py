@@ -28,7 +28,7 @@ __all__ = ["CONTENDED_FOR", "WAL_SIZE_LIMIT", "Database"]
 CHECKPOINT_EVERY = 1000
 """WAL frames (pages) between two checkpoints of the file, whoever wrote them: about SQLite's
 own default of 1000 (a lock write is one frame). Each store checkpoints after its own writes
-make its share of that (see ``_checkpoint``), give or take a random quarter, so that processes
+make its share of that (see ``_Cadence``), give or take a random quarter, so that processes
 started together do not checkpoint in lockstep. A checkpoint's fsync grows with the frames it
 copies, and while it runs other processes' commits may stall (measured: 20k frames, 50 ms)."""
 
@@ -78,22 +78,97 @@ def restart_wait_ms(frames: int) -> int:
     return min(RESTART_WAIT_MOST_MS, RESTART_WAIT_MS << doublings)
 
 
-def _checkpoint(connection: sqlite3.Connection, writes: int) -> int:
-    """Copy the WAL into the database without waiting for anyone; once it holds
-    RESTART_FRAMES, also start it over (see there), waiting as RESTART_WAIT_MS says.
-    ``writes``: this store's writes since its last checkpoint. Returns how many of its
-    writes to make before the next one: its share of CHECKPOINT_EVERY, judged by the
-    frames the WAL gained meanwhile (with other processes writing, more than ours)."""
-    ((_, frames, _),) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    if frames >= RESTART_FRAMES:
-        wait_ms = restart_wait_ms(frames)
-        connection.execute(f"PRAGMA busy_timeout = {wait_ms}")
+def _restarts(wal: str) -> int | None:
+    """A count of the times the WAL file at ``wal`` was started over: the first salt of its
+    header (bytes 16-19, big-endian, see SQLite's file format), which the first write after
+    each restart increments by one. (The checkpoint sequence number beside it is each
+    connection's own count, so it misses restarts made by other connections.) None while the
+    file is missing or empty."""
+    try:
+        with open(wal, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return None
+    return int.from_bytes(header[16:20], "big") if len(header) == 20 else None
+
+
+class _Cadence:
+    """When one store checkpoints next, from what the WAL gained since its last one."""
+
+    def __init__(self, wal: str) -> None:
+        self.wal = wal
+        # A first checkpoint soon: it tells the store how many others write to the file.
+        self.interval = _checkpoint_interval(CHECKPOINT_EVERY / 4)
+        self.frames = 0
+        """The WAL's frames after this store's last checkpoint."""
+        self.restarts: int | None = None
+        """The WAL's restart count expected now if no other store started it over since
+        this store's last checkpoint (None: not known)."""
+        self.copied_all = False
+        """This store's last checkpoint copied every frame (see ``checkpoint``)."""
+
+    def checkpoint(self, connection: sqlite3.Connection, writes: int) -> int:
+        """Copy the WAL into the database without waiting for anyone; once it holds
+        RESTART_FRAMES, also start it over (see there). ``writes``: this store's writes
+        since its last checkpoint. Returns how many of its writes to make before the next
+        one: its share of CHECKPOINT_EVERY, judged by the frames the WAL gained meanwhile
+        (with other processes writing, more than ours)."""
+        before = _restarts(self.wal)
+        ((_, frames, copied),) = connection.execute(
+            "PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        restarted = frames >= RESTART_FRAMES and _restart(
+            connection, restart_wait_ms(frames) / 1000)
+        after = _restarts(self.wal)
+        expected = self.restarts
+        if before is None or before != after or expected is None:
+            known = False
+        elif before == (expected + 1) % 2**32 and self.copied_all:
+            # A checkpoint that copied every frame lets the next write start the WAL over
+            # (SQLite does, when no reader is on it): every frame since is a gain.
+            self.frames, known = 0, True
+        else:
+            known = before == expected
+        if known:
+            gained = frames - self.frames
+            share = 1.0 if gained <= writes else writes / gained
+            self.interval = _checkpoint_interval(CHECKPOINT_EVERY * share)
+        else:
+            # Another store started the WAL over since this one's last checkpoint, so
+            # ``frames`` counts only from then: the WAL gained more, and this store's share
+            # is smaller than ``frames`` says. Shrink to that bound, never grow. Reading a
+            # restarted WAL's frames as the whole gain made every store of a busy file take
+            # itself for the only writer and wait 1,000 writes: the WAL grew past 32 MiB.
+            share = 1.0 if frames <= writes else writes / frames
+            self.interval = min(self.interval, _checkpoint_interval(CHECKPOINT_EVERY * share))
+        self.frames = 0 if restarted else frames
+        self.copied_all = not restarted and copied == frames
+        # The first write after a restart increments the count (ours: expect one more).
+        self.restarts = None if after is None else (after + restarted) % 2**32
+        return self.interval
+
+
+def _restart(connection: sqlite3.Connection, wait: float) -> bool:
+    """Start the WAL over (a RESTART checkpoint), trying again for up to ``wait`` seconds
+    while a writer or a reader is in the way. The connection's busy timeout stays 0 and the
+    tries come in the same fine steps as ``Database.execute``'s: with SQLite's own busy
+    handler the checkpoint slept 25-100 ms between its tries for the write lock while every
+    writer tried again within a millisecond, so under steady contention it almost never got
+    the lock, and the WAL grew past twice WAL_SIZE_LIMIT in loaded runs. A try that finds the
+    lock taken copies what it can (PASSIVE) and changes nothing else. True if it started
+    the WAL over."""
+    deadline = time.monotonic() + wait
+    pause = 0.00005
+    while True:
         try:
-            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-        finally:
-            connection.execute("PRAGMA busy_timeout = 0")
-    share = 1.0 if frames <= writes else writes / frames
-    return _checkpoint_interval(CHECKPOINT_EVERY * share)
+            ((blocked, _, _),) = connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+            blocked = 1
+        if not blocked or time.monotonic() >= deadline:
+            return not blocked
+        time.sleep(pause)
+        pause = min(pause * 2, 0.001)
 
 
 _databases: weakref.WeakSet[Database] = weakref.WeakSet()
@@ -121,8 +196,8 @@ class Database:
         self._all_mutex = threading.Lock()
         self.writes = 0
         """Write operations since the last checkpoint (see ``wrote``)."""
-        # A first checkpoint soon: it tells the store how many others write to the file.
-        self.checkpoint_at = _checkpoint_interval(CHECKPOINT_EVERY / 4)
+        self._cadence = _Cadence(f"{self.path}-wal")
+        self.checkpoint_at = self._cadence.interval
         self.contended_until = 0.0
         """``time.monotonic()`` until which an acquire's first try is made in the queueing
         transaction, not as a statement of its own (see ``Locks.acquire``)."""
@@ -273,7 +348,7 @@ class Database:
         if self.writes >= self.checkpoint_at:
             writes, self.writes = self.writes, 0
             with contextlib.suppress(sqlite3.Error):
-                self.checkpoint_at = _checkpoint(self.connection(), writes)
+                self.checkpoint_at = self._cadence.checkpoint(self.connection(), writes)
 
     def close(self) -> None:
         with self._all_mutex:
