@@ -150,12 +150,11 @@ class _Cadence:
 def _restart(connection: sqlite3.Connection, wait: float) -> bool:
     """Start the WAL over (a RESTART checkpoint), trying again for up to ``wait`` seconds
     while a writer or a reader is in the way. The connection's busy timeout stays 0 and the
-    tries come in the same fine steps as ``Database.execute``'s: with SQLite's own busy
-    handler the checkpoint slept 25-100 ms between its tries for the write lock while every
-    writer tried again within a millisecond, so under steady contention it almost never got
-    the lock, and the WAL grew past twice WAL_SIZE_LIMIT in loaded runs. A try that finds the
-    lock taken copies what it can (PASSIVE) and changes nothing else. True if it started
-    the WAL over."""
+    tries come in the same fine steps as ``Database.execute``'s, so the checkpoint competes
+    for the write lock on the writers' terms: SQLite's own busy handler sleeps 25-100 ms
+    between its tries, while every writer tries again within a millisecond. A try that
+    finds the lock taken copies what it can (PASSIVE) and changes nothing else. True if it
+    started the WAL over."""
     deadline = time.monotonic() + wait
     pause = 0.00005
     while True:
