@@ -105,6 +105,7 @@ def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_
 ) -> None:
     ttl = 2.0
     margin = lease_seconds(ttl) - ttl  # how long a spare still lasts the whole ttl
+    granted = time.monotonic()  # the lease's clock starts after this, on the server
     assert isinstance(etcd_store.acquire(name, LOCK, token(), ttl, HOLDER), Grant)
     first = next(iter(etcd_store._held.values())).lease.id
     etcd_store.release(Kind.LOCK, name, next(iter(etcd_store._held))[2])
@@ -113,7 +114,11 @@ def test_a_spare_lease_released_too_long_ago_is_kept_alive_before_it_is_written_
     started = time.monotonic()
     assert isinstance(etcd_store.acquire(name, LOCK, second, ttl, HOLDER), Grant)
     held = etcd_store._held["lock", name, second]
-    assert held.lease.id == first  # the spare, reused
+    if time.monotonic() - granted < lease_seconds(ttl):
+        # The spare was alive when the acquire kept it alive: it must be the one reused.
+        # (On a machine so loaded that this test lost its core for seconds, the spare could
+        # lapse first, and a new lease is then right; the ttl check below holds either way.)
+        assert held.lease.id == first
     left = etcd_store.pool.time_to_live(held.lease.id)  # whole seconds, rounded down
     # The server must give the holder at least ttl from the start of its acquire; an
     # unrefreshed spare would have a second less than that.

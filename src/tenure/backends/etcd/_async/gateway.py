@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 import httpx
 
@@ -297,6 +298,18 @@ class AsyncGateway:
             if own:
                 await _close_all(clients)
 
+    def _watch_stream(self, request: JSON, timeout: float) -> dict[str, Any]:
+        """The arguments of a watch's stream that waits up to ``timeout`` for a line, the
+        watch counted among the requests. The token as it is: none yet (a forked child) or
+        expired only cancels this watch, and the caller's next read logs in."""
+        self.requests += 1
+        self.watches += 1
+        return {
+            "content": json.dumps({"create_request": request}),
+            "headers": auth_header(self._token or None),
+            "timeout": httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001)),
+        }
+
     async def _watch(
         self, client: httpx.AsyncClient, key: str, range_end: str | None,
         start_revision: int, timeout: float, *, created: int | None,
@@ -307,17 +320,10 @@ class AsyncGateway:
             request["range_end"] = range_end
         if not from_now:
             request["start_revision"] = str(start_revision)
-        # The token as it is: none yet (a forked child) or expired only cancels this watch,
-        # and the caller's next read logs in.
-        headers = auth_header(self._token or None)
-        limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
-        self.requests += 1
-        self.watches += 1
         try:
             async with client.stream(
-                "POST", "/v3/watch", content=json.dumps({"create_request": request}),
-                headers=headers, timeout=limits,
+                "POST", "/v3/watch", **self._watch_stream(request, timeout)
             ) as response:
                 if response.status_code != 200:
                     return True
@@ -356,15 +362,10 @@ class AsyncGateway:
         cluster moved on since ``start_revision``, one read tells what became of the key."""
         clients, own = self._endpoints()
         client = clients[self._preferred % len(clients)]
-        headers = auth_header(self._token or None)
-        limits = httpx.Timeout(self.settings.timeout, read=max(timeout, 0.001))
         deadline = time.monotonic() + timeout
-        self.requests += 1
-        self.watches += 1
         try:
             async with client.stream(
-                "POST", "/v3/watch", content=json.dumps({"create_request": {"key": key}}),
-                headers=headers, timeout=limits,
+                "POST", "/v3/watch", **self._watch_stream({"key": key}, timeout)
             ) as response:
                 if response.status_code != 200:
                     return "woken"
