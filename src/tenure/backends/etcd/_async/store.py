@@ -61,14 +61,13 @@ import contextlib
 import copy
 import dataclasses
 import math
-import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenure._async.store import WITH_WEIGHTS, AsyncStore, extend_by_kind
 from tenure._concurrency import async_io as io
+from tenure._concurrency.listeners import Listeners
 from tenure._types import (
     Busy,
     Capabilities,
@@ -158,10 +157,9 @@ class AsyncEtcdBackend(AsyncStore):
         self._held: dict[tuple[str, str, str], Held] = {}
         self.slots = Slots()
         """The names of this client's lock keys (``_slots``), shared with the renewal twin."""
-        self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        self._doubt_listeners = Listeners()
         """Told when a grant at the head of the queue turns out lost (shared with the
         renewal twin, as ``_held``)."""
-        self._listeners_mutex = threading.Lock()
         self._gc_lease: tuple[str, float] | None = None
         """The lease released names' fence keys go onto now, and when it was granted
         (``time.monotonic``): shared by the releases of ``GC_LEASE_REUSE`` seconds."""
@@ -246,7 +244,7 @@ class AsyncEtcdBackend(AsyncStore):
                         f"onto the holder's lease failed: {exc!r}")
             answer.set(lost)
             if lost is not None:
-                self._doubt_now()
+                self._doubt_listeners.call_all()
                 return
             with contextlib.suppress(Exception):  # a spare: it lapses on its own anyway
                 await self.pool.keep_spare(queue_lease)  # the key left it
@@ -283,24 +281,7 @@ class AsyncEtcdBackend(AsyncStore):
     def add_doubt_listener(self, listener: Callable[[], object]) -> None:
         """``listener`` is called (from any thread) when a grant at the head turns out lost;
         a bound method is held weakly."""
-        entry: Callable[[], object] | weakref.WeakMethod[Any] = (
-            weakref.WeakMethod(listener) if hasattr(listener, "__self__") else listener
-        )
-        with self._listeners_mutex:
-            self._doubt_listeners = [
-                known for known in self._doubt_listeners
-                if not isinstance(known, weakref.WeakMethod) or known() is not None
-            ]
-            self._doubt_listeners.append(entry)
-
-    def _doubt_now(self) -> None:
-        with self._listeners_mutex:
-            listeners = list(self._doubt_listeners)
-        for entry in listeners:
-            listener = entry() if isinstance(entry, weakref.WeakMethod) else entry
-            if listener is not None:
-                with contextlib.suppress(Exception):  # a listener's failure is its own
-                    listener()
+        self._doubt_listeners.add(listener)
 
     async def acquire(
         self, name: str, spec: LeaseSpec, token: str, ttl: float, holder: Holder

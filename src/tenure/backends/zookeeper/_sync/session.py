@@ -48,7 +48,6 @@ import functools
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,6 +61,7 @@ from kazoo.exceptions import (
 )
 
 from tenure._concurrency import sync_io as io
+from tenure._concurrency.listeners import Listeners
 from tenure.backends.zookeeper._calls import commit, start
 from tenure.backends.zookeeper._config import ZooKeeperSettings
 from tenure.backends.zookeeper._fence_records import FenceRecords
@@ -96,10 +96,9 @@ class Session:
         """What ended each recent epoch, for the loss reason."""
         self.on_connected: Callable[[], object] | None = None
         """Called in kazoo's thread, without blocking, when the connection is (re)established."""
-        self._doubt_listeners: list[Callable[[], object] | weakref.WeakMethod[Any]] = []
+        self._doubt_listeners = Listeners()
         self.fences = FenceRecords()
         """The names' last fences this session wrote (``record_soon``)."""
-        self._listeners_mutex = threading.Lock()
 
     # ---- the session's state -------------------------------------------------------------
 
@@ -116,15 +115,7 @@ class Session:
     def add_doubt_listener(self, listener: Callable[[], object]) -> None:
         """``listener`` is called (in kazoo's thread) at each interruption; a bound method is
         held weakly."""
-        held: Callable[[], object] | weakref.WeakMethod[Any] = (
-            weakref.WeakMethod(listener) if hasattr(listener, "__self__") else listener
-        )
-        with self._listeners_mutex:
-            self._doubt_listeners = [
-                entry for entry in self._doubt_listeners
-                if not isinstance(entry, weakref.WeakMethod) or entry() is not None
-            ]
-            self._doubt_listeners.append(held)
+        self._doubt_listeners.add(listener)
 
     def _state_changed(self, state: str) -> None:
         """kazoo's state listener, run in its connection thread: must not block."""
@@ -144,13 +135,7 @@ class Session:
 
     def doubt_now(self) -> None:
         """Call the doubt listeners (safe in kazoo's threads): a lease may be doubted now."""
-        with self._listeners_mutex:
-            listeners = list(self._doubt_listeners)
-        for entry in listeners:
-            listener = entry() if isinstance(entry, weakref.WeakMethod) else entry
-            if listener is not None:
-                with contextlib.suppress(Exception):  # a listener must not break kazoo's loop
-                    listener()
+        self._doubt_listeners.call_all()  # (a listener's failure never breaks kazoo's loop)
 
     def unanswered(self, seconds: float) -> TimeoutError:
         """What kept a call from being answered within ``seconds``, for the BackendError the
