@@ -374,15 +374,22 @@ class RedisSentinel:
 
     def rejoin(self, server: RedisServer, timeout: float = 60.0) -> None:
         """Start a killed server again, as a replica of the current primary (empty, without
-        persistence: it copies the primary's data), and wait until the set-up is ready."""
+        persistence: it copies the primary's data), and wait until the set-up is ready.
+
+        It comes back with replica priority 0, which no sentinel ever promotes: a test that
+        rejoins a server checks that clients reach the promoted primary and not the old
+        address, and a second failover back to that address (a sentinel that missed the
+        promoted primary's answers for a second on a loaded machine, ci23) would leave
+        nothing for it to check."""
         primary = self.primary()
         process = server.process
-        replica_of = ["--replicaof", "127.0.0.1", str(primary.port)]
+        rejoined = ["--replicaof", "127.0.0.1", str(primary.port), "--replica-priority", "0"]
         base = process.argv
-        if "--replicaof" in base:
-            at = base.index("--replicaof")
-            base = base[:at] + base[at + 3:]
-        process.argv = base + replica_of
+        for option, values in (("--replicaof", 2), ("--replica-priority", 1)):
+            if option in base:
+                at = base.index(option)
+                base = base[:at] + base[at + 1 + values:]
+        process.argv = base + rejoined
         process.start()
         self.wait_ready(timeout)
 
