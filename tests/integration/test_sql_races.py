@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -161,9 +162,15 @@ def test_32_threads_race_for_300_fresh_semaphores(sql_url: str) -> None:
         assert infos[name].fence == won[-1]
 
 
-def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
+def test_32_threads_race_for_one_semaphore_released(
+    sql_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """One semaphore whose LIMIT permits are released after every round: each round exactly
     LIMIT of the 32 get one, and every grant took its own fence."""
+    # A refused try of a queued semaphore takes a place and leaves it before answering; a
+    # leave that fails is logged at INFO (the place then lapses in its queue lease): kept,
+    # for a failure to show it.
+    caplog.set_level(logging.INFO, "tenure")
     limit = 3
     rounds = 200
     name = f"race:{uuid.uuid4().hex}"
@@ -171,7 +178,13 @@ def test_32_threads_race_for_one_semaphore_released(sql_url: str) -> None:
         fences: list[list[int]] = []
         winners = race(locks, [name] * rounds, release=True, fences=fences,
                        make=lambda name: locks.semaphore(name, limit=limit, ttl=TTL))
-        assert winners == [limit] * rounds
+        # CI once (ci26, MariaDB, a loaded run) saw round 0 grant 3 and every later round
+        # none: what the name's rows (record, permits, places) hold then is the evidence.
+        wrong = [round_ for round_, won in enumerate(winners) if won != limit]
+        assert not wrong, (
+            f"rounds {wrong[:10]} of {rounds} granted {[winners[r] for r in wrong[:10]]}; "
+            + explain(sql_url, [name], [fences[wrong[0]]])
+        )
         info = locks.inspect(name, kind="semaphore")
     # Every grant took its own fence, above every fence of the rounds before.
     order = [fence for won in fences for fence in won]
