@@ -24,6 +24,7 @@ rules that keep them that few safe (the docstrings of ``tenure.backends.etcd._as
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -309,3 +310,25 @@ def test_a_watch_on_a_reused_key_name_ends_when_the_key_watched_is_gone(
     assert etcd_store.gateway.watch_deletes(b64(key), None, created + 1, 5.0, created)
     assert time.monotonic() - started < 2.5
     etcd_store.gateway.post("/v3/kv/deleterange", {"key": b64(key)})
+
+
+def test_a_request_that_races_close_opens_no_client_that_stays_open(etcd_url: str) -> None:
+    """A request on another thread that finds the gateway open, then waits for its mutex
+    while ``close`` empties the pool (the renewal store's first connection is made in the
+    background, and a client may close at once), works on clients of its own and closes
+    them: it once filled the emptied pool, which nothing closed afterwards (ci27: the
+    sockets' ResourceWarning at a later collection failed another test of the worker)."""
+    store = EtcdBackend.from_url(etcd_url)
+    gateway = store.gateway
+    answered: list[object] = []
+    with gateway._mutex:  # what ``close`` holds while it empties the pool
+        requester = threading.Thread(
+            target=lambda: answered.append(gateway.post("/v3/kv/range", {"key": b64("x")}))
+        )
+        requester.start()
+        time.sleep(0.1)  # it is waiting for the mutex now (where it was open, it was past it)
+        gateway._closed = True  # ``close``'s own step, under that mutex
+    requester.join(30)
+    assert answered, "the request did not complete"
+    assert gateway._clients == [], "a request after close filled the pool again"
+    store.close()

@@ -90,9 +90,14 @@ class AsyncGateway:
         whether they are the call's own. After ``aclose`` a call still works (a failed
         acquire's clean-up, a last renewal) on clients of its own, closed when it ends:
         nothing would close a pool opened after close."""
-        if self._closed:
-            return [self._client(endpoint) for endpoint in self.settings.endpoints], True
         with self._mutex:
+            # Under the mutex that ``aclose`` takes: a call that saw the gateway open
+            # before a close on another thread (the renewal store's first connection, made
+            # in the background, and a client closed at once) would else fill the emptied
+            # pool after it, with clients nothing closes (ci27: their sockets' ResourceWarning
+            # failed a later test of the worker).
+            if self._closed:
+                return [self._client(endpoint) for endpoint in self.settings.endpoints], True
             if self._pid != os.getpid() or not self._clients:
                 # A forked child must not share its parent's sockets: it opens its own.
                 self._token = None
