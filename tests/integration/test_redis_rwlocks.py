@@ -20,7 +20,7 @@ import tenure
 from tenure._sync.store import Store
 from tenure._types import Busy, Grant, Holder, Kind, LeaseSpec, Mode
 from tenure.backends.redis._rwlocks import QueueKeys, queue_keys
-from tests.integration.waking import WAKE_BOUND, until
+from tests.integration.waking import until, wake_bound
 from tests.servers.redis import RedisCluster
 
 HOSTILE = ["{", "}", "{}", "{a}", "a{b}c", "}{", "sp ace", "new\nline", "ünï ✓", "é" * 500]
@@ -123,7 +123,7 @@ async def cancelled_waiters_leave_nothing(url: str, name: str) -> None:
         await holder.release()
         assert await second
         # Woken by the release, not by a timer (a lost wake-up would cost 0.05 s or more).
-        assert time.monotonic() - released < WAKE_BOUND
+        assert time.monotonic() - released < wake_bound()
         await second_lock.release()
 
 
@@ -193,7 +193,7 @@ def test_a_wake_list_keeps_one_item(redis_url: str, name: str) -> None:
 def test_a_release_in_another_client_wakes_a_blocked_waiter(redis_url: str, name: str) -> None:
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
     # Left to its timer the waiter would wait 0.05 s at least (its BLPOP's shortest).
-    assert fair_wake_latency(redis_url, [port], name) < WAKE_BOUND
+    assert fair_wake_latency(redis_url, [port], name) < wake_bound()
 
 
 @pytest.mark.redis
@@ -292,7 +292,7 @@ def test_a_cluster_waiter_is_woken_not_polling(
     redis_cluster: RedisCluster, redis_cluster_url: str, name: str
 ) -> None:
     ports = [node.port for node in redis_cluster.nodes]
-    assert fair_wake_latency(redis_cluster_url, ports, name) < WAKE_BOUND
+    assert fair_wake_latency(redis_cluster_url, ports, name) < wake_bound()
 
 
 @pytest.mark.redis_cluster

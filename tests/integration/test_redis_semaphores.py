@@ -19,7 +19,7 @@ from redis.crc import key_slot
 import tenure
 from tenure._types import Grant, Holder, Kind, LeaseSpec
 from tenure.backends.redis._semaphores import SemaphoreKeys, semaphore_keys
-from tests.integration.waking import WAKE_BOUND, until
+from tests.integration.waking import until, wake_bound
 from tests.servers.redis import RedisCluster
 
 HOSTILE = ["{", "}", "{}", "{a}", "a{b}c", "}{", "sp ace", "new\nline", "ünï ✓", "é" * 500]
@@ -80,7 +80,7 @@ def wake_latency(url: str, ports: list[int], name: str) -> float:
 def test_a_release_in_another_client_wakes_a_blocked_waiter(redis_url: str, name: str) -> None:
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
     # Left to its timer the waiter would wait 0.25 s at least (the upper half of max_backoff).
-    assert wake_latency(redis_url, [port], name) < WAKE_BOUND
+    assert wake_latency(redis_url, [port], name) < wake_bound()
 
 
 @pytest.mark.redis
@@ -258,4 +258,4 @@ def test_a_cluster_waiter_is_woken_not_polling(
     redis_cluster: RedisCluster, redis_cluster_url: str, name: str
 ) -> None:
     ports = [node.port for node in redis_cluster.nodes]
-    assert wake_latency(redis_cluster_url, ports, name) < WAKE_BOUND
+    assert wake_latency(redis_cluster_url, ports, name) < wake_bound()
