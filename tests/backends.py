@@ -171,7 +171,7 @@ BACKENDS: tuple[BackendRow, ...] = (
                unreachable=Unreachable(
                    "redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", timeout=False)),
     # No real mongod can be installed here: a Python 3.13 venv of its own.
-    BackendRow("mongodb", "mongodb", "mongodb_url", "tests.servers.mongodb",
+    BackendRow("mongodb", "mongodb", "mongodb_collection_url", "tests.servers.mongodb",
                "needs the mongoeco MongoDB stand-in", setup="scripts/install-mongoeco",
                unreachable=Unreachable("mongodb://127.0.0.1:{}/db?directConnection=true")),
     BackendRow("mysql", "mysql", "mysql_url", "tests.servers.mysql",

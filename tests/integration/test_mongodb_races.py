@@ -34,6 +34,9 @@ def test_32_threads_race_for_a_fresh_lock_exactly_one_wins_each_round(
     """Each round: a never-used name, 32 threads released together by a barrier, each with
     its own handle trying once. Exactly one may win; it releases before the next round."""
     run = uuid.uuid4().hex
+    # A collection of its own: mongoeco's writes slow down with every document of theirs
+    # (tests.servers.mongodb.mongodb_collection_url), and each round leaves one behind.
+    url = f"{mongodb_url}&collection=race{run[:16]}"
     rounds = ROUNDS // PARTS + (part < ROUNDS % PARTS)
     winners_per_round = [0] * rounds
     fences = [0] * rounds
@@ -42,7 +45,7 @@ def test_32_threads_race_for_a_fresh_lock_exactly_one_wins_each_round(
     end = threading.Barrier(THREADS)
     mutex = threading.Lock()
 
-    with tenure.connect(mongodb_url, maxPoolSize=THREADS) as locks:
+    with tenure.connect(url, maxPoolSize=THREADS) as locks:
 
         def racer() -> None:
             try:
@@ -71,17 +74,18 @@ def test_32_threads_race_for_a_fresh_lock_exactly_one_wins_each_round(
     assert not errors, errors[0]
     assert winners_per_round == [1] * rounds
     # One grant per fresh name: each name's document holds the winner's fence, no other.
-    with tenure.connect(mongodb_url) as locks:
+    with tenure.connect(url) as locks:
         recorded = [locks.inspect(f"race:{run}:{number}") for number in range(rounds)]
     assert [info.fence if info else None for info in recorded] == fences
 
 
-def test_fences_strictly_increase_over_1000_acquisitions(mongodb_url: str) -> None:
+def test_fences_strictly_increase_over_1000_acquisitions(mongodb_collection_url: str) -> None:
     """Four processes one after another, 250 acquire/release cycles each."""
     name = f"fences:{uuid.uuid4().hex}"
     seen: list[int] = []
     for _ in range(4):
-        seen += [int(f) for f in finish(worker("fences", mongodb_url, name, "250")).split()]
+        seen += [int(f) for f in
+                 finish(worker("fences", mongodb_collection_url, name, "250")).split()]
     assert len(seen) == 1000
     assert all(later > earlier for earlier, later in itertools.pairwise(seen))
 
